@@ -1,0 +1,49 @@
+#pragma once
+// The named properties of distributed data loading, and what a violation of one looks like.
+//
+// The names are the project's vocabulary: property tests, `ddp-sim check-sampler`, the simulator's
+// run reports and the README all use exactly these strings.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ddph {
+
+namespace property {
+inline constexpr std::string_view kValidRange = "valid-range";
+inline constexpr std::string_view kEqualLength = "equal-length";
+inline constexpr std::string_view kCoverage = "coverage";
+inline constexpr std::string_view kDisjointness = "disjointness";
+inline constexpr std::string_view kPadding = "padding";
+inline constexpr std::string_view kReshuffle = "reshuffle";
+inline constexpr std::string_view kDeterminism = "determinism";
+}  // namespace property
+
+/// One entry of the property catalogue.
+struct PropertyInfo {
+  std::string_view name;
+  std::string_view summary;      ///< what holds when the property holds
+  std::string_view likelyCause;  ///< the usual bug behind a violation, and its fix
+};
+
+/// The sampler properties, in the order they are checked and reported.
+const std::vector<PropertyInfo>& samplerProperties();
+
+/// The catalogue entry for `name`, or nullptr.
+const PropertyInfo* findProperty(std::string_view name);
+
+/// One broken property, located as precisely as the checker can.
+struct Violation {
+  std::string property;
+  std::vector<std::int64_t> ranks;  ///< ranks involved; empty when it is about the whole world
+  std::int64_t epoch = -1;          ///< -1: not tied to an epoch
+  std::int64_t step = -1;           ///< -1: not tied to a step
+  std::string detail;               ///< one line, readable without context
+};
+
+/// "coverage at epoch 3 on ranks [1, 2]: …", one line.
+std::string formatViolation(const Violation& v);
+
+}  // namespace ddph

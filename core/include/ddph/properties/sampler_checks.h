@@ -1,0 +1,34 @@
+#pragma once
+// Runs named properties against a Sampler for one case: asks the sampler for the partitions each
+// property needs (the epoch, the next epoch, the same request again, seed + 1 / epoch - 1) once,
+// and hands them to the checks of partition_checks.h.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ddph/properties/partition_checks.h"
+#include "ddph/sampler/sampler.h"
+
+namespace ddph {
+
+/// One point of the configuration space the suite explores.
+struct SamplerCase {
+  std::int64_t datasetSize = 0;
+  std::int64_t numReplicas = 1;
+  std::int64_t epoch = 0;
+  std::int64_t seed = 0;
+};
+
+/// "N=13 W=4 epoch=0 seed=0".
+std::string formatCase(const SamplerCase& c);
+
+/// Every sampler property name, in catalogue order.
+std::vector<std::string> allSamplerPropertyNames();
+
+/// Checks `properties` (names from the catalogue) and returns every violation found, at most one a
+/// property. Throws ConfigError for an unknown property name; lets the sampler's own errors through.
+std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, const Expectations& e,
+                                    const std::vector<std::string>& properties);
+
+}  // namespace ddph

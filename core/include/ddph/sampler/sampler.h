@@ -1,0 +1,81 @@
+#pragma once
+// The sampler interface: what every distributed sampler looks like to ddp-harness.
+//
+// A distributed sampler is treated as a pure function of a ShardRequest (dataset size, number of
+// replicas, rank, epoch, seed) to the list of sample indices that rank visits, in order. PyTorch's
+// DistributedSampler, LibTorch's C++ samplers, users' C++ samplers and samplers in other languages
+// (over the line protocol of `ddp-sim check-sampler`) all implement it, so one set of properties
+// judges them all.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddph {
+
+using Index = std::int64_t;
+
+/// One question put to a distributed sampler. Field names follow the line protocol
+/// (`{"dataset_size":N,"num_replicas":W,"rank":R,"epoch":E,"seed":S}`).
+struct ShardRequest {
+  std::int64_t datasetSize = 0;
+  std::int64_t numReplicas = 1;
+  std::int64_t rank = 0;
+  std::int64_t epoch = 0;
+  std::int64_t seed = 0;
+};
+
+/// Every rank's indices for one (dataset size, number of replicas, epoch, seed).
+struct Partition {
+  std::int64_t datasetSize = 0;
+  std::int64_t epoch = 0;
+  std::int64_t seed = 0;
+  /// ranks[r] holds the indices rank r visits, in order.
+  std::vector<std::vector<Index>> ranks;
+  /// declaredLengths[r] is what rank r's sampler says its length is (`len(sampler)`); empty when
+  /// the sampler declares no length.
+  std::vector<std::int64_t> declaredLengths;
+
+  std::int64_t numReplicas() const { return static_cast<std::int64_t>(ranks.size()); }
+};
+
+/// A distributed sampler. Implementations need not be thread-safe: callers serialise calls.
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+
+  /// Short name used in reports ("pytorch", "libtorch-random", the user's command, …).
+  virtual std::string name() const = 0;
+
+  /// The indices `request.rank` visits, in order. Throws ddph::ConfigError for requests the
+  /// sampler rejects (rank out of range, …) and ddph::ProtocolError when an external sampler fails.
+  virtual std::vector<Index> indices(const ShardRequest& request) = 0;
+
+  /// What the sampler says the rank's length is (`len(sampler)`), if it declares one.
+  virtual std::optional<std::int64_t> declaredLength(const ShardRequest& request);
+
+  /// Every rank's indices. The default asks each rank in turn; samplers that can share work
+  /// between ranks (one permutation for all of them) override it.
+  virtual Partition partition(std::int64_t datasetSize, std::int64_t numReplicas,
+                              std::int64_t epoch, std::int64_t seed);
+};
+
+/// A single rank's view of a Sampler, shaped like PyTorch's: fixed dataset size, replicas, rank
+/// and seed; `setEpoch` before each epoch; `indices()` for the current epoch.
+class RankSampler {
+ public:
+  RankSampler(Sampler& sampler, std::int64_t datasetSize, std::int64_t numReplicas,
+              std::int64_t rank, std::int64_t seed = 0);
+
+  void setEpoch(std::int64_t epoch) { request_.epoch = epoch; }
+  std::int64_t epoch() const { return request_.epoch; }
+  std::vector<Index> indices() { return sampler_.indices(request_); }
+  const ShardRequest& request() const { return request_; }
+
+ private:
+  Sampler& sampler_;
+  ShardRequest request_;
+};
+
+}  // namespace ddph

@@ -1,0 +1,59 @@
+#include "ddph/properties/sampler_checks.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "ddph/common/error.h"
+
+namespace ddph {
+
+std::string formatCase(const SamplerCase& c) {
+  return fmt::format("N={} W={} epoch={} seed={}", c.datasetSize, c.numReplicas, c.epoch, c.seed);
+}
+
+std::vector<std::string> allSamplerPropertyNames() {
+  std::vector<std::string> names;
+  for (const auto& p : samplerProperties()) names.emplace_back(p.name);
+  return names;
+}
+
+std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, const Expectations& e,
+                                    const std::vector<std::string>& properties) {
+  for (const auto& name : properties) {
+    DDPH_CHECK(findProperty(name) != nullptr, "unknown property '{}'", name);
+  }
+  std::optional<Partition> current, next, again, shifted;
+  auto get = [&](std::optional<Partition>& slot, std::int64_t epoch, std::int64_t seed) -> const Partition& {
+    if (!slot) slot = sampler.partition(c.datasetSize, c.numReplicas, epoch, seed);
+    return *slot;
+  };
+  std::vector<Violation> found;
+  auto add = [&](std::optional<Violation> v) {
+    if (v) found.push_back(std::move(*v));
+  };
+  for (const auto& name : properties) {
+    const Partition& p = get(current, c.epoch, c.seed);
+    if (name == property::kValidRange) {
+      add(checkValidRange(p));
+    } else if (name == property::kEqualLength) {
+      add(checkEqualLength(p, e));
+    } else if (name == property::kCoverage) {
+      add(checkCoverage(p, e));
+    } else if (name == property::kDisjointness) {
+      add(checkDisjointness(p, e));
+    } else if (name == property::kPadding) {
+      add(checkPadding(p, e));
+    } else if (name == property::kReshuffle) {
+      add(checkReshuffle(p, get(next, c.epoch + 1, c.seed), e));
+    } else if (name == property::kDeterminism) {
+      const Partition& twice = get(again, c.epoch, c.seed);
+      const Partition* shift = nullptr;
+      if (e.orderDependsOnSeedPlusEpoch && c.epoch >= 1) shift = &get(shifted, c.epoch - 1, c.seed + 1);
+      add(checkDeterminism(p, twice, shift));
+    }
+  }
+  return found;
+}
+
+}  // namespace ddph

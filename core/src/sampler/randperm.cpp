@@ -1,0 +1,71 @@
+// One of the few translation units that include LibTorch headers.
+#include "ddph/sampler/randperm.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/MT19937RNGEngine.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "ddph/common/error.h"
+
+namespace ddph {
+namespace {
+
+// See NOTE [Fast randperm].
+void replicaRandperm(Index* r, std::int64_t n, std::uint64_t seed) {
+  for (std::int64_t i = 0; i < n; ++i) r[i] = i;
+  if (n < 2) return;
+  at::mt19937 engine(seed);
+  // The swap target of step j: j + (32-bit draw % (n - j)). The modulo is done in 32 bits where
+  // the span fits, which gives the same value as LibTorch's 64-bit modulo and is cheaper.
+  auto target = [&](std::int64_t j) -> std::int64_t {
+    const std::uint32_t draw = engine();
+    const auto span = static_cast<std::uint64_t>(n - j);
+    const std::uint64_t offset = span <= 0xffffffffULL
+                                     ? static_cast<std::uint32_t>(draw % static_cast<std::uint32_t>(span))
+                                     : draw % span;
+    return j + static_cast<std::int64_t>(offset);
+  };
+  constexpr std::int64_t kAhead = 32;  // steps drawn ahead; a power of two
+  std::array<std::int64_t, kAhead> ring{};
+  const std::int64_t swaps = n - 1;
+  for (std::int64_t j = 0; j < std::min(kAhead, swaps); ++j) {
+    ring[j] = target(j);
+    __builtin_prefetch(r + ring[j], 1);
+  }
+  for (std::int64_t i = 0; i < swaps; ++i) {
+    const std::int64_t z = ring[i & (kAhead - 1)];
+    const std::int64_t j = i + kAhead;
+    if (j < swaps) {
+      const std::int64_t next = target(j);
+      ring[j & (kAhead - 1)] = next;
+      __builtin_prefetch(r + next, 1);
+    }
+    std::swap(r[i], r[z]);
+  }
+}
+
+std::vector<Index> libtorchRandperm(std::int64_t n, std::uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  at::Tensor perm = at::randperm(n, gen, at::TensorOptions().dtype(at::kLong));
+  const auto* data = perm.data_ptr<std::int64_t>();
+  return std::vector<Index>(data, data + n);
+}
+
+}  // namespace
+
+std::vector<Index> torchRandperm(std::int64_t n, std::uint64_t seed, RandpermImpl impl) {
+  DDPH_CHECK(n >= 0, "randperm size must be non-negative, got {}", n);
+  if (impl == RandpermImpl::kLibTorch ||
+      (impl == RandpermImpl::kAuto && n >= kRandpermReplicaLimit)) {
+    return libtorchRandperm(n, seed);
+  }
+  std::vector<Index> r(static_cast<std::size_t>(n));
+  replicaRandperm(r.data(), n, seed);
+  return r;
+}
+
+}  // namespace ddph

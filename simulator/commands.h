@@ -1,0 +1,18 @@
+#pragma once
+// The subcommands of ddp-sim. Each adds itself to the CLI11 app and, when the command line
+// selects it, runs and returns an exit code (ddph::ExitCode).
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace ddph::sim {
+
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Command addSamplerCommand(CLI::App& app);
+
+}  // namespace ddph::sim

@@ -1,0 +1,156 @@
+// ddp-sim sampler: which indices (and batches) each rank gets, and whether the properties hold.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "commands.h"
+#include "ddph/common/error.h"
+#include "ddph/properties/sampler_checks.h"
+#include "ddph/sampler/batching.h"
+#include "ddph/sampler/builtin_samplers.h"
+#include "ddph/sampler/distributed_sampler.h"
+
+namespace ddph::sim {
+namespace {
+
+struct SamplerArgs {
+  std::int64_t datasetSize = 0;
+  std::int64_t worldSize = 1;
+  std::optional<std::int64_t> rank;
+  std::int64_t epoch = 0;
+  std::int64_t seed = 0;
+  bool dropLast = false;
+  bool noShuffle = false;
+  std::optional<std::int64_t> batchSize;
+  bool json = false;
+  bool check = false;
+  std::string sampler = "pytorch";
+  std::int64_t show = 16;
+};
+
+std::string preview(const std::vector<Index>& indices, std::int64_t limit) {
+  if (limit < 0 || static_cast<std::int64_t>(indices.size()) <= limit) {
+    return fmt::format("[{}]", fmt::join(indices, ", "));
+  }
+  return fmt::format("[{}, … {} more]", fmt::join(indices.begin(), indices.begin() + limit, ", "),
+                     indices.size() - static_cast<std::size_t>(limit));
+}
+
+int run(const SamplerArgs& a) {
+  DDPH_CHECK(a.datasetSize >= 0, "--dataset-size must be non-negative, got {}", a.datasetSize);
+  DDPH_CHECK(a.worldSize > 0, "--world-size must be positive, got {}", a.worldSize);
+  DDPH_CHECK(!a.rank || (*a.rank >= 0 && *a.rank < a.worldSize),
+             "--rank {} is outside [0, {}]", a.rank.value_or(0), a.worldSize - 1);
+  DDPH_CHECK(!a.batchSize || *a.batchSize > 0, "--batch-size must be positive, got {}",
+             a.batchSize.value_or(0));
+  DDPH_CHECK(a.epoch >= 0, "--epoch must be non-negative, got {}", a.epoch);
+  const bool shuffle = !a.noShuffle;
+  auto sampler = makeBuiltinSampler(a.sampler, shuffle, a.dropLast);
+
+  // One rank: only that rank's shard (one permutation in memory). All ranks: one shared order.
+  std::vector<std::int64_t> ranks;
+  std::vector<std::vector<Index>> shards;
+  if (a.rank) {
+    ranks.push_back(*a.rank);
+    shards.push_back(sampler->indices({a.datasetSize, a.worldSize, *a.rank, a.epoch, a.seed}));
+  } else {
+    Partition p = sampler->partition(a.datasetSize, a.worldSize, a.epoch, a.seed);
+    for (std::int64_t r = 0; r < a.worldSize; ++r) ranks.push_back(r);
+    shards = std::move(p.ranks);
+  }
+  const BatchOptions batching{a.batchSize.value_or(1), a.dropLast};
+
+  std::vector<Violation> violations;
+  if (a.check) {
+    Expectations e;
+    e.shuffle = shuffle;
+    e.dropLast = a.dropLast;
+    violations = checkSampler(*sampler, {a.datasetSize, a.worldSize, a.epoch, a.seed}, e,
+                              allSamplerPropertyNames());
+  }
+
+  if (a.json) {
+    nlohmann::ordered_json out = {{"dataset_size", a.datasetSize}, {"world_size", a.worldSize},
+                          {"epoch", a.epoch},              {"seed", a.seed},
+                          {"drop_last", a.dropLast},       {"shuffle", shuffle}};
+    if (a.sampler != "pytorch") out["sampler"] = a.sampler;
+    auto& jranks = out["ranks"] = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      nlohmann::ordered_json jr = {{"rank", ranks[i]}, {"indices", shards[i]}};
+      if (a.batchSize) jr["batches"] = makeBatches(shards[i], batching);
+      jranks.push_back(std::move(jr));
+    }
+    if (a.check) {
+      auto& jv = out["violations"] = nlohmann::ordered_json::array();
+      for (const auto& v : violations) {
+        jv.push_back({{"property", v.property}, {"ranks", v.ranks}, {"epoch", v.epoch},
+                      {"detail", v.detail}});
+      }
+    }
+    std::cout << out.dump() << '\n';
+  } else {
+    const std::int64_t numSamples = distributedNumSamples(a.datasetSize, a.worldSize, a.dropLast);
+    fmt::print("{} sampler: N={} W={} epoch={} seed={} shuffle={} drop_last={}\n", a.sampler,
+               a.datasetSize, a.worldSize, a.epoch, a.seed, shuffle, a.dropLast);
+    fmt::print("PyTorch's num_samples={} total_size={} padding={}\n", numSamples,
+               numSamples * a.worldSize,
+               std::max<std::int64_t>(0, numSamples * a.worldSize - a.datasetSize));
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      fmt::print("rank {:>3}: {} indices {}\n", ranks[i], shards[i].size(),
+                 preview(shards[i], a.show));
+      if (a.batchSize) {
+        const auto batches = makeBatches(shards[i], batching);
+        fmt::print("          {} batches of {}{}\n", batches.size(), *a.batchSize,
+                   a.dropLast ? " (drop_last)" : "");
+      }
+    }
+    if (a.check) {
+      fmt::print("properties ({}):\n", formatCase({a.datasetSize, a.worldSize, a.epoch, a.seed}));
+      for (const auto& name : allSamplerPropertyNames()) {
+        const Violation* found = nullptr;
+        for (const auto& v : violations) {
+          if (v.property == name) found = &v;
+        }
+        if (found) {
+          fmt::print("  FAIL {:<13} {}\n", name, found->detail);
+        } else {
+          fmt::print("  ok   {:<13} {}\n", name, findProperty(name)->summary);
+        }
+      }
+    }
+  }
+  return violations.empty() ? kExitOk : kExitViolation;
+}
+
+}  // namespace
+
+Command addSamplerCommand(CLI::App& app) {
+  auto args = std::make_shared<SamplerArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "sampler", "Print which indices (and batches) each rank gets from a distributed sampler");
+  sub->add_option("--dataset-size,-N", args->datasetSize, "number of samples N")->required();
+  sub->add_option("--world-size,-W", args->worldSize, "number of replicas W")->required();
+  sub->add_option("--rank,-r", args->rank, "print only this rank (computes one shard)");
+  sub->add_option("--epoch,-e", args->epoch, "epoch passed to set_epoch")->capture_default_str();
+  sub->add_option("--seed,-s", args->seed, "sampler seed")->capture_default_str();
+  sub->add_flag("--drop-last", args->dropLast, "drop the tail instead of padding (and the last "
+                                               "short batch)");
+  sub->add_flag("--no-shuffle", args->noShuffle, "keep the order 0..N-1");
+  sub->add_option("--batch-size,-b", args->batchSize, "also show DataLoader batches of this size");
+  sub->add_option("--sampler", args->sampler,
+                  "pytorch | libtorch-random | libtorch-sequential")->capture_default_str();
+  sub->add_flag("--check", args->check, "also check every sampler property for this "
+                                        "configuration (exit 1 if one is violated)");
+  sub->add_option("--show", args->show, "indices shown per rank in text output (-1: all)")
+      ->capture_default_str();
+  sub->add_flag("--json", args->json, "print JSON instead of text");
+  return {sub, [args] { return run(*args); }};
+}
+
+}  // namespace ddph::sim
