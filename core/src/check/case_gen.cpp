@@ -16,10 +16,14 @@ rc::Gen<SamplerCase> genSamplerCase(const CaseBounds& bounds) {
                    rc::gen::oneOf(inRange<std::int64_t>(1, smallW + 1),
                                   inRange<std::int64_t>(1, bounds.maxReplicas + 1))),
       rc::gen::set(&SamplerCase::epoch, inRange<std::int64_t>(0, bounds.maxEpoch + 1)),
+      // Small seeds, and large ones of either sign; both shrink towards 0.
       rc::gen::set(&SamplerCase::seed,
                    rc::gen::oneOf(inRange<std::int64_t>(0, 100),
-                                  inRange<std::int64_t>(0, std::int64_t{1} << 40),
-                                  inRange<std::int64_t>(-(std::int64_t{1} << 40), 0))));
+                                  rc::gen::map(rc::gen::pair(inRange<std::int64_t>(0, std::int64_t{1} << 40),
+                                                             rc::gen::arbitrary<bool>()),
+                                               [](const std::pair<std::int64_t, bool>& p) {
+                                                 return p.second ? -p.first : p.first;
+                                               }))));
 }
 
 }  // namespace ddph

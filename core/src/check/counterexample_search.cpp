@@ -1,11 +1,24 @@
 #include "ddph/check/counterexample_search.h"
 
 #include <rapidcheck.h>
+#include <rapidcheck/detail/TestListener.h>
 
 #include "ddph/check/case_gen.h"
 #include "ddph/common/error.h"
 
 namespace ddph {
+namespace {
+
+// Keeps RapidCheck quiet: the caller reports the result itself, and a failure found here must not
+// end up in RapidCheck's global "to reproduce these, run with RC_PARAMS=…" message at exit.
+class SilentListener final : public rc::detail::TestListener {
+ public:
+  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+};
+
+}  // namespace
 
 SearchResult searchCounterexample(Sampler& sampler, const std::string& property,
                                   const Expectations& expectations, const SearchOptions& options) {
@@ -43,7 +56,8 @@ SearchResult searchCounterexample(Sampler& sampler, const std::string& property,
   rc::detail::TestParams params;
   params.seed = options.seed;
   params.maxSuccess = options.cases;
-  const auto outcome = rc::detail::checkTestable(testable, metadata, params);
+  SilentListener listener;
+  const auto outcome = rc::detail::checkTestable(testable, metadata, params, listener);
   if (samplerFailure) throw ProtocolError(*samplerFailure);
   if (outcome.is<rc::detail::FailureResult>()) {
     const auto& failure = outcome.get<rc::detail::FailureResult>();
