@@ -102,7 +102,8 @@ int run(const SamplerArgs& a) {
                numSamples * a.worldSize,
                std::max<std::int64_t>(0, numSamples * a.worldSize - a.datasetSize));
     for (std::size_t i = 0; i < ranks.size(); ++i) {
-      fmt::print("rank {:>3}: {} indices {}\n", ranks[i], shards[i].size(),
+      fmt::print("rank {:>3}: {} {} {}\n", ranks[i], shards[i].size(),
+                 shards[i].size() == 1 ? "index" : "indices",
                  preview(shards[i], a.show));
       if (a.batchSize) {
         const auto batches = makeBatches(shards[i], batching);

@@ -161,7 +161,7 @@ std::optional<Violation> checkDisjointness(const Partition& p, const Expectation
 }
 
 std::optional<Violation> checkPadding(const Partition& p, const Expectations& e) {
-  if (e.dropLast || p.datasetSize == 0) return std::nullopt;
+  if (e.dropLast || p.datasetSize == 0 || !allInRange(p)) return std::nullopt;
   const auto order = interleave(p);
   if (order.empty()) return std::nullopt;  // unequal lengths: equal-length reports it
   const std::int64_t n = p.datasetSize;
@@ -181,6 +181,7 @@ std::optional<Violation> checkPadding(const Partition& p, const Expectations& e)
 
 std::optional<Violation> checkReshuffle(const Partition& p, const Partition& next,
                                         const Expectations& e) {
+  if (!allInRange(p)) return std::nullopt;  // valid-range reports it
   const auto order = interleave(p);
   const auto nextOrder = interleave(next);
   if (order.empty() && p.datasetSize > 0) return std::nullopt;  // equal-length reports it
