@@ -51,6 +51,12 @@ std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, cons
       const Partition* shift = nullptr;
       if (e.orderDependsOnSeedPlusEpoch && c.epoch >= 1) shift = &get(shifted, c.epoch - 1, c.seed + 1);
       add(checkDeterminism(p, twice, shift));
+    } else if (name == property::kNoDuplicates) {
+      add(checkNoDuplicates(p));
+    } else if (name == property::kBalancedLength) {
+      add(checkBalancedLength(p));
+    } else if (name == property::kRanksAgree) {
+      add(checkRanksAgree(p));
     }
   }
   return found;
