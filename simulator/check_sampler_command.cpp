@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <sstream>
+#include <iostream>
 
 #include "commands.h"
 #include "ddph/common/error.h"
@@ -38,6 +38,13 @@ struct CheckSamplerArgs {
 };
 
 constexpr std::size_t kShownIndices = 24;
+
+// RapidCheck writes to std::cerr on its own: its global configuration ("Using configuration:
+// seed=…") on first use and, at exit, an RC_PARAMS="reproduce=…" line for every failed search.
+// Neither applies to ddp-sim (the search is repeated with --seed, the minimal case replayed with
+// the printed command), so std::cerr is sent nowhere for the rest of the process; ddp-sim's own
+// messages go through stdio and are unaffected.
+void silenceRapidCheck() { std::cerr.rdbuf(nullptr); }  // badbit: every write is dropped
 
 // An answer as the protocol line it came as, cut after kShownIndices indices.
 std::string shownResponse(const Exchange& x) {
@@ -155,6 +162,7 @@ int run(const CheckSamplerArgs& a) {
   std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> violated;
+  silenceRapidCheck();
   try {
     for (const auto& property : contract.properties) {
       const SearchResult r = searchCounterexample(*sampler, property, contract.expectations, options);

@@ -410,9 +410,10 @@ std::vector<std::vector<Index>> LineProtocolSampler::exchange(
       p.closeIn();
       if (auto s = p.waitFor(std::chrono::milliseconds(1000))) status = "; it " + describeStatus(*s);
     }
+    const bool stillRunning = p.pid > 0;
     p.kill();
-    p.failure = fmt::format("sampler '{}' {}{} (after {} answers; killed)", name(), what, status,
-                            p.answered);
+    p.failure = fmt::format("sampler '{}' {}{}{}", name(), what, status,
+                            stillRunning ? "; killed it" : "");
     throw ProtocolError(*p.failure);
   };
   std::vector<Answer> answers = exchangeLines(p.in, p.out, p.buffer, p.answeredOnce, p.totalBytes,
