@@ -19,7 +19,10 @@ rc::Gen<SamplerCase> genSamplerCase(const CaseBounds& bounds) {
       rc::gen::set(&SamplerCase::seed,
                    rc::gen::oneOf(inRange<std::int64_t>(0, 100),
                                   inRange<std::int64_t>(0, std::int64_t{1} << 40),
-                                  inRange<std::int64_t>(-(std::int64_t{1} << 40), 0))));
+                                  // Negated so that it shrinks towards 0, not -2^40 (inRange
+                                  // shrinks towards its lower bound).
+                                  rc::gen::map(inRange<std::int64_t>(0, std::int64_t{1} << 40),
+                                               [](std::int64_t s) { return -s; }))));
 }
 
 }  // namespace ddph
