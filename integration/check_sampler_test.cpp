@@ -122,6 +122,26 @@ TEST(CheckSampler, BuiltinsNeedNoCommand) {
   EXPECT_NE(r.out.find("  FAIL no-duplicates"), std::string::npos) << r.out;
 }
 
+TEST(CheckSampler, RefusingAValidRequestIsAViolation) {
+  // Answers {"error": …} from four ranks up: the search shrinks to the first world it refuses.
+  const char* refuses = R"(
+import json, sys
+for line in sys.stdin:
+    q = json.loads(line)
+    if q["num_replicas"] > 3:
+        print(json.dumps({"error": "at most 3 replicas"}), flush=True)
+    else:
+        n, w, r = q["dataset_size"], q["num_replicas"], q["rank"]
+        print(json.dumps({"indices": [i % max(n, 1) for i in range(r, -(-n // w) * w, w)] if n else []}), flush=True)
+)";
+  const RunResult r = checkSampler({"--properties", "valid-range", "--", "/usr/bin/python3", "-c", refuses});
+  EXPECT_EQ(r.exitCode, 1) << diagnostics(r);
+  EXPECT_NE(r.out.find("FAIL valid-range     minimal case N=0 W=4 epoch=0 seed=0"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("the sampler rejected a valid request"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("at most 3 replicas"), std::string::npos) << r.out;
+}
+
 // A broken sampler is not a counterexample: exit 2, one line on stderr, quickly.
 void expectProtocolFailure(const std::vector<std::string>& args, const std::string& needle) {
   const RunResult r = checkSampler(args, 60s);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <iostream>
 
 #include "commands.h"
@@ -23,7 +24,8 @@ namespace {
 
 struct CheckSamplerArgs {
   std::string contract = "pytorch";
-  std::vector<std::string> properties;
+  std::string propertyList;
+  std::vector<std::string> properties;  // propertyList split at commas
   int cases = 100;
   std::uint64_t seed = 0;
   double timeout = 10.0;
@@ -213,9 +215,10 @@ Command addCheckSamplerCommand(CLI::App& app) {
   sub->add_option("--contract", args->contract,
                   "pytorch | drop-last | exactly-once | with-replacement (see --list)")
       ->capture_default_str();
-  sub->add_option("--properties", args->properties,
-                  "check these properties (comma-separated) with the contract's expectations")
-      ->delimiter(',');
+  // One string, split here: a vector option would take a following `--` as its own end and let
+  // the sampler's arguments be parsed as ours.
+  sub->add_option("--properties", args->propertyList,
+                  "check these properties (comma-separated) with the contract's expectations");
   sub->add_option("--cases", args->cases, "generated cases per property")->capture_default_str();
   sub->add_option("--seed", args->seed, "RapidCheck seed: the same seed checks the same cases")
       ->capture_default_str();
@@ -234,7 +237,13 @@ Command addCheckSamplerCommand(CLI::App& app) {
                 "expect the order 0..N-1 (and build built-in samplers without shuffle)");
   sub->add_flag("--list", args->list, "list the contracts and properties, and exit");
   sub->add_option("command", args->command, "the sampler command and its arguments (after --)");
-  return {sub, [args] { return run(*args); }};
+  return {sub, [args] {
+            std::stringstream list(args->propertyList);
+            for (std::string name; std::getline(list, name, ',');) {
+              if (!name.empty()) args->properties.push_back(name);
+            }
+            return run(*args);
+          }};
 }
 
 }  // namespace ddph::sim
