@@ -35,7 +35,7 @@ TEST_P(NegativeControls, caughtByItsPropertyWithMinimalCounterexample) {
   // The minimal case really fails, and the port passes it.
   EXPECT_FALSE(checkSampler(*broken.make(), c, Expectations{}, {std::string(broken.caughtBy)}).empty());
   DistributedSampler port;
-  EXPECT_TRUE(checkSampler(port, c, Expectations{}, allSamplerPropertyNames()).empty());
+  EXPECT_TRUE(checkSampler(port, c, Expectations{}, distributedSamplerPropertyNames()).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(BrokenSamplers, NegativeControls,
@@ -51,7 +51,7 @@ INSTANTIATE_TEST_SUITE_P(BrokenSamplers, NegativeControls,
 // A property that holds is reported as holding (the search is not biased towards failing).
 TEST(CounterexampleSearch, passesForThePort) {
   DistributedSampler port;
-  for (const auto& name : allSamplerPropertyNames()) {
+  for (const auto& name : distributedSamplerPropertyNames()) {
     const auto result = searchCounterexample(port, name, Expectations{}, SearchOptions{});
     EXPECT_TRUE(result.passed) << name << ": " << (result.violation ? formatViolation(*result.violation) : "");
     EXPECT_EQ(result.casesPassed, 100) << name;

@@ -14,5 +14,6 @@ struct Command {
 };
 
 Command addSamplerCommand(CLI::App& app);
+Command addCheckSamplerCommand(CLI::App& app);
 
 }  // namespace ddph::sim

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
 
   const std::vector<ddph::sim::Command> commands = {
       ddph::sim::addSamplerCommand(app),
+      ddph::sim::addCheckSamplerCommand(app),
   };
 
   try {

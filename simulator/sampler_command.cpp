@@ -72,7 +72,7 @@ int run(const SamplerArgs& a) {
     e.shuffle = shuffle;
     e.dropLast = a.dropLast;
     violations = checkSampler(*sampler, {a.datasetSize, a.worldSize, a.epoch, a.seed}, e,
-                              allSamplerPropertyNames());
+                              distributedSamplerPropertyNames());
   }
 
   if (a.json) {
@@ -113,7 +113,7 @@ int run(const SamplerArgs& a) {
     }
     if (a.check) {
       fmt::print("properties ({}):\n", formatCase({a.datasetSize, a.worldSize, a.epoch, a.seed}));
-      for (const auto& name : allSamplerPropertyNames()) {
+      for (const auto& name : distributedSamplerPropertyNames()) {
         const Violation* found = nullptr;
         for (const auto& v : violations) {
           if (v.property == name) found = &v;

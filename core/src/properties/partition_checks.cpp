@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "ddph/sampler/distributed_sampler.h"
@@ -229,6 +230,66 @@ std::optional<Violation> checkDeterminism(const Partition& p, const Partition& a
                                      "epoch but rank {} gets different indices",
                                      p.seed, p.epoch, shifted->seed, shifted->epoch, r),
                          {r});
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Violation> checkNoDuplicates(const Partition& p) {
+  if (!allInRange(p) || p.numReplicas() == 0) return std::nullopt;  // valid-range reports it
+  const auto count = occurrences(p);
+  for (Index i = 0; i < p.datasetSize; ++i) {
+    if (count[i] > 1) {
+      const auto holders = ranksHolding(p, i);
+      return violation(property::kNoDuplicates, p,
+                       fmt::format("index {} is yielded {}{} times, by rank{} {}", i,
+                                   count[i] == 255 ? "at least " : "", count[i],
+                                   holders.size() == 1 ? "" : "s", fmt::join(holders, ", ")),
+                       holders);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Violation> checkBalancedLength(const Partition& p) {
+  const std::int64_t w = p.numReplicas();
+  if (w == 0) return std::nullopt;
+  for (std::int64_t r = 0; r < w && r < static_cast<std::int64_t>(p.declaredLengths.size()); ++r) {
+    const auto length = static_cast<std::int64_t>(p.ranks[r].size());
+    if (p.declaredLengths[r] != length) {
+      return violation(property::kBalancedLength, p,
+                       fmt::format("rank {} declares length {} but yields {} indices", r,
+                                   p.declaredLengths[r], length),
+                       {r});
+    }
+  }
+  std::int64_t shortest = 0, longest = 0;
+  for (std::int64_t r = 1; r < w; ++r) {
+    if (p.ranks[r].size() < p.ranks[shortest].size()) shortest = r;
+    if (p.ranks[r].size() > p.ranks[longest].size()) longest = r;
+  }
+  if (p.ranks[longest].size() <= p.ranks[shortest].size() + 1) return std::nullopt;
+  return violation(property::kBalancedLength, p,
+                   fmt::format("rank {} yields {} indices but rank {} yields {}: more than one apart",
+                               shortest, p.ranks[shortest].size(), longest,
+                               p.ranks[longest].size()),
+                   {std::min(shortest, longest), std::max(shortest, longest)});
+}
+
+std::optional<Violation> checkRanksAgree(const Partition& p) {
+  if (p.datasetSize < 2) return std::nullopt;
+  const double bitsPerIndex = std::log2(static_cast<double>(p.datasetSize));
+  for (std::int64_t r = 0; r < p.numReplicas(); ++r) {
+    const auto& shard = p.ranks[r];
+    if (static_cast<double>(shard.size()) * bitsPerIndex < kRanksAgreeMinBits) continue;
+    for (std::int64_t s = r + 1; s < p.numReplicas(); ++s) {
+      if (p.ranks[s] == shard) {
+        return violation(property::kRanksAgree, p,
+                         fmt::format("ranks {} and {} yield the same {} indices ({}): they do "
+                                     "not split the epoch's draw",
+                                     r, s, shard.size(), firstFew(shard)),
+                         {r, s});
       }
     }
   }

@@ -31,6 +31,19 @@ const std::vector<PropertyInfo>& samplerProperties() {
        "the same seed and epoch give the same indices, and the order depends only on seed + epoch",
        "the sampler draws from an unseeded or global generator; seed a private generator with "
        "seed + epoch"},
+      // The three below are not DistributedSampler's promises: they make the `exactly-once`
+      // (evaluation sharding) and `with-replacement` contracts (see ddph/contract/contract.h).
+      {property::kNoDuplicates, "no index appears twice, on one rank or across ranks",
+       "the sampler pads shards to equal length (as DistributedSampler does) or ranks overlap; "
+       "for evaluation shard without padding, e.g. indices[rank::num_replicas]"},
+      {property::kBalancedLength,
+       "shard lengths differ by at most one and match the declared lengths",
+       "the split gives the remainder to one rank or drops it; spread the N % W leftover "
+       "indices over the first ranks, one each"},
+      {property::kRanksAgree,
+       "the ranks split one shared draw: no rank yields a copy of another rank's shard",
+       "every rank draws the whole epoch with the same seed but does not take its own part "
+       "(e.g. indices[rank::num_replicas]), so all ranks train on the same samples"},
   };
   return kProperties;
 }

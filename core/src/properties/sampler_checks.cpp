@@ -18,6 +18,16 @@ std::vector<std::string> allSamplerPropertyNames() {
   return names;
 }
 
+std::vector<std::string> distributedSamplerPropertyNames() {
+  std::vector<std::string> names;
+  for (auto name : {property::kValidRange, property::kEqualLength, property::kCoverage,
+                    property::kDisjointness, property::kPadding, property::kReshuffle,
+                    property::kDeterminism}) {
+    names.emplace_back(name);
+  }
+  return names;
+}
+
 std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, const Expectations& e,
                                     const std::vector<std::string>& properties) {
   for (const auto& name : properties) {
@@ -51,6 +61,12 @@ std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, cons
       const Partition* shift = nullptr;
       if (e.orderDependsOnSeedPlusEpoch && c.epoch >= 1) shift = &get(shifted, c.epoch - 1, c.seed + 1);
       add(checkDeterminism(p, twice, shift));
+    } else if (name == property::kNoDuplicates) {
+      add(checkNoDuplicates(p));
+    } else if (name == property::kBalancedLength) {
+      add(checkBalancedLength(p));
+    } else if (name == property::kRanksAgree) {
+      add(checkRanksAgree(p));
     }
   }
   return found;

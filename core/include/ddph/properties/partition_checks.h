@@ -41,6 +41,18 @@ std::optional<Violation> checkReshuffle(const Partition& p, const Partition& nex
 std::optional<Violation> checkDeterminism(const Partition& p, const Partition& again,
                                           const Partition* shifted);
 
+/// Every index at most once over all ranks (evaluation sharding).
+std::optional<Violation> checkNoDuplicates(const Partition& p);
+/// Shard lengths within one of each other, and equal to the declared lengths.
+std::optional<Violation> checkBalancedLength(const Partition& p);
+/// No two ranks yield the same shard, where a chance match is negligible (see
+/// kRanksAgreeMinBits): ranks that draw with replacement must still split one draw.
+std::optional<Violation> checkRanksAgree(const Partition& p);
+
+/// `ranks-agree` is asserted only for shards of L indices from N with L * log2(N) >= this: two
+/// independent uniform draws then match with probability <= 2^-40.
+inline constexpr double kRanksAgreeMinBits = 40.0;
+
 /// The global order a strided sampler implies: position k * W + r holds ranks[r][k]. Defined only
 /// when all ranks have the same length (else empty).
 std::vector<Index> interleave(const Partition& p);

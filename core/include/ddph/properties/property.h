@@ -19,6 +19,9 @@ inline constexpr std::string_view kDisjointness = "disjointness";
 inline constexpr std::string_view kPadding = "padding";
 inline constexpr std::string_view kReshuffle = "reshuffle";
 inline constexpr std::string_view kDeterminism = "determinism";
+inline constexpr std::string_view kNoDuplicates = "no-duplicates";
+inline constexpr std::string_view kBalancedLength = "balanced-length";
+inline constexpr std::string_view kRanksAgree = "ranks-agree";
 }  // namespace property
 
 /// One entry of the property catalogue.

@@ -26,6 +26,11 @@ std::string formatCase(const SamplerCase& c);
 /// Every sampler property name, in catalogue order.
 std::vector<std::string> allSamplerPropertyNames();
 
+/// The seven properties PyTorch's DistributedSampler has (valid-range, equal-length, coverage,
+/// disjointness, padding, reshuffle, determinism): what the property suite and
+/// `ddp-sim sampler --check` assert. The `pytorch` contract is these without `padding`.
+std::vector<std::string> distributedSamplerPropertyNames();
+
 /// Checks `properties` (names from the catalogue) and returns every violation found, at most one a
 /// property. Throws ConfigError for an unknown property name; lets the sampler's own errors through.
 std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, const Expectations& e,

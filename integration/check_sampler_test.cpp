@@ -1,0 +1,192 @@
+// `ddp-sim check-sampler` end to end: the real torch DistributedSampler over the line protocol
+// keeps the `pytorch` contract (within the throughput budget), the deliberately buggy example
+// fails with its minimal counterexample and a replay command that reproduces it, built-ins run
+// without any command, and broken samplers and bad arguments exit 2 with one clear line.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "check_test_support.h"
+
+namespace ddph {
+namespace {
+
+using namespace std::chrono_literals;
+using test::countLines;
+using test::RunResult;
+using test::runCommand;
+
+const std::string kDdpSim = DDPH_DDP_SIM;
+const std::string kPython = DDPH_PYTHON;  // "" when no interpreter imports torch
+const std::string kExamples = DDPH_EXAMPLES_DIR;
+
+RunResult checkSampler(std::vector<std::string> args, std::chrono::seconds timeout = 120s) {
+  args.insert(args.begin(), {kDdpSim, "check-sampler"});
+  return runCommand(args, timeout);
+}
+
+#define REQUIRE_TORCH_PYTHON() \
+  if (kPython.empty()) GTEST_SKIP() << "no Python that imports torch (DDPH_PYTHON)"
+
+std::string diagnostics(const RunResult& r) {
+  return "exit " + std::to_string(r.exitCode) + "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
+}
+
+TEST(CheckSampler, TorchDistributedSamplerKeepsPytorchContract) {
+  REQUIRE_TORCH_PYTHON();
+  // The default run: 100 cases a property. The issue's budget is 60 s on this machine.
+  const RunResult r = checkSampler({"--", kPython, kExamples + "/python/torch_sampler.py"});
+  ASSERT_EQ(r.exitCode, 0) << diagnostics(r);
+  EXPECT_EQ(countLines(r.out, "  ok   "), 6) << r.out;
+  EXPECT_NE(r.out.find("check-sampler: PASSED: contract 'pytorch' holds"), std::string::npos);
+  EXPECT_LT(r.seconds, 60.0) << r.out;
+  std::printf("default pytorch-contract run against torch's DistributedSampler: %.1f s\n", r.seconds);
+}
+
+TEST(CheckSampler, TorchDistributedSamplerVariantsKeepTheirContracts) {
+  REQUIRE_TORCH_PYTHON();
+  const auto adapter = kExamples + "/python/torch_sampler.py";
+  RunResult r = checkSampler({"--contract", "drop-last", "--cases", "25", "--", kPython, adapter,
+                              "--drop-last"});
+  EXPECT_EQ(r.exitCode, 0) << diagnostics(r);
+  r = checkSampler({"--no-shuffle", "--cases", "25", "--", kPython, adapter, "--no-shuffle"});
+  EXPECT_EQ(r.exitCode, 0) << diagnostics(r);
+  // Under the wrong contract the real sampler is caught: its padding repeats an index. (Shrinking
+  // finds a local minimum: at seed 0 it is N=3 W=2, where N=2 has no padding to shrink to.)
+  r = checkSampler({"--contract", "exactly-once", "--cases", "25", "--", kPython, adapter});
+  EXPECT_EQ(r.exitCode, 1) << diagnostics(r);
+  EXPECT_EQ(countLines(r.out, "  FAIL "), 1) << r.out;
+  EXPECT_NE(r.out.find("FAIL no-duplicates   minimal case N=3 W=2 epoch=0 seed=0"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(CheckSampler, BuggyExampleFailsWithMinimalCounterexampleAndReplay) {
+  REQUIRE_TORCH_PYTHON();
+  const auto buggy = kExamples + "/python/buggy_sampler.py";
+  const RunResult r = checkSampler({"--seed", "3", "--", kPython, buggy});
+  ASSERT_EQ(r.exitCode, 1) << diagnostics(r);
+  // Exactly one property fails, with the smallest case: one sample, two ranks.
+  EXPECT_EQ(countLines(r.out, "  FAIL "), 1) << r.out;
+  EXPECT_NE(r.out.find("  FAIL equal-length    minimal case N=1 W=2 epoch=0 seed=0"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("rank 0 yields 1 indices but rank 1 yields 0"), std::string::npos) << r.out;
+  const std::string req0 = R"({"dataset_size":1,"num_replicas":2,"rank":0,"epoch":0,"seed":0})";
+  const std::string req1 = R"({"dataset_size":1,"num_replicas":2,"rank":1,"epoch":0,"seed":0})";
+  EXPECT_NE(r.out.find(req0 + "\n           -> {\"indices\":[0]}"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(req1 + "\n           -> {\"indices\":[]}"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("check-sampler: FAILED: 1 of 6 properties of contract 'pytorch' violated "
+                       "(equal-length)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("repeat this search: ddp-sim check-sampler --contract pytorch --cases 100 "
+                       "--seed 3 -- "),
+            std::string::npos)
+      << r.out;
+
+  // The printed replay command, run by a shell, shows the sampler's two answers.
+  const auto at = r.out.find("replay: ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string replay = r.out.substr(at + 8, r.out.find('\n', at) - at - 8);
+  EXPECT_EQ(replay.rfind("printf '%s\\n' '" + req0 + "' '" + req1 + "' | ", 0), 0u) << replay;
+  const RunResult replayed = runCommand({"/bin/sh", "-c", replay}, 60s);
+  EXPECT_EQ(replayed.exitCode, 0) << diagnostics(replayed);
+  EXPECT_EQ(replayed.out, "{\"indices\": [0]}\n{\"indices\": []}\n");
+}
+
+TEST(CheckSampler, BuggyExampleIsRightForEvaluation) {
+  REQUIRE_TORCH_PYTHON();
+  const RunResult r = checkSampler(
+      {"--contract", "exactly-once", "--cases", "50", "--", kPython, kExamples + "/python/buggy_sampler.py"});
+  EXPECT_EQ(r.exitCode, 0) << diagnostics(r);
+}
+
+TEST(CheckSampler, BuiltinsNeedNoCommand) {
+  RunResult r = checkSampler({"--builtin", "pytorch"});
+  EXPECT_EQ(r.exitCode, 0) << diagnostics(r);
+  r = checkSampler({"--builtin", "pytorch", "--contract", "drop-last"});
+  EXPECT_EQ(r.exitCode, 0) << diagnostics(r);
+  // LibTorch's C++ samplers do not keep PyTorch's contract (see the README): the run reports
+  // violations, each with a replay through `ddp-sim sampler`.
+  for (const std::string name : {"libtorch-random", "libtorch-sequential"}) {
+    r = checkSampler({"--builtin", name});
+    EXPECT_EQ(r.exitCode, 1) << name << "\n" << diagnostics(r);
+    EXPECT_NE(r.out.find("replay: ddp-sim sampler --sampler " + name), std::string::npos) << r.out;
+  }
+  // Composing: the port pads, so no-duplicates fails and padding holds.
+  r = checkSampler({"--builtin", "pytorch", "--properties", "padding,no-duplicates"});
+  EXPECT_EQ(r.exitCode, 1) << diagnostics(r);
+  EXPECT_NE(r.out.find("  ok   padding"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  FAIL no-duplicates"), std::string::npos) << r.out;
+}
+
+TEST(CheckSampler, RefusingAValidRequestIsAViolation) {
+  // Answers {"error": …} from four ranks up: the search shrinks to the first world it refuses.
+  const char* refuses = R"(
+import json, sys
+for line in sys.stdin:
+    q = json.loads(line)
+    if q["num_replicas"] > 3:
+        print(json.dumps({"error": "at most 3 replicas"}), flush=True)
+    else:
+        n, w, r = q["dataset_size"], q["num_replicas"], q["rank"]
+        print(json.dumps({"indices": [i % max(n, 1) for i in range(r, -(-n // w) * w, w)] if n else []}), flush=True)
+)";
+  const RunResult r = checkSampler({"--properties", "valid-range", "--", "/usr/bin/python3", "-c", refuses});
+  EXPECT_EQ(r.exitCode, 1) << diagnostics(r);
+  EXPECT_NE(r.out.find("FAIL valid-range     minimal case N=0 W=4 epoch=0 seed=0"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("the sampler rejected a valid request"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("at most 3 replicas"), std::string::npos) << r.out;
+}
+
+// A broken sampler is not a counterexample: exit 2, one line on stderr, quickly.
+void expectProtocolFailure(const std::vector<std::string>& args, const std::string& needle) {
+  const RunResult r = checkSampler(args, 60s);
+  EXPECT_EQ(r.exitCode, 2) << diagnostics(r);
+  EXPECT_EQ(countLines(r.err, "ddp-sim: error: "), 1) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 20.0);
+}
+
+TEST(CheckSampler, BrokenSamplersExit2) {
+  expectProtocolFailure({"--", "/bin/sh", "-c", "while read l; do echo garbage; done"},
+                        "not JSON: 'garbage'");
+  expectProtocolFailure({"--", "/bin/sh", "-c", "read l; exit 7"}, "exited with status 7");
+  expectProtocolFailure({"--timeout", "0.5", "--startup-timeout", "0.5", "--", "/bin/sh", "-c",
+                         "sleep 30"},
+                        "did not answer request 1 of 1");
+  expectProtocolFailure({"--", "/bin/sh", "-c", "read l; exec cat /dev/zero"},
+                        "line longer than 64 MiB");
+  expectProtocolFailure({"--", "/bin/sh", "-c", R"(while read l; do echo '{"indices":[0]}'; echo '{"indices":[0]}'; done)"},
+                        "more lines than requests");
+}
+
+TEST(CheckSampler, UsageErrorsExit2) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--builtin", "pytorch", "--contract", "no-such-contract"},
+           {"--builtin", "pytorch", "--properties", "coverage,typo"},
+           {"--builtin", "no-such-sampler"},
+           {},                                            // neither a builtin nor a command
+           {"--builtin", "pytorch", "--", "/bin/cat"},    // both
+           {"--", "ddph-no-such-command"},
+           {"--cases", "0", "--builtin", "pytorch"}}) {
+    const RunResult r = checkSampler(args, 60s);
+    EXPECT_EQ(r.exitCode, 2) << diagnostics(r);
+    EXPECT_EQ(countLines(r.err, "ddp-sim: error: "), 1) << r.err;
+  }
+}
+
+TEST(CheckSampler, ListShowsContractsAndProperties) {
+  const RunResult r = checkSampler({"--list"});
+  EXPECT_EQ(r.exitCode, 0);
+  for (const char* name : {"pytorch", "drop-last", "exactly-once", "with-replacement",
+                           "no-duplicates", "balanced-length", "ranks-agree"}) {
+    EXPECT_NE(r.out.find(name), std::string::npos) << name;
+  }
+}
+
+}  // namespace
+}  // namespace ddph

@@ -1,0 +1,223 @@
+// LineProtocolSampler against real child processes that keep or break the line protocol: every
+// way of breaking it gives a ProtocolError naming what happened, the child is killed and reaped,
+// and nothing hangs.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "check_test_support.h"
+#include "ddph/common/error.h"
+#include "ddph/contract/contract.h"
+#include "ddph/sampler/line_protocol_sampler.h"
+
+namespace ddph {
+namespace {
+
+using namespace std::chrono_literals;
+using test::processGone;
+using test::readFile;
+using test::TempDir;
+
+const char* kPython = "/usr/bin/python3";
+
+// Evaluation sharding over the protocol, with declared lengths; rank -1 is refused.
+const char* kStridedSampler = R"(
+import json, sys
+for line in sys.stdin:
+    q = json.loads(line)
+    if q["rank"] < 0:
+        print(json.dumps({"error": "negative rank"}), flush=True)
+        continue
+    idx = list(range(q["rank"], q["dataset_size"], q["num_replicas"]))
+    print(json.dumps({"indices": idx, "length": len(idx)}), flush=True)
+)";
+
+std::vector<std::string> python(const std::string& code) { return {kPython, "-c", code}; }
+std::vector<std::string> sh(const std::string& script) { return {"/bin/sh", "-c", script}; }
+
+LineProtocolOptions fast() {
+  LineProtocolOptions o;
+  o.requestTimeout = 2s;
+  o.startupTimeout = 10s;
+  return o;
+}
+
+// Expects `call` to throw ProtocolError whose message contains `needle`; returns the message.
+template <typename F>
+std::string expectProtocolError(F&& call, const std::string& needle) {
+  try {
+    call();
+  } catch (const ProtocolError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no ProtocolError (expected one mentioning '" << needle << "')";
+  return {};
+}
+
+TEST(LineProtocolSampler, AnswersPartitionsWithDeclaredLengths) {
+  LineProtocolSampler s(python(kStridedSampler), fast());
+  const Partition p = s.partition(10, 4, 3, 7);
+  ASSERT_EQ(p.numReplicas(), 4);
+  EXPECT_EQ(p.ranks[1], (std::vector<Index>{1, 5, 9}));
+  EXPECT_EQ(p.ranks[3], (std::vector<Index>{3, 7}));
+  EXPECT_EQ(p.declaredLengths, (std::vector<std::int64_t>{3, 3, 2, 2}));
+  EXPECT_EQ(s.indices({10, 4, 2, 0, 0}), (std::vector<Index>{2, 6}));
+  EXPECT_EQ(s.declaredLength({10, 4, 2, 0, 0}), 2);
+  EXPECT_EQ(s.requestsAnswered(), 5);
+  SearchOptions o;
+  o.cases = 30;
+  EXPECT_TRUE(checkContract(s, "exactly-once", o).passed());
+  EXPECT_TRUE(s.alive());
+}
+
+TEST(LineProtocolSampler, ErrorAnswerRejectsOnlyThatRequest) {
+  LineProtocolSampler s(python(kStridedSampler), fast());
+  try {
+    s.indices({4, 2, -1, 0, 0});
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("negative rank"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(s.alive());
+  EXPECT_EQ(s.indices({4, 2, 1, 0, 0}), (std::vector<Index>{1, 3}));
+}
+
+TEST(LineProtocolSampler, GarbageKillsTheSampler) {
+  LineProtocolSampler s(sh("while read l; do echo hello; done"), fast());
+  expectProtocolError([&] { s.indices({3, 1, 0, 0, 0}); }, "not JSON: 'hello'");
+  EXPECT_FALSE(s.alive());
+  // Later calls repeat the failure without asking again.
+  expectProtocolError([&] { s.partition(3, 2, 0, 0); }, "not JSON");
+}
+
+TEST(LineProtocolSampler, MalformedAnswersAreProtocolErrors) {
+  {
+    LineProtocolSampler s(sh(R"(while read l; do echo '{"idx":[1]}'; done)"), fast());
+    expectProtocolError([&] { s.indices({3, 1, 0, 0, 0}); }, "neither \"indices\"");
+  }
+  {
+    LineProtocolSampler s(sh(R"(while read l; do echo '{"indices":[1.5]}'; done)"), fast());
+    expectProtocolError([&] { s.indices({3, 1, 0, 0, 0}); }, "non-integer index 1.5");
+  }
+  {
+    LineProtocolSampler s(sh(R"(while read l; do echo '{"indices":[1],"length":"x"}'; done)"), fast());
+    expectProtocolError([&] { s.indices({3, 1, 0, 0, 0}); }, "non-integer \"length\"");
+  }
+}
+
+TEST(LineProtocolSampler, CrashReportsTheExitStatus) {
+  {
+    LineProtocolSampler s(sh("read l; exit 3"), fast());
+    expectProtocolError([&] { s.indices({3, 1, 0, 0, 0}); }, "exited with status 3");
+  }
+  {
+    LineProtocolSampler s(sh("read l; kill -SEGV $$"), fast());
+    expectProtocolError([&] { s.partition(3, 2, 0, 0); }, "killed by signal 11");
+  }
+}
+
+TEST(LineProtocolSampler, HangTimesOutAndKillsTheProcessGroup) {
+  TempDir dir;
+  const auto pidFile = (dir.path() / "pid").string();
+  LineProtocolOptions o = fast();
+  o.requestTimeout = 300ms;
+  o.startupTimeout = 300ms;
+  // The shell starts a grandchild and neither answers: the whole group must go.
+  LineProtocolSampler s(sh("sleep 60 & echo $! > " + pidFile + "; sleep 60"), o);
+  const auto start = std::chrono::steady_clock::now();
+  expectProtocolError([&] { s.partition(5, 2, 0, 0); }, "did not answer request 1 of 2");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  const std::string pid = readFile(pidFile);
+  ASSERT_FALSE(pid.empty());
+  EXPECT_TRUE(processGone(std::stoi(pid))) << "grandchild " << pid << " survived";
+}
+
+TEST(LineProtocolSampler, TooFewLinesTimeOut) {
+  // Answers the first request only, then keeps reading without answering.
+  LineProtocolOptions o = fast();
+  o.requestTimeout = 300ms;
+  LineProtocolSampler s(sh(R"(read l; echo '{"indices":[0]}'; cat > /dev/null)"), o);
+  expectProtocolError([&] { s.partition(3, 3, 0, 0); }, "did not answer request 2 of 3");
+}
+
+TEST(LineProtocolSampler, TooManyLinesAreCaught) {
+  {  // Two lines a request, in one write.
+    LineProtocolSampler s(sh(R"(while read l; do printf '{"indices":[]}\n{"indices":[]}\n'; done)"),
+                          fast());
+    // Lines carry no request id, so the surplus is caught at the latest before the next request.
+    expectProtocolError(
+        [&] {
+          s.partition(2, 2, 0, 0);
+          std::this_thread::sleep_for(100ms);
+          s.partition(2, 2, 0, 0);
+        },
+        "more lines than requests");
+  }
+  {  // An extra line that arrives after the answer: caught before the next request.
+    LineProtocolSampler s(
+        python("import sys, time\nfor l in sys.stdin:\n    print('{\"indices\":[]}', flush=True)\n"
+               "    time.sleep(0.05)\n    print('{\"indices\":[9]}', flush=True)\n"),
+        fast());
+    EXPECT_TRUE(s.indices({0, 1, 0, 0, 0}).empty());
+    std::this_thread::sleep_for(300ms);
+    expectProtocolError([&] { s.indices({0, 1, 0, 0, 0}); }, "more lines than requests");
+  }
+}
+
+TEST(LineProtocolSampler, FloodsAreCutOff) {
+  {  // One endless line.
+    LineProtocolOptions o = fast();
+    o.maxLineBytes = 1 << 20;
+    LineProtocolSampler s(sh("read l; exec cat /dev/zero"), o);
+    expectProtocolError([&] { s.indices({3, 1, 0, 0, 0}); }, "line longer than 1 MiB");
+  }
+  {  // Valid lines, too much in all for one partition.
+    LineProtocolOptions o = fast();
+    o.maxBatchBytes = 1 << 20;
+    LineProtocolSampler s(
+        python("import sys\nfor l in sys.stdin:\n    print('{\"indices\":[' + ','.join(['0'] * "
+               "40000) + ']}', flush=True)\n"),
+        o);
+    expectProtocolError([&] { s.partition(1, 64, 0, 0); }, "with more than 1 MiB");
+  }
+}
+
+TEST(LineProtocolSampler, SamplerThatStopsReadingDoesNotKillTheChecker) {
+  // Exits at once: the requests (more than a pipe buffer) hit a closed pipe (EPIPE, no SIGPIPE).
+  LineProtocolSampler s(sh("exit 0"), fast());
+  std::this_thread::sleep_for(100ms);
+  expectProtocolError([&] { s.partition(0, 5000, 0, 0); }, "exited with status 0");
+}
+
+TEST(LineProtocolSampler, BadCommandsAreConfigErrors) {
+  EXPECT_THROW(LineProtocolSampler({"ddph-no-such-sampler-command"}), ConfigError);
+  EXPECT_THROW(LineProtocolSampler({"/nonexistent/sampler"}), ConfigError);
+  EXPECT_THROW(LineProtocolSampler(std::vector<std::string>{}), ConfigError);
+}
+
+TEST(LineProtocolSampler, DestructorKillsASamplerThatIgnoresEof) {
+  TempDir dir;
+  const auto pidFile = (dir.path() / "pid").string();
+  LineProtocolOptions o = fast();
+  o.exitGrace = 200ms;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    LineProtocolSampler s(sh("echo $$ > " + pidFile + "; trap '' TERM; exec sleep 60"), o);
+    std::this_thread::sleep_for(200ms);  // let it write its pid
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  const std::string pid = readFile(pidFile);
+  ASSERT_FALSE(pid.empty());
+  EXPECT_TRUE(processGone(std::stoi(pid)));
+}
+
+TEST(LineProtocolSampler, NameIsTheShellQuotedCommand) {
+  LineProtocolSampler s({"/bin/sh", "-c", "cat > /dev/null", "it's"}, fast());
+  EXPECT_EQ(s.name(), R"(/bin/sh -c 'cat > /dev/null' 'it'\''s')");
+}
+
+}  // namespace
+}  // namespace ddph

@@ -1,0 +1,249 @@
+// ddp-sim check-sampler: checks a contract against anyone's sampler (a command speaking the line
+// protocol, see NOTE [Sampler line protocol]) or a built-in one, with RapidCheck generation and
+// shrinking, and prints for each violated property the minimal failing requests, the answers and
+// a command that replays them.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <iostream>
+
+#include "commands.h"
+#include "ddph/common/error.h"
+#include "ddph/contract/contract.h"
+#include "ddph/properties/property.h"
+#include "ddph/sampler/builtin_samplers.h"
+#include "ddph/sampler/line_protocol_sampler.h"
+
+namespace ddph::sim {
+namespace {
+
+struct CheckSamplerArgs {
+  std::string contract = "pytorch";
+  std::string propertyList;
+  std::vector<std::string> properties;  // propertyList split at commas
+  int cases = 100;
+  std::uint64_t seed = 0;
+  double timeout = 10.0;
+  double startupTimeout = 60.0;
+  std::int64_t maxDatasetSize = SearchOptions{}.maxDatasetSize;
+  std::int64_t maxReplicas = SearchOptions{}.maxReplicas;
+  std::int64_t maxEpoch = SearchOptions{}.maxEpoch;
+  std::optional<std::string> builtin;
+  bool noShuffle = false;
+  bool list = false;
+  std::vector<std::string> command;
+};
+
+constexpr std::size_t kShownIndices = 24;
+
+// RapidCheck writes to std::cerr on its own: its global configuration ("Using configuration:
+// seed=…") on first use and, at exit, an RC_PARAMS="reproduce=…" line for every failed search.
+// Neither applies to ddp-sim (the search is repeated with --seed, the minimal case replayed with
+// the printed command), so std::cerr is sent nowhere for the rest of the process; ddp-sim's own
+// messages go through stdio and are unaffected.
+void silenceRapidCheck() { std::cerr.rdbuf(nullptr); }  // badbit: every write is dropped
+
+// An answer as the protocol line it came as, cut after kShownIndices indices.
+std::string shownResponse(const Exchange& x) {
+  if (x.indices.size() <= kShownIndices) return responseJson(x.indices, x.declaredLength);
+  std::vector<Index> head(x.indices.begin(), x.indices.begin() + kShownIndices);
+  return fmt::format(R"({{"indices":[{},…]}}  ({} indices{}))", fmt::join(head, ","),
+                     x.indices.size(),
+                     x.declaredLength ? fmt::format(", length {}", *x.declaredLength) : "");
+}
+
+std::string commandLine(const std::vector<std::string>& argv) {
+  std::vector<std::string> quoted;
+  for (const auto& a : argv) quoted.push_back(shellQuote(a));
+  return fmt::format("{}", fmt::join(quoted, " "));
+}
+
+// The command line that repeats this whole search (same cases, same shrinking).
+std::string searchCommand(const CheckSamplerArgs& a) {
+  std::string line = fmt::format("ddp-sim check-sampler --contract {}", a.contract);
+  if (!a.properties.empty()) line += fmt::format(" --properties {}", fmt::join(a.properties, ","));
+  if (a.noShuffle) line += " --no-shuffle";
+  line += fmt::format(" --cases {} --seed {}", a.cases, a.seed);
+  const SearchOptions defaults;
+  if (a.maxDatasetSize != defaults.maxDatasetSize) line += fmt::format(" --max-dataset-size {}", a.maxDatasetSize);
+  if (a.maxReplicas != defaults.maxReplicas) line += fmt::format(" --max-replicas {}", a.maxReplicas);
+  if (a.maxEpoch != defaults.maxEpoch) line += fmt::format(" --max-epoch {}", a.maxEpoch);
+  if (a.builtin) return line + " --builtin " + *a.builtin;
+  return line + " -- " + commandLine(a.command);
+}
+
+void printList() {
+  fmt::print("contracts:\n");
+  for (const auto& c : builtinContracts()) {
+    fmt::print("  {:<17} {}\n  {:<17} properties: {}{}\n", c.name, c.summary, "",
+               fmt::join(c.properties, ", "), c.expectations.dropLast ? " (drop_last)" : "");
+  }
+  fmt::print("properties (compose your own contract with --properties a,b,c):\n");
+  for (const auto& p : samplerProperties()) fmt::print("  {:<17} {}\n", p.name, p.summary);
+}
+
+// Shows what the minimal case asked and got, and how to replay it.
+void printMinimalCase(Sampler& sampler, const CheckSamplerArgs& a, const Contract& contract,
+                      const SearchResult& r) {
+  std::optional<Violation> again;
+  const auto exchanges =
+      recordCase(sampler, *r.counterexample, contract.expectations, r.property, &again);
+  if (!again) {
+    fmt::print("       (asked again, the sampler did not repeat this failure: it is not "
+               "deterministic)\n");
+  }
+  fmt::print("       requests and responses ({}):\n", exchanges.size());
+  for (const auto& x : exchanges) {
+    fmt::print("         {}\n           -> {}\n", requestJson(x.request), shownResponse(x));
+  }
+  if (a.builtin) {
+    const SamplerCase& c = *r.counterexample;
+    fmt::print("       replay: ddp-sim sampler --sampler {} -N {} -W {} --epoch {} --seed {}{}{} "
+               "--check\n",
+               *a.builtin, c.datasetSize, c.numReplicas, c.epoch, c.seed,
+               contract.expectations.dropLast ? " --drop-last" : "",
+               contract.expectations.shuffle ? "" : " --no-shuffle");
+    return;
+  }
+  std::string requests;
+  for (const auto& x : exchanges) requests += " " + shellQuote(requestJson(x.request));
+  fmt::print("       replay: printf '%s\\n'{} | {}\n", requests, commandLine(a.command));
+}
+
+int run(const CheckSamplerArgs& a) {
+  if (a.list) {
+    printList();
+    return kExitOk;
+  }
+  DDPH_CHECK(a.builtin.has_value() != !a.command.empty(),
+             "give either --builtin NAME or a sampler command after --, not {}",
+             a.builtin ? "both" : "neither");
+  DDPH_CHECK(a.cases > 0, "--cases must be positive, got {}", a.cases);
+  DDPH_CHECK(a.timeout > 0 && a.startupTimeout > 0, "timeouts must be positive");
+  DDPH_CHECK(a.maxDatasetSize >= 0, "--max-dataset-size must be non-negative");
+  DDPH_CHECK(a.maxReplicas >= 1, "--max-replicas must be at least 1");
+  DDPH_CHECK(a.maxEpoch >= 1, "--max-epoch must be at least 1");
+
+  Contract contract = findContract(a.contract);
+  if (!a.properties.empty()) {
+    contract.name = fmt::format("{} with properties {}", a.contract, fmt::join(a.properties, ","));
+    contract.properties = a.properties;
+  }
+  if (a.noShuffle) contract.expectations.shuffle = false;
+  validateContract(contract);
+
+  SearchOptions options;
+  options.cases = a.cases;
+  options.seed = a.seed;
+  options.maxDatasetSize = a.maxDatasetSize;
+  options.maxReplicas = a.maxReplicas;
+  options.maxEpoch = a.maxEpoch;
+
+  std::unique_ptr<Sampler> sampler;
+  LineProtocolSampler* external = nullptr;
+  if (a.builtin) {
+    sampler = makeBuiltinSampler(*a.builtin, contract.expectations.shuffle,
+                                 contract.expectations.dropLast);
+  } else {
+    LineProtocolOptions protocol;
+    protocol.requestTimeout = std::chrono::milliseconds(static_cast<long>(a.timeout * 1000));
+    protocol.startupTimeout = std::chrono::milliseconds(static_cast<long>(a.startupTimeout * 1000));
+    auto lineSampler = std::make_unique<LineProtocolSampler>(a.command, protocol);
+    external = lineSampler.get();
+    sampler = std::move(lineSampler);
+  }
+
+  fmt::print("check-sampler: contract '{}' ({} properties), {} cases each, seed {}, sampler {}\n",
+             contract.name, contract.properties.size(), a.cases, a.seed,
+             a.builtin ? "builtin " + *a.builtin : sampler->name());
+  std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> violated;
+  silenceRapidCheck();
+  try {
+    for (const auto& property : contract.properties) {
+      const SearchResult r = searchCounterexample(*sampler, property, contract.expectations, options);
+      if (r.passed) {
+        fmt::print("  ok   {:<15} {} cases\n", property, r.casesPassed);
+      } else {
+        violated.push_back(property);
+        fmt::print("  FAIL {:<15} minimal case {} (after {} passing cases)\n", property,
+                   formatCase(*r.counterexample), r.casesPassed);
+        fmt::print("       {}\n", formatViolation(*r.violation));
+        fmt::print("       likely cause: {}\n", findProperty(property)->likelyCause);
+        printMinimalCase(*sampler, a, contract, r);
+      }
+      std::fflush(stdout);
+    }
+  } catch (const ProtocolError& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "ddp-sim: error: {}\n", e.what());
+    return kExitUsage;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string requests =
+      external ? fmt::format("{} requests in ", external->requestsAnswered()) : "";
+  if (violated.empty()) {
+    fmt::print("check-sampler: PASSED: contract '{}' holds ({} properties x {} cases, {}{:.1f} s)\n",
+               contract.name, contract.properties.size(), a.cases, requests, seconds);
+    return kExitOk;
+  }
+  fmt::print("check-sampler: FAILED: {} of {} properties of contract '{}' violated ({}) ({}{:.1f} s)\n"
+             "  repeat this search: {}\n",
+             violated.size(), contract.properties.size(), contract.name, fmt::join(violated, ", "),
+             requests, seconds, searchCommand(a));
+  return kExitViolation;
+}
+
+}  // namespace
+
+Command addCheckSamplerCommand(CLI::App& app) {
+  auto args = std::make_shared<CheckSamplerArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "check-sampler",
+      "Check a sampler against a contract: a command speaking the line protocol (after --) or a "
+      "built-in sampler. Each request is one JSON line on the command's stdin, "
+      "{\"dataset_size\":N,\"num_replicas\":W,\"rank\":R,\"epoch\":E,\"seed\":S}; it answers each "
+      "with one line {\"indices\":[...]} (optionally \"length\") or {\"error\":\"...\"}. "
+      "Exit 0 passed, 1 a property violated, 2 usage or protocol error.");
+  sub->add_option("--contract", args->contract,
+                  "pytorch | drop-last | exactly-once | with-replacement (see --list)")
+      ->capture_default_str();
+  // One string, split here: a vector option would take a following `--` as its own end and let
+  // the sampler's arguments be parsed as ours.
+  sub->add_option("--properties", args->propertyList,
+                  "check these properties (comma-separated) with the contract's expectations");
+  sub->add_option("--cases", args->cases, "generated cases per property")->capture_default_str();
+  sub->add_option("--seed", args->seed, "RapidCheck seed: the same seed checks the same cases")
+      ->capture_default_str();
+  sub->add_option("--timeout", args->timeout, "seconds the sampler may take to answer a request")
+      ->capture_default_str();
+  sub->add_option("--startup-timeout", args->startupTimeout,
+                  "seconds the sampler may take to answer its first request")
+      ->capture_default_str();
+  sub->add_option("--max-dataset-size", args->maxDatasetSize, "largest N generated")
+      ->capture_default_str();
+  sub->add_option("--max-replicas", args->maxReplicas, "largest W generated")->capture_default_str();
+  sub->add_option("--max-epoch", args->maxEpoch, "largest epoch generated")->capture_default_str();
+  sub->add_option("--builtin", args->builtin,
+                  "check a built-in sampler: pytorch | libtorch-random | libtorch-sequential");
+  sub->add_flag("--no-shuffle", args->noShuffle,
+                "expect the order 0..N-1 (and build built-in samplers without shuffle)");
+  sub->add_flag("--list", args->list, "list the contracts and properties, and exit");
+  sub->add_option("command", args->command, "the sampler command and its arguments (after --)");
+  return {sub, [args] {
+            std::stringstream list(args->propertyList);
+            for (std::string name; std::getline(list, name, ',');) {
+              if (!name.empty()) args->properties.push_back(name);
+            }
+            return run(*args);
+          }};
+}
+
+}  // namespace ddph::sim
