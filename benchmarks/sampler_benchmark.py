@@ -25,6 +25,8 @@ import subprocess
 import sys
 import time
 
+from peak_rss import peak_rss  # noqa: E402 (same folder)
+
 KB = 1024
 MIB = 1024 * 1024
 CHILD_TIMEOUT_S = 600
@@ -37,49 +39,6 @@ def run_json(cmd):
         raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}: "
                            f"{proc.stderr.decode(errors='replace').strip()}")
     return json.loads(proc.stdout)
-
-
-# NOTE [Measuring peak RSS]
-# ru_maxrss of a child spawned straight from this process is useless: Linux carries the high-water
-# mark of the image a child was forked (or vforked) from across exec, and this process holds torch
-# (~240 MiB). So a small Python without torch forks the probe and reports its wait4 rusage; the
-# probe then inherits only that small process's footprint (the `/bin/true` line shows how much).
-RSS_PROBE = """
-import os, sys, time
-deadline = time.monotonic() + float(sys.argv[1])
-start = time.monotonic()
-pid = os.fork()
-if pid == 0:
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-        os.execv(sys.argv[2], sys.argv[2:])
-    finally:
-        os._exit(127)
-while True:
-    done, status, usage = os.wait4(pid, os.WNOHANG)
-    if done:
-        break
-    if time.monotonic() > deadline:
-        os.kill(pid, 9)
-        os.wait4(pid, 0)
-        sys.exit("probe: no answer within the deadline")
-    time.sleep(0.02)
-print(os.waitstatus_to_exitcode(status), usage.ru_maxrss, time.monotonic() - start)
-"""
-
-
-def peak_rss(cmd):
-    """(peak RSS in bytes, wall seconds) of `cmd` in a fresh process. See NOTE [Measuring peak RSS]."""
-    proc = subprocess.run([sys.executable, "-S", "-c", RSS_PROBE, str(CHILD_TIMEOUT_S), *cmd],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          timeout=CHILD_TIMEOUT_S + 30, check=False)
-    err = proc.stderr.decode(errors="replace").strip()
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: {err}")
-    code, maxrss_kib, wall = proc.stdout.split()
-    if int(code) != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: exit {code}: {err}")
-    return int(maxrss_kib) * KB, float(wall)  # Linux reports ru_maxrss in KiB
 
 
 def checksum(np, indices):
@@ -223,8 +182,8 @@ def main():
     peaks = {}
     for label, cmd, base in probes:
         try:
-            rss, wall = peak_rss(cmd)
-        except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+            rss, wall = peak_rss(cmd, CHILD_TIMEOUT_S)
+        except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
             print(f"sampler_benchmark: error: {e}", file=sys.stderr)
             return 2
         peaks[label] = rss

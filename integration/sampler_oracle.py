@@ -38,7 +38,7 @@ import traceback
 EXIT_OK, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 DEFAULT_SEED = 20261129
-DDP_SIM_TIMEOUT_S = 120
+DDP_SIM_TIMEOUT_S = 300
 
 
 class RunFailure(Exception):
