@@ -14,5 +14,7 @@ struct Command {
 };
 
 Command addSamplerCommand(CLI::App& app);
+Command addLaunchCommand(CLI::App& app);
+Command addRankSelfTestCommand(CLI::App& app);
 
 }  // namespace ddph::sim

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
 
   const std::vector<ddph::sim::Command> commands = {
       ddph::sim::addSamplerCommand(app),
+      ddph::sim::addLaunchCommand(app),
+      ddph::sim::addRankSelfTestCommand(app),
   };
 
   try {
