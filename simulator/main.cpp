@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
       ddph::sim::addSamplerCommand(app),
       ddph::sim::addLaunchCommand(app),
       ddph::sim::addRankSelfTestCommand(app),
+      ddph::sim::addRunCommand(app),
+      ddph::sim::addScenariosCommand(app),
   };
 
   try {
