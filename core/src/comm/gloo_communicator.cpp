@@ -88,7 +88,20 @@ class GlooCommunicator final : public Communicator {
   std::vector<std::vector<std::int64_t>> allgather(const std::vector<std::int64_t>& mine,
                                                    std::string_view step) override {
     // Gloo's allgather needs equal sizes: agree on the longest first, then pad.
-    std::vector<std::int64_t> lengths = gatherFixed({static_cast<std::int64_t>(mine.size())}, step);
+    const std::vector<std::int64_t> lengths =
+        gatherFixed({static_cast<std::int64_t>(mine.size())}, step);
+    return allgather(mine, lengths, step);
+  }
+
+  std::vector<std::vector<std::int64_t>> allgather(const std::vector<std::int64_t>& mine,
+                                                   const std::vector<std::int64_t>& lengths,
+                                                   std::string_view step) override {
+    DDPH_CHECK(static_cast<int>(lengths.size()) == size() &&
+                   lengths[static_cast<std::size_t>(rank())] ==
+                       static_cast<std::int64_t>(mine.size()),
+               "allgather at {}: rank {} passes {} values but the agreed lengths say {}", step,
+               rank(), mine.size(),
+               lengths.size() > static_cast<std::size_t>(rank()) ? lengths[rank()] : -1);
     const std::int64_t longest = *std::max_element(lengths.begin(), lengths.end());
     std::vector<std::int64_t> padded(mine);
     padded.resize(static_cast<std::size_t>(std::max<std::int64_t>(longest, 1)), 0);

@@ -172,9 +172,14 @@ class RankRun {
     const auto schedule = makeSchedule(batches, epoch);
     consumed_.assign(sources_.size(), {});
 
+    // NOTE [Step agreement] + consumed counts: [W has-batch flags][W x D consumed counts][gradient].
+    // Rank r writes only its own slots, so the sum is an all-gather of flags and counts for free;
+    // the epoch-end all-gather then needs no extra collective for the lengths.
     const std::size_t w = static_cast<std::size_t>(world_);
+    const std::size_t nd = sources_.size();
     const std::size_t g = static_cast<std::size_t>(s_.gradientSize);
-    std::vector<float> buffer(w + g);
+    const std::size_t gradAt = w + w * nd;
+    std::vector<float> buffer(gradAt + g);
     for (std::int64_t step = 0;; ++step) {
       const bool hasBatch = step < static_cast<std::int64_t>(schedule.size());
       const auto computeStart = Clock::now();
@@ -187,10 +192,14 @@ class RankRun {
           for (Index id : batches[d][b]) {
             consumed_[d].push_back(id);
             const auto h = splitmix64(static_cast<std::uint64_t>(id) * 31 + d);
-            buffer[w + h % g] += static_cast<float>((h >> 32) & 0xff) / 255.0f;
+            buffer[gradAt + h % g] += static_cast<float>((h >> 32) & 0xff) / 255.0f;
           }
         }
         ++stats_.steps;
+      }
+      for (std::size_t d = 0; d < nd; ++d) {
+        DDPH_ASSERT(consumed_[d].size() < (1u << 24));  // exact in a float
+        buffer[w + static_cast<std::size_t>(rank_) * nd + d] = static_cast<float>(consumed_[d].size());
       }
       const auto waitStart = Clock::now();
       stats_.computeSeconds += std::chrono::duration<double>(waitStart - computeStart).count();
@@ -198,7 +207,15 @@ class RankRun {
       stats_.waitSeconds += secondsSince(waitStart);
       const auto participants = static_cast<std::int64_t>(
           std::lround(std::accumulate(buffer.begin(), buffer.begin() + world_, 0.0)));
-      if (participants == 0) return true;  // every rank is done: the epoch ends here
+      if (participants == 0) {  // every rank is done: the epoch ends here
+        consumedLengths_.assign(nd, std::vector<std::int64_t>(w));
+        for (std::size_t r = 0; r < w; ++r) {
+          for (std::size_t d = 0; d < nd; ++d) {
+            consumedLengths_[d][r] = std::lround(buffer[w + r * nd + d]);
+          }
+        }
+        return true;
+      }
       if (participants != world_) {
         reportMismatch(buffer, epoch, step, static_cast<std::int64_t>(schedule.size()));
         return false;
@@ -316,7 +333,8 @@ class RankRun {
   void reportMismatch(const std::vector<float>& header, std::int64_t epoch, std::int64_t step,
                       std::int64_t planned) {
     // Everyone knows now (same collective); one more allgather names each rank's step count.
-    const auto steps = comm_.allgather({planned}, fmt::format("epoch {} step {} mismatch", epoch, step));
+    const auto steps = comm_.allgather({planned}, std::vector<std::int64_t>(static_cast<std::size_t>(world_), 1),
+                                       fmt::format("epoch {} step {} mismatch", epoch, step));
     if (rank_ != 0) return;
     std::vector<std::int64_t> done, waiting;
     for (int r = 0; r < world_; ++r) {
@@ -342,21 +360,29 @@ class RankRun {
   }
 
   void checkEpoch(std::int64_t epoch) {
+    // One all-gather per source of what every rank consumed (lengths agreed in the last step).
+    std::vector<std::vector<std::vector<Index>>> gathered;
+    for (std::size_t d = 0; d < sources_.size(); ++d) {
+      gathered.push_back(comm_.allgather(
+          consumed_[d], consumedLengths_[d],
+          fmt::format("epoch {} end, gather dataset {}", epoch, sources_[d].spec.name)));
+    }
+    if (rank_ != 0) return;
     for (std::size_t c = 0; c < checked_.size(); ++c) {
       const Checked& info = checked_[c];
-      // Every rank's consumed ids of this dataset (local ids: the concatenation is split).
-      std::vector<Index> mine;
-      for (Index id : consumed_[info.source]) {
-        if (id >= info.offset && id < info.offset + info.size) mine.push_back(id - info.offset);
-      }
-      auto gathered =
-          comm_.allgather(mine, fmt::format("epoch {} end, gather dataset {}", epoch, info.name));
-      if (rank_ != 0) continue;
       Partition p;
       p.datasetSize = info.size;
       p.epoch = epoch;
       p.seed = s_.seed;
-      p.ranks = std::move(gathered);
+      // Every rank's consumed ids of this dataset (local ids: a concatenation is split).
+      for (const auto& shard : gathered[info.source]) {
+        p.ranks.emplace_back();
+        for (Index id : shard) {
+          if (id >= info.offset && id < info.offset + info.size) {
+            p.ranks.back().push_back(id - info.offset);
+          }
+        }
+      }
       Expectations e;
       // NOTE [drop_last that drops everything]: drop_last's contract is to drop the N % W tail;
       // when that is the whole dataset (N < W) the epoch trains on nothing, so it is judged by
@@ -429,6 +455,7 @@ class RankRun {
       return stats_.steps ? static_cast<std::int64_t>(seconds * 1e6 / stats_.steps) : 0;
     };
     const auto all = comm_.allgather({perStepUs(stats_.computeSeconds), perStepUs(stats_.waitSeconds)},
+                                     std::vector<std::int64_t>(static_cast<std::size_t>(world_), 2),
                                      "end of run, gather step times");
     if (rank_ != 0) return;
     std::vector<std::int64_t> compute;
@@ -464,6 +491,7 @@ class RankRun {
   std::vector<Source> sources_;
   std::vector<Checked> checked_;
   std::vector<std::vector<Index>> consumed_;
+  std::vector<std::vector<std::int64_t>> consumedLengths_;  // [source][rank], agreed each epoch
   std::vector<std::optional<Partition>> previous_;
   RankRunStats stats_;
 };

@@ -45,6 +45,12 @@ class Communicator {
   virtual std::vector<std::vector<std::int64_t>> allgather(const std::vector<std::int64_t>& mine,
                                                            std::string_view step) = 0;
 
+  /// The same, when every rank already knows every rank's length (`lengths[r]`, identical on all
+  /// ranks): one collective instead of two.
+  virtual std::vector<std::vector<std::int64_t>> allgather(const std::vector<std::int64_t>& mine,
+                                                           const std::vector<std::int64_t>& lengths,
+                                                           std::string_view step) = 0;
+
   /// In place: every rank ends with `root`'s `data`. All ranks pass the same length.
   virtual void broadcast(std::vector<std::int64_t>& data, int root, std::string_view step) = 0;
 
