@@ -19,7 +19,8 @@ namespace {
 
 // Runs body(rank, comm) on `world` thread ranks; returns what each rank's body returned (or threw).
 std::vector<std::string> runThreads(int world, std::chrono::milliseconds timeout,
-                                    const std::function<void(Communicator&)>& body) {
+                                    const std::function<void(Communicator&)>& body,
+                                    int starAbove = 32) {
   auto store = makeInProcessStore();
   std::vector<std::future<std::string>> results;
   for (int r = 0; r < world; ++r) {
@@ -27,6 +28,7 @@ std::vector<std::string> runThreads(int world, std::chrono::milliseconds timeout
       try {
         GlooOptions options;
         options.timeout = timeout;
+        options.starCollectivesAbove = starAbove;
         auto comm = connectGloo(store, r, world, options);
         body(*comm);
         return std::string("ok");
@@ -42,7 +44,11 @@ std::vector<std::string> runThreads(int world, std::chrono::milliseconds timeout
   return out;
 }
 
-TEST(GlooCommunicator, CollectivesGiveExactResults) {
+class GlooCollectives : public ::testing::TestWithParam<int> {};
+
+// Param: starCollectivesAbove. 32: Gloo's own ring algorithms at W = 4; 0: the star form
+// (NOTE [Collectives at scale]) forced at W = 4. Both must give the same exact results.
+TEST_P(GlooCollectives, GiveExactResults) {
   constexpr int kWorld = 4;
   const auto results = runThreads(kWorld, 20s, [](Communicator& c) {
     const int r = c.rank();
@@ -62,9 +68,14 @@ TEST(GlooCommunicator, CollectivesGiveExactResults) {
     c.broadcast(b, 2, "t3");
     if (b[0] != 42) throw std::runtime_error("broadcast");
     c.barrier("t4");
-  });
+    auto known = c.allgather(std::vector<std::int64_t>(static_cast<std::size_t>(r), 7),
+                             {0, 1, 2, 3}, "t5");
+    if (known[3] != std::vector<std::int64_t>{7, 7, 7}) throw std::runtime_error("known lengths");
+  }, GetParam());
   for (const auto& r : results) EXPECT_EQ(r, "ok");
 }
+
+INSTANTIATE_TEST_SUITE_P(RingAndStar, GlooCollectives, ::testing::Values(32, 0));
 
 TEST(GlooCommunicator, MissingPeerTimesOutNamingOperationAndStep) {
   const auto start = std::chrono::steady_clock::now();

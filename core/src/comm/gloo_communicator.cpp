@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <string>
 
 #include "ddph/common/error.h"
@@ -65,8 +66,9 @@ c10d::ReduceOp toC10d(ReduceOp op) {
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(c10::intrusive_ptr<c10d::ProcessGroupGloo> pg,
-                   std::shared_ptr<RendezvousStore> store, std::chrono::milliseconds timeout)
-      : pg_(std::move(pg)), store_(std::move(store)), timeout_(timeout) {}
+                   std::shared_ptr<RendezvousStore> store, std::chrono::milliseconds timeout,
+                   bool star)
+      : pg_(std::move(pg)), store_(std::move(store)), timeout_(timeout), star_(star) {}
 
   int rank() const override { return pg_->getRank(); }
   int size() const override { return pg_->getSize(); }
@@ -74,12 +76,14 @@ class GlooCommunicator final : public Communicator {
   std::chrono::milliseconds timeout() const override { return timeout_; }
 
   void allreduce(std::vector<float>& data, ReduceOp op, std::string_view step) override {
+    if (star_) return starAllreduce(data, at::kFloat, op, step);
     allreduceTensor(at::from_blob(data.data(), {static_cast<std::int64_t>(data.size())},
                                   at::kFloat),
                     op, step);
   }
 
   void allreduce(std::vector<std::int64_t>& data, ReduceOp op, std::string_view step) override {
+    if (star_) return starAllreduce(data, at::kLong, op, step);
     allreduceTensor(at::from_blob(data.data(), {static_cast<std::int64_t>(data.size())},
                                   at::kLong),
                     op, step);
@@ -139,8 +143,67 @@ class GlooCommunicator final : public Communicator {
     run("allreduce", step, [&] { return pg_->allreduce(tensors, opts); });
   }
 
+  // NOTE [Collectives at scale]: gather to rank 0, reduce there, broadcast the result.
+  template <typename T>
+  void starAllreduce(std::vector<T>& data, at::ScalarType type, ReduceOp op,
+                     std::string_view step) {
+    const auto n = static_cast<std::int64_t>(data.size());
+    std::vector<T> all = starGather(data, type, "allreduce", step);
+    if (rank() == 0) {
+      for (int r = 1; r < size(); ++r) {
+        for (std::int64_t k = 0; k < n; ++k) {
+          T& acc = all[static_cast<std::size_t>(k)];
+          const T v = all[static_cast<std::size_t>(r * n + k)];
+          acc = op == ReduceOp::kSum ? acc + v : op == ReduceOp::kMax ? std::max(acc, v)
+                                                                      : std::min(acc, v);
+        }
+      }
+      std::copy(all.begin(), all.begin() + n, data.begin());
+    }
+    broadcastRaw(data.data(), n, type, "allreduce", step);
+  }
+
+  // Rank 0 gets every rank's `mine` (all of the same length) in rank order; others get nothing.
+  template <typename T>
+  std::vector<T> starGather(std::vector<T> mine, at::ScalarType type, std::string_view operation,
+                            std::string_view step) {
+    const auto n = static_cast<std::int64_t>(mine.size());
+    std::vector<at::Tensor> input{at::from_blob(mine.data(), {n}, type)};
+    std::vector<T> flat;
+    std::vector<std::vector<at::Tensor>> output;
+    if (rank() == 0) {
+      flat.resize(static_cast<std::size_t>(n * size()));
+      output.emplace_back();
+      for (int r = 0; r < size(); ++r) {
+        output[0].push_back(at::from_blob(flat.data() + r * n, {n}, type));
+      }
+    }
+    c10d::GatherOptions opts;
+    opts.rootRank = 0;
+    opts.timeout = timeout_;
+    run(operation, step, [&] { return pg_->gather(output, input, opts); });
+    return flat;
+  }
+
+  template <typename T>
+  void broadcastRaw(T* data, std::int64_t n, at::ScalarType type, std::string_view operation,
+                    std::string_view step) {
+    std::vector<at::Tensor> tensors{at::from_blob(data, {n}, type)};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = 0;
+    opts.timeout = timeout_;
+    run(operation, step, [&] { return pg_->broadcast(tensors, opts); });
+  }
+
   // Every rank's `mine` (all of the same length), concatenated in rank order.
   std::vector<std::int64_t> gatherFixed(std::vector<std::int64_t> mine, std::string_view step) {
+    if (star_) {
+      const auto n = static_cast<std::int64_t>(mine.size());
+      std::vector<std::int64_t> flat = starGather(std::move(mine), at::kLong, "allgather", step);
+      flat.resize(static_cast<std::size_t>(n * size()));
+      broadcastRaw(flat.data(), n * size(), at::kLong, "allgather", step);
+      return flat;
+    }
     const auto n = static_cast<std::int64_t>(mine.size());
     std::vector<at::Tensor> input{at::from_blob(mine.data(), {n}, at::kLong)};
     std::vector<std::int64_t> flat(static_cast<std::size_t>(n * size()));
@@ -157,8 +220,15 @@ class GlooCommunicator final : public Communicator {
   template <typename Launch>
   void run(std::string_view operation, std::string_view step, Launch&& launch) {
     try {
+      const auto start = std::chrono::steady_clock::now();
       auto work = launch();
       work->wait(timeout_);
+      if (trace_) {
+        fmt::print(stderr, "[rank {}] {} at {}: {:.1f} ms\n", rank(), operation, step,
+                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                             start)
+                       .count());
+      }
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -169,6 +239,9 @@ class GlooCommunicator final : public Communicator {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
   std::shared_ptr<RendezvousStore> store_;  // keeps the store alive as long as the group
   std::chrono::milliseconds timeout_;
+  bool star_ = false;
+  // DDPH_TRACE_COLLECTIVES=1: every collective's duration on stderr (rank 0 only).
+  bool trace_ = std::getenv("DDPH_TRACE_COLLECTIVES") != nullptr && pg_->getRank() == 0;
 };
 
 }  // namespace
@@ -243,7 +316,8 @@ std::unique_ptr<Communicator> connectGloo(std::shared_ptr<RendezvousStore> store
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>(groupName, store->impl()->store);
     prefixed->setTimeout(options.timeout);
     auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, opts);
-    return std::make_unique<GlooCommunicator>(std::move(pg), std::move(store), options.timeout);
+    return std::make_unique<GlooCommunicator>(std::move(pg), std::move(store), options.timeout,
+                                              size > options.starCollectivesAbove);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -57,6 +57,12 @@ struct GlooOptions {
   std::string hostname = "127.0.0.1";
   /// Gloo worker threads of the process group (1 keeps hundreds of ranks cheap).
   int threads = 1;
+  /// NOTE [Collectives at scale]: Gloo's allreduce and allgather are rings: 2(W-1) (or W-1)
+  /// rounds in which every rank must run, O(W^2) process wake-ups per collective. With hundreds
+  /// of rank processes on 2 cores that is seconds per collective. Above this world size,
+  /// allreduce and allgather run as a Gloo gather to rank 0 (a star: W-1 messages) followed by a
+  /// Gloo broadcast, O(W) wake-ups; results are identical (same data, same reduction).
+  int starCollectivesAbove = 32;
 };
 
 /// NOTE [Loopback address per rank]: 127.0.x.y with x = 1 + r / 250, y = 1 + r % 250, so every
