@@ -199,10 +199,12 @@ TEST(SimRun, SigintStopsEveryRank) {
   const pid_t pid = startCommand({kSim, "run", path}, marker, dir.path() + "/out",
                                  dir.path() + "/err");
   const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (processesWithMarker(marker).size() < 5 && std::chrono::steady_clock::now() < deadline) {
+  // The run and its 4 forked ranks (all named ddp-sim; forked ranks never exec).
+  while (processesWithMarker(marker, "ddp-sim").size() < 5 &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(20ms);
   }
-  ASSERT_EQ(processesWithMarker(marker).size(), 5u);
+  ASSERT_EQ(processesWithMarker(marker, "ddp-sim").size(), 5u);
   std::this_thread::sleep_for(500ms);
   ::kill(pid, SIGINT);
   EXPECT_EQ(waitFor(pid, 30s), 128 + SIGINT) << readFile(dir.path() + "/err");

@@ -99,7 +99,7 @@ CommandResult runCommand(const std::vector<std::string>& argv, std::chrono::mill
   return result;
 }
 
-std::vector<pid_t> processesWithMarker(const std::string& marker) {
+std::vector<pid_t> processesWithMarker(const std::string& marker, const std::string& comm) {
   std::vector<pid_t> found;
   const std::string needle = "DDPH_TEST_MARKER=" + marker;
   DIR* proc = ::opendir("/proc");
@@ -112,6 +112,11 @@ std::vector<pid_t> processesWithMarker(const std::string& marker) {
     const std::string stat = readFile(base + "/stat");
     const auto close = stat.rfind(')');
     if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z') continue;
+    if (!comm.empty()) {
+      std::string name = readFile(base + "/comm");
+      while (!name.empty() && name.back() == '\n') name.pop_back();
+      if (name != comm) continue;
+    }
     const std::string environ = readFile(base + "/environ");
     std::size_t pos = 0;
     while (pos < environ.size()) {

@@ -46,8 +46,9 @@ pid_t startCommand(const std::vector<std::string>& argv, const std::string& mark
 /// Waits for `pid` until `timeout`; returns exit code (128 + signal), or -1 on timeout (then kills).
 int waitFor(pid_t pid, std::chrono::milliseconds timeout);
 
-/// Live (non-zombie) processes whose environment holds DDPH_TEST_MARKER=marker, from /proc.
-std::vector<pid_t> processesWithMarker(const std::string& marker);
+/// Live (non-zombie) processes whose environment holds DDPH_TEST_MARKER=marker, from /proc;
+/// with `comm`, only those whose /proc/PID/comm is `comm` (e.g. ranks that exec'd "sleep").
+std::vector<pid_t> processesWithMarker(const std::string& marker, const std::string& comm = "");
 /// Polls processesWithMarker until it is empty or `timeout` passes; returns what is left.
 std::vector<pid_t> waitNoProcessesWithMarker(const std::string& marker,
                                              std::chrono::milliseconds timeout);

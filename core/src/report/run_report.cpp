@@ -46,23 +46,37 @@ std::string reportText(const RunReport& r) {
                                 r.worldSize, r.passed ? "PASSED" : "FAILED");
   if (!r.description.empty()) out += fmt::format("  {}\n", r.description);
   constexpr std::size_t kShown = 8;
+  // Hints come from this run's own configuration (rank 0 explains its pipeline): when there are
+  // any, they are the likely cause; the catalogue's cause is the usual one for the property.
+  std::vector<std::string> hints;
+  for (const auto& note : r.notes) {
+    if (note.rfind("hint: ", 0) == 0) hints.push_back(note.substr(6));
+  }
   for (std::size_t i = 0; i < r.violations.size() && i < kShown; ++i) {
     out += fmt::format("  FAIL {}\n", formatViolation(r.violations[i]));
+    if (i == 0) {
+      for (const auto& hint : hints) out += fmt::format("       likely cause: {}\n", hint);
+    }
     if (const PropertyInfo* info = findProperty(r.violations[i].property)) {
       const bool repeated = std::any_of(r.violations.begin(), r.violations.begin() + static_cast<long>(i),
                                         [&](const Violation& v) { return v.property == r.violations[i].property; });
-      if (!repeated) out += fmt::format("       likely cause: {}\n", info->likelyCause);
+      if (!repeated) {
+        out += fmt::format("       {}: {}\n", hints.empty() ? "likely cause" : "usual cause",
+                           info->likelyCause);
+      }
     }
   }
   if (r.violations.size() > kShown) {
     out += fmt::format("  … {} more violations (see --report)\n", r.violations.size() - kShown);
   }
   for (std::size_t i = 0; i < r.notes.size() && i < kShown; ++i) {
-    const bool hint = r.notes[i].rfind("hint: ", 0) == 0;
-    out += fmt::format("  {}{}\n", hint ? "" : "note: ", r.notes[i]);
+    if (r.notes[i].rfind("hint: ", 0) == 0 && !r.violations.empty()) continue;  // shown above
+    out += fmt::format("  note: {}\n", r.notes[i]);
   }
   if (r.notes.size() > kShown) out += fmt::format("  … {} more notes\n", r.notes.size() - kShown);
-  if (!r.stepComputeMs.empty()) {
+  const bool anyTimes = std::any_of(r.stepComputeMs.begin(), r.stepComputeMs.end(),
+                                    [](double t) { return t > 0; });
+  if (anyTimes) {
     const auto [lo, hi] = std::minmax_element(r.stepComputeMs.begin(), r.stepComputeMs.end());
     const auto slowest = hi - r.stepComputeMs.begin();
     out += fmt::format("  step compute per rank: min {:.3f} ms, max {:.3f} ms (rank {})\n", *lo, *hi,

@@ -191,8 +191,8 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
       double lastEnd = 0;
       for (const auto& r : result.ranks) lastEnd = std::max(lastEnd, r.endSeconds);
       v.detail = fmt::format(
-          "{}; the other {} ranks stopped within {:.2f} s ({} saw it fail in a collective, the "
-          "rest were stopped); no rank process is left",
+          "{}; the other {} ranks ended within {:.2f} s ({} failed in a collective on their own, "
+          "the supervisor stopped the rest); no rank process is left",
           why, s.worldSize - 1, lastEnd - primary->endSeconds, peers);
     } else {
       v.detail = fmt::format("the run outlived its deadline of {:.0f} s; every rank was stopped",
