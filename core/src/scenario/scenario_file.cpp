@@ -213,6 +213,9 @@ Scenario parseScenario(std::string_view text, const std::string& source) {
 
 void validateScenario(const Scenario& s) {
   DDPH_CHECK(s.worldSize >= 1, "{}: world size must be at least 1, got {}", s.source, s.worldSize);
+  // Each rank is a process with a Gloo full mesh: W(W-1)/2 connections on one machine.
+  DDPH_CHECK(s.worldSize <= kMaxWorldSize, "{}: world size {} is above the limit of {} rank processes",
+             s.source, s.worldSize, kMaxWorldSize);
   if (s.faults.kill) {
     DDPH_CHECK(s.faults.kill->rank < s.worldSize,
                "{}: faults.kill.rank {} is outside a world of {} ranks", s.source,

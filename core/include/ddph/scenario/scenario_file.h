@@ -28,6 +28,9 @@ Scenario parseScenario(std::string_view text, const std::string& source);
 /// Reads and parses a file. ConfigError if it cannot be read.
 Scenario loadScenarioFile(const std::string& path);
 
+/// The most rank processes `ddp-sim run` starts (each holds W - 1 Gloo connections).
+inline constexpr int kMaxWorldSize = 2048;
+
 /// Checks what the parser cannot: world size >= 1, sizes, kill/delay ranks in range, …
 /// (also after -n overrides the world size).
 void validateScenario(const Scenario& s);
