@@ -124,6 +124,28 @@ TEST(Launch, KilledLauncherLeavesNoOrphan) {
   EXPECT_TRUE(waitNoProcessesWithMarker(marker, 5s).empty());
 }
 
+// The scenario rank program, exec'd per rank under the launcher and joined through env://.
+TEST(Launch, ScenarioRanksUnderTheLauncher) {
+  const auto healthy = runCommand(launch({"-n", "3", "--timeout", "60"},
+                                         {kSim, "rank-run", "healthy"}), 90s);
+  EXPECT_EQ(healthy.exitCode, 0) << healthy.out << healthy.err;
+  EXPECT_NE(healthy.out.find("[rank0]: rank 0: "), std::string::npos) << healthy.out;
+  const auto uneven = runCommand(launch({"-n", "4", "--timeout", "60"},
+                                        {kSim, "rank-run", "uneven-batches-hang"}), 90s);
+  EXPECT_EQ(uneven.exitCode, 1) << uneven.out << uneven.err;
+  EXPECT_NE(uneven.out.find("[rank0]: FAIL collective-mismatch at epoch 0 step 25 on ranks 2, 3"),
+            std::string::npos)
+      << uneven.out;
+  EXPECT_NE(uneven.err.find("rank 0 (pid"), std::string::npos) << uneven.err;
+  const auto marker = uniqueMarker();
+  const auto crash = runCommand(launch({"-n", "4", "--timeout", "60"},
+                                       {kSim, "rank-run", "rank-crash"}), 90s, marker);
+  EXPECT_EQ(crash.exitCode, 1) << crash.out << crash.err;
+  EXPECT_NE(crash.err.find("rank 2 (pid"), std::string::npos) << crash.err;
+  EXPECT_NE(crash.err.find("killed by signal 9 (SIGKILL)"), std::string::npos) << crash.err;
+  EXPECT_TRUE(waitNoProcessesWithMarker(marker, 5s).empty());
+}
+
 TEST(Launch, UnknownCommandIsAUsageError) {
   const auto r = runCommand(launch({"-n", "2"}, {"no-such-program-ddph"}), 30s);
   EXPECT_EQ(r.exitCode, 2);

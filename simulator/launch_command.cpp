@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -11,6 +12,9 @@
 #include "ddph/comm/rank_env.h"
 #include "ddph/common/error.h"
 #include "ddph/launch/launcher.h"
+#include "ddph/scenario/builtin_scenarios.h"
+#include "ddph/scenario/rank_program.h"
+#include "ddph/scenario/scenario_file.h"
 
 namespace ddph::sim {
 namespace {
@@ -60,7 +64,48 @@ int runSelfTest(double timeoutS) {
   return value[0] == expected ? kExitOk : kExitViolation;
 }
 
+// Prints what rank 0 finds, as it finds it.
+class PrintingObserver final : public RankObserver {
+ public:
+  void onViolation(const Violation& v) override {
+    fmt::print("FAIL {}\n", formatViolation(v));
+    std::fflush(stdout);
+    ++violations;
+  }
+  void onNote(const std::string& line) override { fmt::print("{}\n", line); }
+  int violations = 0;
+};
+
+// One rank of a scenario, joined through env:// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):
+// the process-per-rank, exec'd form of what `ddp-sim run` does with forked ranks.
+int runRankScenario(const std::string& nameOrPath) {
+  Scenario s = isBuiltinScenario(nameOrPath) ? builtinScenario(nameOrPath)
+                                             : loadScenarioFile(nameOrPath);
+  const RankEnv env = rankEnvFromEnvironment();
+  s.worldSize = env.worldSize;
+  validateScenario(s);
+  RankWorld world = initRankWorld(
+      env, std::chrono::milliseconds(static_cast<std::int64_t>(s.timeoutS * 1000)), true);
+  PrintingObserver observer;
+  const RankRunStats stats = runRankProgram(s, *world.comm, observer);
+  world.comm->barrier("end of run");
+  if (env.rank == 0) {
+    fmt::print("rank 0: {} steps, {}\n", stats.steps,
+               observer.violations == 0 ? "every property holds" : "violations found");
+  }
+  return observer.violations == 0 ? kExitOk : kExitViolation;
+}
+
 }  // namespace
+
+Command addRankRunCommand(CLI::App& app) {
+  auto scenario = std::make_shared<std::string>();
+  CLI::App* sub = app.add_subcommand(
+      "rank-run", "One rank of a scenario, for `ddp-sim launch -n W -- ddp-sim rank-run NAME` "
+                  "(env:// init; rank 0 prints violations, exit 1 if any)");
+  sub->add_option("scenario", *scenario, "built-in scenario name or scenario file")->required();
+  return {sub, [scenario] { return runRankScenario(*scenario); }};
+}
 
 Command addLaunchCommand(CLI::App& app) {
   auto args = std::make_shared<LaunchArgs>();

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
       ddph::sim::addSamplerCommand(app),
       ddph::sim::addLaunchCommand(app),
       ddph::sim::addRankSelfTestCommand(app),
+      ddph::sim::addRankRunCommand(app),
       ddph::sim::addRunCommand(app),
       ddph::sim::addScenariosCommand(app),
   };
