@@ -190,6 +190,33 @@ TEST(SimRun, ScenarioFileWithCombinations) {
   }
 }
 
+TEST(SimRun, CollectiveTimeoutNamesTheRankThatNeverArrived) {
+  TempDir dir;
+  const std::string path = dir.path() + "/stuck.toml";
+  std::ofstream(path) << "name = \"stuck\"\nworld_size = 4\ntimeout_s = 1\nbatch_size = 10\n"
+                         "[[datasets]]\nsize = 100\n[faults]\ndelay = { rank = 1, ms = 4000 }\n";
+  const auto marker = uniqueMarker();
+  const auto run = runSim({path}, marker);
+  expectDiagnosis(run, "rank-failure");
+  const auto& v = run.report["violations"][0];
+  EXPECT_EQ(v["ranks"], Json::array({1})) << v.dump();
+  EXPECT_EQ(v["step"], 0);
+  EXPECT_NE(v["detail"].get<std::string>().find("timed out after 1000 ms"), std::string::npos)
+      << v.dump();
+  EXPECT_LT(run.command.seconds, 20.0);
+  EXPECT_TRUE(processesWithMarker(marker).empty());
+}
+
+TEST(SimRun, RunDeadlineStopsEverything) {
+  const auto marker = uniqueMarker();
+  const auto run = runSim({"slow-rank", "--timeout", "0.5"}, marker);
+  expectDiagnosis(run, "rank-failure");
+  EXPECT_NE(run.report["violations"][0]["detail"].get<std::string>().find(
+                "outlived its deadline of 0.5 s"),
+            std::string::npos);
+  EXPECT_TRUE(processesWithMarker(marker).empty());
+}
+
 TEST(SimRun, SigintStopsEveryRank) {
   TempDir dir;
   const std::string path = dir.path() + "/long.toml";

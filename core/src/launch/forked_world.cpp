@@ -256,6 +256,7 @@ ForkedWorldResult runForkedWorld(const ForkedWorldOptions& options, const RankMa
   for (auto& r : result.ranks) {
     r.lastEpoch = progress.slot(r.rank).epoch.load();
     r.lastStep = progress.slot(r.rank).step.load();
+    r.wasWaiting = progress.slot(r.rank).waiting.load() != 0;
   }
   // What the ranks wrote before exiting is still in the pipes.
   for (int round = 0; round < 100; ++round) {

@@ -1,6 +1,7 @@
 #include "ddph/scenario/scenario_runner.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <string.h>
 
 #include <algorithm>
@@ -30,6 +31,7 @@ class PipeObserver final : public RankObserver {
     slot_.epoch.store(epoch);
     slot_.step.store(step);
   }
+  void onWaiting(bool waiting) override { slot_.waiting.store(waiting ? 1 : 0); }
   void onViolation(const Violation& v) override {
     send({{"t", "violation"}, {"property", v.property}, {"ranks", v.ranks}, {"epoch", v.epoch},
           {"step", v.step}, {"detail", v.detail}});
@@ -194,9 +196,40 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
           "{}; the other {} ranks ended within {:.2f} s ({} failed in a collective on their own, "
           "the supervisor stopped the rest); no rank process is left",
           why, s.worldSize - 1, lastEnd - primary->endSeconds, peers);
+      if (primary->signal == 0 && primary->exitCode == kRankTimeout) {
+        // A collective timed out: the ranks that were still running (not waiting in it) are the
+        // ones that never arrived, the stuck or slow ranks a user has to look at.
+        std::vector<std::int64_t> stuck;
+        for (const auto& r : result.ranks) {
+          if (r.stoppedByUs && !r.wasWaiting) stuck.push_back(r.rank);
+        }
+        if (!stuck.empty()) {
+          const auto& first = result.ranks[static_cast<std::size_t>(stuck.front())];
+          v.ranks = stuck;
+          v.epoch = first.lastEpoch;
+          v.step = first.lastStep;
+          v.detail = fmt::format(
+              "rank{} {} never reached the collective the others waited in (last seen at epoch "
+              "{} step {}): {}",
+              stuck.size() == 1 ? "" : "s", fmt::join(stuck, ", "), first.lastEpoch,
+              first.lastStep, v.detail);
+        }
+      }
     } else {
-      v.detail = fmt::format("the run outlived its deadline of {:.0f} s; every rank was stopped",
-                             deadline);
+      const ForkedRank* slowest = &result.ranks.front();
+      for (const auto& r : result.ranks) {
+        if (std::make_pair(r.lastEpoch, r.lastStep) <
+            std::make_pair(slowest->lastEpoch, slowest->lastStep)) {
+          slowest = &r;
+        }
+      }
+      v.ranks = {slowest->rank};
+      v.epoch = slowest->lastEpoch;
+      v.step = slowest->lastStep;
+      v.detail = fmt::format(
+          "the run outlived its deadline of {:g} s; every rank was stopped; the furthest behind "
+          "was rank {} at epoch {} step {}",
+          deadline, slowest->rank, slowest->lastEpoch, slowest->lastStep);
     }
     report.violations.push_back(std::move(v));
   }

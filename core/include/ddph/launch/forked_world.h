@@ -36,6 +36,7 @@ class SharedProgress {
   struct Slot {
     std::atomic<std::int64_t> epoch{-1};
     std::atomic<std::int64_t> step{-1};
+    std::atomic<int> waiting{0};  ///< 1 while the rank waits in a collective
   };
   explicit SharedProgress(int worldSize);
   ~SharedProgress();
@@ -67,6 +68,7 @@ struct ForkedRank {
   double peakRssMb = 0;      ///< ru_maxrss from wait4
   std::int64_t lastEpoch = -1;  ///< its slot in SharedProgress when it ended
   std::int64_t lastStep = -1;
+  bool wasWaiting = false;  ///< it was waiting in a collective when it ended
   std::string output;        ///< everything it wrote to its result fd
 };
 
