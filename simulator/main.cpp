@@ -23,6 +23,11 @@ int main(int argc, char** argv) {
   const std::vector<ddph::sim::Command> commands = {
       ddph::sim::addSamplerCommand(app),
       ddph::sim::addCheckSamplerCommand(app),
+      ddph::sim::addLaunchCommand(app),
+      ddph::sim::addRankSelfTestCommand(app),
+      ddph::sim::addRankRunCommand(app),
+      ddph::sim::addRunCommand(app),
+      ddph::sim::addScenariosCommand(app),
   };
 
   try {

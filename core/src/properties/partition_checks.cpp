@@ -140,7 +140,8 @@ std::optional<Violation> checkCoverage(const Partition& p, const Expectations& e
 std::optional<Violation> checkDisjointness(const Partition& p, const Expectations& e) {
   if (!allInRange(p) || p.numReplicas() == 0) return std::nullopt;
   const std::int64_t totalSize = distributedTotalSize(p.datasetSize, p.numReplicas(), e.dropLast);
-  const std::int64_t allowed = std::max<std::int64_t>(0, totalSize - p.datasetSize);
+  const std::int64_t allowed =
+      e.allowPadding ? std::max<std::int64_t>(0, totalSize - p.datasetSize) : 0;
   std::int64_t yielded = 0;
   for (const auto& shard : p.ranks) yielded += static_cast<std::int64_t>(shard.size());
   const auto count = occurrences(p);
@@ -154,10 +155,14 @@ std::optional<Violation> checkDisjointness(const Partition& p, const Expectation
   if (extra <= allowed) return std::nullopt;
   const auto holders = ranksHolding(p, firstDuplicate);
   return violation(property::kDisjointness, p,
-                   fmt::format("{} extra copies across ranks where padding allows {} "
-                               "(total_size {} - N {}); index {} is on ranks {}",
-                               extra, allowed, totalSize, p.datasetSize, firstDuplicate,
-                               fmt::join(holders, ", ")),
+                   e.allowPadding
+                       ? fmt::format("{} extra copies across ranks where padding allows {} "
+                                     "(total_size {} - N {}); index {} is on ranks {}",
+                                     extra, allowed, totalSize, p.datasetSize, firstDuplicate,
+                                     fmt::join(holders, ", "))
+                       : fmt::format("{} extra copies across ranks where every sample must be "
+                                     "seen once; index {} is on ranks {}",
+                                     extra, firstDuplicate, fmt::join(holders, ", ")),
                    holders);
 }
 

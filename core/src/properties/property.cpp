@@ -48,8 +48,29 @@ const std::vector<PropertyInfo>& samplerProperties() {
   return kProperties;
 }
 
+const std::vector<PropertyInfo>& runProperties() {
+  static const std::vector<PropertyInfo> kProperties = {
+      {property::kCollectiveMismatch,
+       "every rank runs the same collectives in the same order (same number of steps)",
+       "ranks have different numbers of batches (uneven shards, per-rank data), so one rank stops "
+       "calling the gradient allreduce and a real job hangs; pad shards to equal length "
+       "(DistributedSampler) or use drop_last / DDP's join()"},
+      {property::kRankFailure, "every rank runs to the end",
+       "a rank crashed (OOM kill, exception, signal) or stopped answering; the others block in "
+       "their next collective until the timeout; check the failed rank's log and exit status"},
+      {property::kStraggler,
+       "no rank's step time is far above the others' (the others wait for it in every allreduce)",
+       "one rank computes or loads data slower (slower worker, more data, contention); balance "
+       "the work or look for the slow rank's data loading"},
+  };
+  return kProperties;
+}
+
 const PropertyInfo* findProperty(std::string_view name) {
   for (const auto& p : samplerProperties()) {
+    if (p.name == name) return &p;
+  }
+  for (const auto& p : runProperties()) {
     if (p.name == name) return &p;
   }
   return nullptr;

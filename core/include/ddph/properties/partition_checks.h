@@ -22,6 +22,9 @@ struct Expectations {
   bool pytorchLengths = true;
   /// The order depends only on seed + epoch, as in PyTorch.
   bool orderDependsOnSeedPlusEpoch = true;
+  /// Padding copies are allowed (training). Evaluation needs every sample exactly once: false
+  /// makes every extra copy a disjointness violation.
+  bool allowPadding = true;
 };
 
 /// Below this dataset size two epochs may legitimately draw the same permutation

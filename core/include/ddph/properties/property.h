@@ -22,6 +22,10 @@ inline constexpr std::string_view kDeterminism = "determinism";
 inline constexpr std::string_view kNoDuplicates = "no-duplicates";
 inline constexpr std::string_view kBalancedLength = "balanced-length";
 inline constexpr std::string_view kRanksAgree = "ranks-agree";
+// Run-level properties, judged on real rank processes by `ddp-sim run`.
+inline constexpr std::string_view kCollectiveMismatch = "collective-mismatch";
+inline constexpr std::string_view kRankFailure = "rank-failure";
+inline constexpr std::string_view kStraggler = "straggler";
 }  // namespace property
 
 /// One entry of the property catalogue.
@@ -34,7 +38,11 @@ struct PropertyInfo {
 /// The sampler properties, in the order they are checked and reported.
 const std::vector<PropertyInfo>& samplerProperties();
 
-/// The catalogue entry for `name`, or nullptr.
+/// The run-level properties (collective-mismatch, rank-failure, straggler): about the ranks of a
+/// running job rather than a sampler's partitions.
+const std::vector<PropertyInfo>& runProperties();
+
+/// The catalogue entry for `name` (sampler or run property), or nullptr.
 const PropertyInfo* findProperty(std::string_view name);
 
 /// One broken property, located as precisely as the checker can.

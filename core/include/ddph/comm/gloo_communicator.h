@@ -1,0 +1,78 @@
+#pragma once
+// Gloo communicators (c10d's ProcessGroupGloo) and the rendezvous stores they meet through.
+//
+// Two ways to build a world:
+//  - thread-per-rank: one process, a shared in-process store (c10d HashStore), one thread per rank
+//    calling connectGloo(store, rank, W): fast unit tests, no ports;
+//  - process-per-rank: a TCPStore hosted by rank 0 (as PyTorch's env:// does), see rank_env.h.
+// Each rank may bind its own loopback address (127.0.x.y): with every rank on 127.0.0.1 Gloo's full
+// mesh runs out of ephemeral ports near 256 ranks (NOTE [Loopback address per rank]).
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ddph/comm/communicator.h"
+
+namespace ddph {
+
+/// A rendezvous key-value store (c10d::Store underneath). Opaque: callers never see c10d.
+class RendezvousStore {
+ public:
+  struct Impl;
+  explicit RendezvousStore(std::shared_ptr<Impl> impl);
+  ~RendezvousStore();
+
+  void set(const std::string& key, const std::vector<std::uint8_t>& value);
+  /// Waits for `key` until `timeout`; throws TimeoutError naming the key and `step`.
+  std::vector<std::uint8_t> get(const std::string& key, std::chrono::milliseconds timeout,
+                                const std::string& step);
+  std::int64_t add(const std::string& key, std::int64_t delta);
+
+  const std::shared_ptr<Impl>& impl() const { return impl_; }
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+/// An in-process store shared by thread ranks (c10d::HashStore).
+std::shared_ptr<RendezvousStore> makeInProcessStore();
+
+/// A TCP store: the server (rank 0) listens on host:port, clients connect to it. `port` 0 on the
+/// server picks a free port (see tcpStorePort). Throws TimeoutError when the server is not
+/// reachable before `timeout`.
+std::shared_ptr<RendezvousStore> makeTcpStore(const std::string& host, std::uint16_t port,
+                                              bool isServer, int worldSize,
+                                              std::chrono::milliseconds timeout);
+
+/// The port a TCP store listens on (0 for other stores).
+std::uint16_t tcpStorePort(const RendezvousStore& store);
+
+struct GlooOptions {
+  /// Deadline of connecting and of every collective.
+  std::chrono::milliseconds timeout{30000};
+  /// Address Gloo binds for this rank ("127.0.0.1", or loopbackAddressForRank(rank)).
+  std::string hostname = "127.0.0.1";
+  /// Gloo worker threads of the process group (1 keeps hundreds of ranks cheap).
+  int threads = 1;
+  /// NOTE [Collectives at scale]: Gloo's allreduce and allgather are rings: 2(W-1) (or W-1)
+  /// rounds in which every rank must run, O(W^2) process wake-ups per collective. With hundreds
+  /// of rank processes on 2 cores that is seconds per collective. Above this world size,
+  /// allreduce and allgather run as a Gloo gather to rank 0 (a star: W-1 messages) followed by a
+  /// Gloo broadcast, O(W) wake-ups; results are identical (same data, same reduction).
+  int starCollectivesAbove = 32;
+};
+
+/// NOTE [Loopback address per rank]: 127.0.x.y with x = 1 + r / 250, y = 1 + r % 250, so every
+/// rank's sockets have their own ephemeral port range. All of 127/8 is loopback on Linux.
+std::string loopbackAddressForRank(int rank);
+
+/// Connects rank `rank` of `size` through `store` (blocking until every rank joined, or
+/// TimeoutError). Uses a fresh key prefix per `groupName` so a store can host several groups.
+std::unique_ptr<Communicator> connectGloo(std::shared_ptr<RendezvousStore> store, int rank,
+                                          int size, const GlooOptions& options,
+                                          const std::string& groupName = "default");
+
+}  // namespace ddph

@@ -1,0 +1,98 @@
+#pragma once
+// A world of rank processes forked from the calling process (which has LibTorch loaded already,
+// so no rank pays the ~0.4 s of loading it again): real processes, supervised like `launch`.
+//
+// Each rank runs `rankMain(rank, resultFd, progress)` in its own process and exits with its return
+// value; it reports to the supervisor by writing lines to resultFd and by updating its slot in the
+// shared progress table (readable after a crash). Supervision: process group + PR_SET_PDEATHSIG;
+// on the first failing rank, on the deadline or on SIGINT/SIGTERM every rank gets SIGTERM, then
+// SIGKILL after `grace`; runForkedWorld returns only after every rank was reaped and every fd closed.
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddph {
+
+/// Exit codes of a forked rank.
+enum RankExitCode : int {
+  kRankOk = 0,
+  kRankPeerFailure = 10,  ///< a collective failed because a peer died (ProtocolError)
+  kRankTimeout = 11,      ///< a collective or store wait ran past its deadline
+  kRankConfigError = 12,
+  kRankInternalError = 13,
+};
+
+/// Shared memory (MAP_SHARED, created before the fork) for what ranks tell each other and the
+/// supervisor without a socket: the store port rank 0 bound, and each rank's current step.
+class SharedProgress {
+ public:
+  struct Slot {
+    std::atomic<std::int64_t> epoch{-1};
+    std::atomic<std::int64_t> step{-1};
+    std::atomic<int> waiting{0};  ///< 1 while the rank waits in a collective
+  };
+  explicit SharedProgress(int worldSize);
+  ~SharedProgress();
+  SharedProgress(const SharedProgress&) = delete;
+  SharedProgress& operator=(const SharedProgress&) = delete;
+
+  Slot& slot(int rank);
+  void publishPort(std::uint16_t port);
+  /// Waits (polling) for rank 0's port; throws TimeoutError after `timeout`.
+  std::uint16_t waitPort(std::chrono::milliseconds timeout);
+
+ private:
+  struct Header {
+    std::atomic<std::uint32_t> port{0};
+  };
+  void* memory_ = nullptr;
+  std::size_t bytes_ = 0;
+  int worldSize_ = 0;
+};
+
+struct ForkedRank {
+  int rank = 0;
+  pid_t pid = 0;
+  bool exited = false;
+  int exitCode = 0;     ///< when exited normally
+  int signal = 0;       ///< when killed by a signal
+  bool stoppedByUs = false;  ///< it was still running when the supervisor stopped the world
+  double endSeconds = 0;     ///< since the start, when it was reaped
+  double peakRssMb = 0;      ///< ru_maxrss from wait4
+  std::int64_t lastEpoch = -1;  ///< its slot in SharedProgress when it ended
+  std::int64_t lastStep = -1;
+  bool wasWaiting = false;  ///< it was waiting in a collective when it ended
+  std::string output;        ///< everything it wrote to its result fd
+};
+
+struct ForkedWorldOptions {
+  int worldSize = 1;
+  std::chrono::milliseconds deadline{600000};  ///< the whole world
+  std::chrono::milliseconds grace{2000};
+};
+
+struct ForkedWorldResult {
+  std::vector<ForkedRank> ranks;
+  std::optional<int> firstFailure;  ///< the first rank reaped with a failure
+  double firstFailureSeconds = 0;
+  double allReapedSeconds = 0;
+  double spawnSeconds = 0;
+  bool deadlinePassed = false;
+  int interruptedBy = 0;
+};
+
+using RankMain = std::function<int(int rank, int resultFd, SharedProgress& progress)>;
+
+ForkedWorldResult runForkedWorld(const ForkedWorldOptions& options, const RankMain& rankMain);
+
+/// Writes all of `line` (plus '\n') to fd, retrying on EINTR / short writes.
+void writeLine(int fd, const std::string& line);
+
+}  // namespace ddph

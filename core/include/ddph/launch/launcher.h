@@ -1,0 +1,71 @@
+#pragma once
+// A torchrun-style launcher for CPU ranks: W processes of one command, the env:// variables, each
+// output line prefixed with its rank, and fail-fast supervision.
+//
+// Supervision rules (as torchrun's, plus deadlines):
+//  - a rank that exits non-zero, dies on a signal or outlives the timeout stops the world: every
+//    other rank gets SIGTERM, then SIGKILL after `grace`; the first failure is reported;
+//  - SIGINT/SIGTERM to the launcher stops every rank the same way;
+//  - ranks live in their own process group (killed as a whole, so their children go too) and get
+//    PR_SET_PDEATHSIG=SIGKILL, so even a SIGKILLed launcher leaves no orphan;
+//  - every exit path kills and reaps: launchRanks returns only when no rank process is left.
+
+#include <chrono>
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddph {
+
+struct LaunchOptions {
+  int numRanks = 1;
+  /// Program and arguments; the program is looked up on PATH when it has no '/'.
+  std::vector<std::string> command;
+  /// Wall-clock limit for the whole world (none: wait forever, like torchrun).
+  std::optional<std::chrono::milliseconds> timeout;
+  /// Between SIGTERM and SIGKILL when stopping ranks.
+  std::chrono::milliseconds grace{3000};
+  std::string masterAddr = "127.0.0.1";
+  /// 0: a free port on masterAddr.
+  std::uint16_t masterPort = 0;
+  /// Where the ranks' prefixed stdout / stderr lines go.
+  std::ostream* out = nullptr;
+  std::ostream* err = nullptr;
+};
+
+/// How one rank ended.
+struct RankOutcome {
+  enum class Kind { kRunning, kExited, kSignaled, kTimedOut, kStopped };
+  int rank = 0;
+  long pid = 0;
+  Kind kind = Kind::kRunning;
+  int code = 0;    ///< exit code (kExited)
+  int signal = 0;  ///< signal number (kSignaled, kStopped)
+};
+
+struct LaunchResult {
+  std::vector<RankOutcome> ranks;
+  /// The rank whose failure stopped the world, if one did.
+  std::optional<RankOutcome> failure;
+  /// The signal that interrupted the launcher (0: none).
+  int interruptedBy = 0;
+  std::uint16_t masterPort = 0;
+  /// One line: what happened ("rank 2 (pid 4711) was killed by signal 9 (SIGKILL)").
+  std::string summary;
+  /// 0 every rank succeeded; 1 a rank failed or timed out; 128 + signal when interrupted.
+  int exitCode = 0;
+};
+
+/// Starts the ranks and supervises them until all have ended. Throws ConfigError when the command
+/// cannot be started (nothing is left running then).
+LaunchResult launchRanks(const LaunchOptions& options);
+
+/// A port on `address` nobody listens on right now (bind to port 0, read it back, close).
+std::uint16_t findFreePort(const std::string& address = "127.0.0.1");
+
+/// "rank 2 (pid 4711) exited with code 3", "… was killed by signal 9 (SIGKILL)", …
+std::string describeOutcome(const RankOutcome& outcome);
+
+}  // namespace ddph

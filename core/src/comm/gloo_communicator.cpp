@@ -1,0 +1,330 @@
+// The one file of ddp-harness that touches c10d: stores, ProcessGroupGloo and its error types.
+//
+// NOTE [c10d adapter]: every difference between LibTorch 1.13 (Debian 12) and 2.x we depend on is
+// here: the ProcessGroupGloo constructor and Options, c10d::ReduceOp, TCPStoreOptions, and the
+// exceptions (c10::Error for timeouts and peer failures; 2.x adds DistBackendError, also a
+// c10::Error). Nothing outside this file includes a c10d header.
+#include "ddph/comm/gloo_communicator.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#include "ddph/common/error.h"
+
+namespace ddph {
+
+struct RendezvousStore::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  std::uint16_t port = 0;
+};
+
+namespace {
+
+bool looksLikeTimeout(const std::string& message) {
+  std::string lower(message);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower.find("timed out") != std::string::npos ||
+         lower.find("timeout") != std::string::npos;
+}
+
+std::string firstLine(const std::string& message) {
+  const auto end = message.find('\n');
+  return end == std::string::npos ? message : message.substr(0, end);
+}
+
+// Maps whatever c10d or Gloo threw to our typed errors, naming the operation and the step.
+[[noreturn]] void rethrowTyped(const std::exception& e, std::string_view operation,
+                               std::string_view step, std::chrono::milliseconds timeout) {
+  const std::string what = firstLine(e.what());
+  if (looksLikeTimeout(what)) {
+    throw TimeoutError(fmt::format("{} at {} timed out after {} ms: {}", operation, step,
+                                   timeout.count(), what));
+  }
+  throw ProtocolError(fmt::format("{} at {} failed (a peer died or left): {}", operation, step,
+                                  what));
+}
+
+c10d::ReduceOp toC10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return c10d::ReduceOp::SUM;
+    case ReduceOp::kMax: return c10d::ReduceOp::MAX;
+    case ReduceOp::kMin: return c10d::ReduceOp::MIN;
+  }
+  return c10d::ReduceOp::SUM;
+}
+
+class GlooCommunicator final : public Communicator {
+ public:
+  GlooCommunicator(c10::intrusive_ptr<c10d::ProcessGroupGloo> pg,
+                   std::shared_ptr<RendezvousStore> store, std::chrono::milliseconds timeout,
+                   bool star)
+      : pg_(std::move(pg)), store_(std::move(store)), timeout_(timeout), star_(star) {}
+
+  int rank() const override { return pg_->getRank(); }
+  int size() const override { return pg_->getSize(); }
+  void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+
+  void allreduce(std::vector<float>& data, ReduceOp op, std::string_view step) override {
+    if (star_) return starAllreduce(data, at::kFloat, op, step);
+    allreduceTensor(at::from_blob(data.data(), {static_cast<std::int64_t>(data.size())},
+                                  at::kFloat),
+                    op, step);
+  }
+
+  void allreduce(std::vector<std::int64_t>& data, ReduceOp op, std::string_view step) override {
+    if (star_) return starAllreduce(data, at::kLong, op, step);
+    allreduceTensor(at::from_blob(data.data(), {static_cast<std::int64_t>(data.size())},
+                                  at::kLong),
+                    op, step);
+  }
+
+  std::vector<std::vector<std::int64_t>> allgather(const std::vector<std::int64_t>& mine,
+                                                   std::string_view step) override {
+    // Gloo's allgather needs equal sizes: agree on the longest first, then pad.
+    const std::vector<std::int64_t> lengths =
+        gatherFixed({static_cast<std::int64_t>(mine.size())}, step);
+    return allgather(mine, lengths, step);
+  }
+
+  std::vector<std::vector<std::int64_t>> allgather(const std::vector<std::int64_t>& mine,
+                                                   const std::vector<std::int64_t>& lengths,
+                                                   std::string_view step) override {
+    DDPH_CHECK(static_cast<int>(lengths.size()) == size() &&
+                   lengths[static_cast<std::size_t>(rank())] ==
+                       static_cast<std::int64_t>(mine.size()),
+               "allgather at {}: rank {} passes {} values but the agreed lengths say {}", step,
+               rank(), mine.size(),
+               lengths.size() > static_cast<std::size_t>(rank()) ? lengths[rank()] : -1);
+    const std::int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+    std::vector<std::int64_t> padded(mine);
+    padded.resize(static_cast<std::size_t>(std::max<std::int64_t>(longest, 1)), 0);
+    std::vector<std::int64_t> flat = gatherFixed(padded, step);
+    std::vector<std::vector<std::int64_t>> out(static_cast<std::size_t>(size()));
+    const std::size_t stride = padded.size();
+    for (std::size_t r = 0; r < out.size(); ++r) {
+      const auto begin = flat.begin() + static_cast<long>(r * stride);
+      out[r].assign(begin, begin + lengths[r]);
+    }
+    return out;
+  }
+
+  void broadcast(std::vector<std::int64_t>& data, int root, std::string_view step) override {
+    std::vector<at::Tensor> tensors{
+        at::from_blob(data.data(), {static_cast<std::int64_t>(data.size())}, at::kLong)};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    opts.timeout = timeout_;
+    run("broadcast", step, [&] { return pg_->broadcast(tensors, opts); });
+  }
+
+  void barrier(std::string_view step) override {
+    c10d::BarrierOptions opts;
+    opts.timeout = timeout_;
+    run("barrier", step, [&] { return pg_->barrier(opts); });
+  }
+
+ private:
+  void allreduceTensor(at::Tensor tensor, ReduceOp op, std::string_view step) {
+    std::vector<at::Tensor> tensors{std::move(tensor)};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = toC10d(op);
+    opts.timeout = timeout_;
+    run("allreduce", step, [&] { return pg_->allreduce(tensors, opts); });
+  }
+
+  // NOTE [Collectives at scale]: gather to rank 0, reduce there, broadcast the result.
+  template <typename T>
+  void starAllreduce(std::vector<T>& data, at::ScalarType type, ReduceOp op,
+                     std::string_view step) {
+    const auto n = static_cast<std::int64_t>(data.size());
+    std::vector<T> all = starGather(data, type, "allreduce", step);
+    if (rank() == 0) {
+      for (int r = 1; r < size(); ++r) {
+        for (std::int64_t k = 0; k < n; ++k) {
+          T& acc = all[static_cast<std::size_t>(k)];
+          const T v = all[static_cast<std::size_t>(r * n + k)];
+          acc = op == ReduceOp::kSum ? acc + v : op == ReduceOp::kMax ? std::max(acc, v)
+                                                                      : std::min(acc, v);
+        }
+      }
+      std::copy(all.begin(), all.begin() + n, data.begin());
+    }
+    broadcastRaw(data.data(), n, type, "allreduce", step);
+  }
+
+  // Rank 0 gets every rank's `mine` (all of the same length) in rank order; others get nothing.
+  template <typename T>
+  std::vector<T> starGather(std::vector<T> mine, at::ScalarType type, std::string_view operation,
+                            std::string_view step) {
+    const auto n = static_cast<std::int64_t>(mine.size());
+    std::vector<at::Tensor> input{at::from_blob(mine.data(), {n}, type)};
+    std::vector<T> flat;
+    std::vector<std::vector<at::Tensor>> output;
+    if (rank() == 0) {
+      flat.resize(static_cast<std::size_t>(n * size()));
+      output.emplace_back();
+      for (int r = 0; r < size(); ++r) {
+        output[0].push_back(at::from_blob(flat.data() + r * n, {n}, type));
+      }
+    }
+    c10d::GatherOptions opts;
+    opts.rootRank = 0;
+    opts.timeout = timeout_;
+    run(operation, step, [&] { return pg_->gather(output, input, opts); });
+    return flat;
+  }
+
+  template <typename T>
+  void broadcastRaw(T* data, std::int64_t n, at::ScalarType type, std::string_view operation,
+                    std::string_view step) {
+    std::vector<at::Tensor> tensors{at::from_blob(data, {n}, type)};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = 0;
+    opts.timeout = timeout_;
+    run(operation, step, [&] { return pg_->broadcast(tensors, opts); });
+  }
+
+  // Every rank's `mine` (all of the same length), concatenated in rank order.
+  std::vector<std::int64_t> gatherFixed(std::vector<std::int64_t> mine, std::string_view step) {
+    if (star_) {
+      const auto n = static_cast<std::int64_t>(mine.size());
+      std::vector<std::int64_t> flat = starGather(std::move(mine), at::kLong, "allgather", step);
+      flat.resize(static_cast<std::size_t>(n * size()));
+      broadcastRaw(flat.data(), n * size(), at::kLong, "allgather", step);
+      return flat;
+    }
+    const auto n = static_cast<std::int64_t>(mine.size());
+    std::vector<at::Tensor> input{at::from_blob(mine.data(), {n}, at::kLong)};
+    std::vector<std::int64_t> flat(static_cast<std::size_t>(n * size()));
+    std::vector<std::vector<at::Tensor>> output(1);
+    for (int r = 0; r < size(); ++r) {
+      output[0].push_back(at::from_blob(flat.data() + r * n, {n}, at::kLong));
+    }
+    c10d::AllgatherOptions opts;
+    opts.timeout = timeout_;
+    run("allgather", step, [&] { return pg_->allgather(output, input, opts); });
+    return flat;
+  }
+
+  template <typename Launch>
+  void run(std::string_view operation, std::string_view step, Launch&& launch) {
+    try {
+      const auto start = std::chrono::steady_clock::now();
+      auto work = launch();
+      work->wait(timeout_);
+      if (trace_) {
+        fmt::print(stderr, "[rank {}] {} at {}: {:.1f} ms\n", rank(), operation, step,
+                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                             start)
+                       .count());
+      }
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      rethrowTyped(e, operation, step, timeout_);
+    }
+  }
+
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+  std::shared_ptr<RendezvousStore> store_;  // keeps the store alive as long as the group
+  std::chrono::milliseconds timeout_;
+  bool star_ = false;
+  // DDPH_TRACE_COLLECTIVES=1: every collective's duration on stderr (rank 0 only).
+  bool trace_ = std::getenv("DDPH_TRACE_COLLECTIVES") != nullptr && pg_->getRank() == 0;
+};
+
+}  // namespace
+
+RendezvousStore::RendezvousStore(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RendezvousStore::~RendezvousStore() = default;
+
+void RendezvousStore::set(const std::string& key, const std::vector<std::uint8_t>& value) {
+  impl_->store->set(key, value);
+}
+
+std::vector<std::uint8_t> RendezvousStore::get(const std::string& key,
+                                               std::chrono::milliseconds timeout,
+                                               const std::string& step) {
+  try {
+    impl_->store->wait({key}, timeout);
+    return impl_->store->get(key);
+  } catch (const std::exception& e) {
+    rethrowTyped(e, fmt::format("store wait for '{}'", key), step, timeout);
+  }
+}
+
+std::int64_t RendezvousStore::add(const std::string& key, std::int64_t delta) {
+  return impl_->store->add(key, delta);
+}
+
+std::shared_ptr<RendezvousStore> makeInProcessStore() {
+  auto impl = std::make_shared<RendezvousStore::Impl>();
+  impl->store = c10::make_intrusive<c10d::HashStore>();
+  return std::make_shared<RendezvousStore>(std::move(impl));
+}
+
+std::shared_ptr<RendezvousStore> makeTcpStore(const std::string& host, std::uint16_t port,
+                                              bool isServer, int worldSize,
+                                              std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions opts;
+  opts.port = port;
+  opts.isServer = isServer;
+  opts.numWorkers = static_cast<std::size_t>(worldSize);
+  // Joining is checked by the process group's own rendezvous; not waiting here lets rank 0 start
+  // connecting while the others are still being forked.
+  opts.waitWorkers = false;
+  opts.timeout = timeout;
+  auto impl = std::make_shared<RendezvousStore::Impl>();
+  try {
+    auto store = c10::make_intrusive<c10d::TCPStore>(host, opts);
+    impl->port = store->getPort();
+    impl->store = std::move(store);
+  } catch (const std::exception& e) {
+    rethrowTyped(e, fmt::format("TCPStore {} {}:{}", isServer ? "listen on" : "connect to", host,
+                                port),
+                 "init", timeout);
+  }
+  return std::make_shared<RendezvousStore>(std::move(impl));
+}
+
+std::uint16_t tcpStorePort(const RendezvousStore& store) { return store.impl()->port; }
+
+std::string loopbackAddressForRank(int rank) {
+  return fmt::format("127.0.{}.{}", 1 + rank / 250, 1 + rank % 250);
+}
+
+std::unique_ptr<Communicator> connectGloo(std::shared_ptr<RendezvousStore> store, int rank,
+                                          int size, const GlooOptions& options,
+                                          const std::string& groupName) {
+  DDPH_CHECK(size > 0 && rank >= 0 && rank < size, "rank {} is outside a world of {}", rank, size);
+  try {
+    auto opts = c10d::ProcessGroupGloo::Options::create(options.timeout);
+    opts->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForHostname(options.hostname));
+    opts->threads = std::max(1, options.threads);
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(groupName, store->impl()->store);
+    prefixed->setTimeout(options.timeout);
+    auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, opts);
+    return std::make_unique<GlooCommunicator>(std::move(pg), std::move(store), options.timeout,
+                                              size > options.starCollectivesAbove);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    rethrowTyped(e, fmt::format("connecting rank {} of {} (Gloo on {})", rank, size,
+                                options.hostname),
+                 "init", options.timeout);
+  }
+}
+
+}  // namespace ddph

@@ -1,0 +1,356 @@
+// The launcher: Boost.Process for spawning, Boost.Asio for the ranks' output, the deadlines and the
+// signals, all on one thread.
+#include "ddph/launch/launcher.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <boost/process.hpp>
+#include <boost/process/extend.hpp>
+#include <iostream>
+#include <memory>
+
+#include "ddph/common/error.h"
+
+namespace ddph {
+namespace bp = boost::process;
+namespace asio = boost::asio;
+
+namespace {
+
+// Runs in the forked child before exec: join the ranks' process group and die with the launcher.
+struct RankSetup : bp::extend::handler {
+  pid_t pgid = 0;  // 0: start a new group (the first rank)
+  pid_t parent = 0;
+  template <class Executor>
+  void on_exec_setup(Executor&) const {
+    ::setpgid(0, pgid);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the launcher died between fork and prctl
+  }
+};
+
+struct OutputStream {
+  std::unique_ptr<bp::async_pipe> pipe;
+  asio::streambuf buffer;
+  std::ostream* sink = nullptr;
+  bool open = true;
+};
+
+struct Rank {
+  int rank = 0;
+  bp::child child;
+  OutputStream out;
+  OutputStream err;
+  RankOutcome outcome;
+};
+
+std::string signalName(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
+
+class Supervisor {
+ public:
+  Supervisor(const LaunchOptions& options) : options_(options), signals_(io_, SIGINT, SIGTERM) {}
+
+  LaunchResult run() {
+    result_.masterPort =
+        options_.masterPort != 0 ? options_.masterPort : findFreePort(options_.masterAddr);
+    const auto exe = resolve(options_.command.at(0));
+    const std::vector<std::string> args(options_.command.begin() + 1, options_.command.end());
+    signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+      if (!ec) interrupt(sig);
+    });
+    try {
+      for (int r = 0; r < options_.numRanks; ++r) spawn(r, exe, args);
+    } catch (...) {
+      killGroup(SIGKILL);
+      reapAll();
+      throw;
+    }
+    if (options_.timeout) {
+      deadline_.expires_after(*options_.timeout);
+      deadline_.async_wait([this](const boost::system::error_code& ec) {
+        if (!ec) timedOut();
+      });
+    }
+    poll();
+    io_.run();
+    finish();
+    return std::move(result_);
+  }
+
+ private:
+  boost::filesystem::path resolve(const std::string& program) {
+    boost::filesystem::path path =
+        program.find('/') == std::string::npos ? bp::search_path(program) : program;
+    DDPH_CHECK(!path.empty() && ::access(path.c_str(), X_OK) == 0,
+               "cannot run '{}': not found or not executable", program);
+    return path;
+  }
+
+  void spawn(int r, const boost::filesystem::path& exe, const std::vector<std::string>& args) {
+    auto rank = std::make_unique<Rank>();
+    rank->rank = r;
+    rank->out.pipe = std::make_unique<bp::async_pipe>(io_);
+    rank->err.pipe = std::make_unique<bp::async_pipe>(io_);
+    rank->out.sink = options_.out ? options_.out : &std::cout;
+    rank->err.sink = options_.err ? options_.err : &std::cerr;
+    auto env = boost::this_process::environment();
+    env["RANK"] = std::to_string(r);
+    env["LOCAL_RANK"] = std::to_string(r);
+    env["WORLD_SIZE"] = std::to_string(options_.numRanks);
+    env["LOCAL_WORLD_SIZE"] = std::to_string(options_.numRanks);
+    env["GROUP_RANK"] = "0";
+    env["MASTER_ADDR"] = options_.masterAddr;
+    env["MASTER_PORT"] = std::to_string(result_.masterPort);
+    RankSetup setup;
+    setup.pgid = pgid_;
+    setup.parent = ::getpid();
+    std::error_code ec;
+    rank->child = bp::child(exe, bp::args(args), env, bp::std_in < bp::null,
+                            bp::std_out > *rank->out.pipe, bp::std_err > *rank->err.pipe, setup,
+                            ec);
+    DDPH_CHECK(!ec, "cannot start rank {} ('{}'): {}", r, exe.string(), ec.message());
+    const pid_t pid = rank->child.id();
+    if (pgid_ == 0) pgid_ = pid;
+    ::setpgid(pid, pgid_);  // also from the parent: no race with the first kill
+    rank->outcome.rank = r;
+    rank->outcome.pid = pid;
+    read(*rank, rank->out);
+    read(*rank, rank->err);
+    ranks_.push_back(std::move(rank));
+  }
+
+  void read(Rank& rank, OutputStream& stream) {
+    asio::async_read_until(
+        *stream.pipe, stream.buffer, '\n',
+        [this, &rank, &stream](const boost::system::error_code& ec, std::size_t n) {
+          if (!ec) {
+            std::string line(asio::buffers_begin(stream.buffer.data()),
+                             asio::buffers_begin(stream.buffer.data()) + static_cast<long>(n));
+            stream.buffer.consume(n);
+            emit(rank, stream, line);
+            read(rank, stream);
+            return;
+          }
+          if (stream.buffer.size() > 0) {  // a last line without '\n'
+            std::string rest(asio::buffers_begin(stream.buffer.data()),
+                             asio::buffers_end(stream.buffer.data()));
+            stream.buffer.consume(stream.buffer.size());
+            emit(rank, stream, rest + "\n");
+          }
+          stream.open = false;
+          maybeDone();
+        });
+  }
+
+  void emit(const Rank& rank, OutputStream& stream, const std::string& line) {
+    *stream.sink << "[rank" << rank.rank << "]: " << line << std::flush;
+  }
+
+  // Reaps exited ranks every few milliseconds (no SIGCHLD handler: nothing global to restore).
+  void poll() {
+    for (auto& rank : ranks_) {
+      if (rank->outcome.kind != RankOutcome::Kind::kRunning) continue;
+      std::error_code ec;
+      if (rank->child.running(ec)) continue;
+      const int status = rank->child.native_exit_code();
+      if (WIFSIGNALED(status)) {
+        rank->outcome.kind = stopping_ ? RankOutcome::Kind::kStopped : RankOutcome::Kind::kSignaled;
+        rank->outcome.signal = WTERMSIG(status);
+      } else {
+        rank->outcome.kind = RankOutcome::Kind::kExited;
+        rank->outcome.code = WEXITSTATUS(status);
+      }
+      const bool failed = rank->outcome.kind == RankOutcome::Kind::kSignaled ||
+                          (rank->outcome.kind == RankOutcome::Kind::kExited && rank->outcome.code != 0);
+      if (failed && !stopping_) {
+        result_.failure = rank->outcome;
+        stop();
+      }
+    }
+    if (allExited()) {
+      // A rank's own children may still hold its pipes: the group goes, then the pipes drain.
+      killGroup(SIGKILL);
+      deadline_.cancel();
+      grace_.cancel();
+      signals_.cancel();
+      if (!pipesOpen()) return;  // done: nothing left on the io_context
+      if (!drainTimerSet_) {
+        drainTimerSet_ = true;
+        drain_.expires_after(std::chrono::seconds(2));
+        drain_.async_wait([this](const boost::system::error_code& ec) {
+          if (!ec) closePipes();
+        });
+      }
+      return;
+    }
+    ticker_.expires_after(std::chrono::milliseconds(10));
+    ticker_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) poll();
+    });
+  }
+
+  bool allExited() const {
+    for (const auto& rank : ranks_) {
+      if (rank->outcome.kind == RankOutcome::Kind::kRunning) return false;
+    }
+    return true;
+  }
+
+  bool pipesOpen() const {
+    for (const auto& rank : ranks_) {
+      if (rank->out.open || rank->err.open) return true;
+    }
+    return false;
+  }
+
+  void maybeDone() {
+    if (!allExited() || pipesOpen()) return;
+    drain_.cancel();
+    ticker_.cancel();
+  }
+
+  void closePipes() {
+    for (auto& rank : ranks_) {
+      boost::system::error_code ec;
+      rank->out.pipe->close(ec);
+      rank->err.pipe->close(ec);
+    }
+  }
+
+  void stop() {
+    if (stopping_) return;
+    stopping_ = true;
+    killGroup(SIGTERM);
+    grace_.expires_after(options_.grace);
+    grace_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) killGroup(SIGKILL);
+    });
+  }
+
+  void interrupt(int sig) {
+    if (result_.interruptedBy == 0) result_.interruptedBy = sig;
+    stop();
+  }
+
+  void timedOut() {
+    for (auto& rank : ranks_) {
+      if (rank->outcome.kind != RankOutcome::Kind::kRunning) continue;
+      if (!result_.failure) {
+        result_.failure = rank->outcome;
+        result_.failure->kind = RankOutcome::Kind::kTimedOut;
+      }
+    }
+    stop();
+  }
+
+  void killGroup(int sig) {
+    if (pgid_ != 0) ::killpg(pgid_, sig);
+  }
+
+  void reapAll() {
+    for (auto& rank : ranks_) {
+      std::error_code ec;
+      if (rank->child.valid()) rank->child.wait(ec);
+    }
+  }
+
+  void finish() {
+    for (auto& rank : ranks_) result_.ranks.push_back(rank->outcome);
+    if (result_.interruptedBy != 0) {
+      result_.exitCode = 128 + result_.interruptedBy;
+      result_.summary = fmt::format("interrupted by {}: stopped all {} ranks",
+                                    signalName(result_.interruptedBy), ranks_.size());
+    } else if (result_.failure) {
+      result_.exitCode = 1;
+      const int others = static_cast<int>(ranks_.size()) - 1;
+      if (result_.failure->kind == RankOutcome::Kind::kTimedOut) {
+        result_.summary = fmt::format("{} of {} s; stopped every rank",
+                                      describeOutcome(*result_.failure),
+                                      static_cast<double>(options_.timeout->count()) / 1000.0);
+      } else {
+        result_.summary = fmt::format("{}; stopped the other {} rank{}",
+                                      describeOutcome(*result_.failure), others,
+                                      others == 1 ? "" : "s");
+      }
+    } else {
+      result_.exitCode = 0;
+      result_.summary = fmt::format("all {} ranks exited with code 0", ranks_.size());
+    }
+  }
+
+  const LaunchOptions& options_;
+  asio::io_context io_;
+  asio::signal_set signals_;
+  asio::steady_timer ticker_{io_};
+  asio::steady_timer deadline_{io_};
+  asio::steady_timer grace_{io_};
+  asio::steady_timer drain_{io_};
+  bool drainTimerSet_ = false;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  pid_t pgid_ = 0;
+  bool stopping_ = false;
+  LaunchResult result_;
+};
+
+}  // namespace
+
+std::string describeOutcome(const RankOutcome& o) {
+  const std::string who = fmt::format("rank {} (pid {})", o.rank, o.pid);
+  switch (o.kind) {
+    case RankOutcome::Kind::kRunning: return who + " is running";
+    case RankOutcome::Kind::kExited: return fmt::format("{} exited with code {}", who, o.code);
+    case RankOutcome::Kind::kSignaled:
+      return fmt::format("{} was killed by signal {} ({})", who, o.signal, signalName(o.signal));
+    case RankOutcome::Kind::kTimedOut: return who + " was still running at the timeout";
+    case RankOutcome::Kind::kStopped:
+      return fmt::format("{} was stopped ({})", who, signalName(o.signal));
+  }
+  return who;
+}
+
+std::uint16_t findFreePort(const std::string& address) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error(fmt::format("socket: {}", ::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  if (::inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) {
+    ::close(fd);
+    throw ConfigError(fmt::format("'{}' is not an IPv4 address", address));
+  }
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const std::string why = ::strerror(errno);
+    ::close(fd);
+    throw Error(fmt::format("cannot find a free port on {}: {}", address, why));
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+LaunchResult launchRanks(const LaunchOptions& options) {
+  DDPH_CHECK(options.numRanks > 0, "the number of ranks must be positive, got {}",
+             options.numRanks);
+  DDPH_CHECK(!options.command.empty(), "no command to launch (ddp-sim launch -n W -- CMD ARGS…)");
+  Supervisor supervisor(options);
+  return supervisor.run();
+}
+
+}  // namespace ddph

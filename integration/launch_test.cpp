@@ -1,0 +1,173 @@
+// ddp-sim launch: env variables, prefixed output, failure propagation, timeout, signals, and no
+// orphan left in the process table afterwards.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "test_support.h"
+
+using namespace std::chrono_literals;
+
+namespace ddph::test {
+namespace {
+
+const std::string kSim = DDPH_SIM_PATH;
+
+std::vector<std::string> launch(std::vector<std::string> extra, std::vector<std::string> command) {
+  std::vector<std::string> argv{kSim, "launch"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
+TEST(Launch, SetsTorchrunVariablesAndPrefixesOutput) {
+  const auto marker = uniqueMarker();
+  const auto r = runCommand(
+      launch({"-n", "3"}, {"/bin/sh", "-c",
+                           "echo R=$RANK L=$LOCAL_RANK W=$WORLD_SIZE LW=$LOCAL_WORLD_SIZE "
+                           "A=$MASTER_ADDR P=$MASTER_PORT; echo to-stderr >&2"}),
+      60s, marker);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string line = "[rank" + std::to_string(rank) + "]: R=" + std::to_string(rank) +
+                             " L=" + std::to_string(rank) + " W=3 LW=3 A=127.0.0.1 P=";
+    EXPECT_NE(r.out.find(line), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("[rank" + std::to_string(rank) + "]: to-stderr"), std::string::npos);
+  }
+  EXPECT_EQ(r.out.find("P=0\n"), std::string::npos) << "MASTER_PORT must be a real free port";
+}
+
+TEST(Launch, RealGlooRanksJoinThroughEnvInit) {
+  const auto r = runCommand(launch({"-n", "4", "--timeout", "60"}, {kSim, "rank-selftest"}), 90s);
+  ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(r.out.find("[rank" + std::to_string(rank) + "]: rank " + std::to_string(rank) +
+                         " of 4: allreduce sum 10 (expected 10) ok"),
+              std::string::npos)
+        << r.out;
+  }
+}
+
+TEST(Launch, NonZeroExitStopsTheOthersAndNamesTheRank) {
+  const auto marker = uniqueMarker();
+  const auto r = runCommand(
+      launch({"-n", "4", "--grace", "2"},
+             {"/bin/sh", "-c", "if [ $RANK = 1 ]; then sleep 0.5; exit 3; fi; exec sleep 60"}),
+      30s, marker);
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_LT(r.seconds, 20.0);
+  EXPECT_NE(r.err.find("rank 1 (pid"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("exited with code 3; stopped the other 3 ranks"), std::string::npos)
+      << r.err;
+  EXPECT_TRUE(waitNoProcessesWithMarker(marker, 5s).empty());
+}
+
+TEST(Launch, DeathBySignalIsNamed) {
+  const auto marker = uniqueMarker();
+  const auto r = runCommand(
+      launch({"-n", "3"},
+             {"/bin/sh", "-c", "if [ $RANK = 2 ]; then sleep 0.5; kill -9 $$; fi; sleep 60"}),
+      30s, marker);
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_NE(r.err.find("rank 2 (pid"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("killed by signal 9 (SIGKILL)"), std::string::npos) << r.err;
+  // sh's own child `sleep 60` is in the ranks' process group: it goes too.
+  EXPECT_TRUE(waitNoProcessesWithMarker(marker, 5s).empty());
+}
+
+TEST(Launch, TimeoutStopsEveryRank) {
+  const auto marker = uniqueMarker();
+  const auto r = runCommand(launch({"-n", "2", "--timeout", "1", "--grace", "1"},
+                                   {"/bin/sh", "-c", "trap '' TERM; sleep 60"}),
+                            30s, marker);
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_LT(r.seconds, 15.0);  // 1 s timeout + 1 s grace (SIGTERM ignored) + start-up
+  EXPECT_NE(r.err.find("still running at the timeout of 1 s"), std::string::npos) << r.err;
+  EXPECT_TRUE(waitNoProcessesWithMarker(marker, 5s).empty());
+}
+
+TEST(Launch, SigintStopsEveryRank) {
+  TempDir dir;
+  const auto marker = uniqueMarker();
+  const pid_t pid = startCommand(launch({"-n", "3"}, {"/bin/sleep", "60"}), marker,
+                                 dir.path() + "/out", dir.path() + "/err");
+  // Wait until the three ranks run `sleep` (a rank between fork and exec is still a ddp-sim).
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (processesWithMarker(marker, "sleep").size() < 3 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(processesWithMarker(marker, "sleep").size(), 3u);
+  ::kill(pid, SIGINT);
+  EXPECT_EQ(waitFor(pid, 20s), 128 + SIGINT);
+  EXPECT_NE(readFile(dir.path() + "/err").find("interrupted by SIGINT"), std::string::npos);
+  EXPECT_TRUE(waitNoProcessesWithMarker(marker, 5s).empty());
+}
+
+TEST(Launch, KilledLauncherLeavesNoOrphan) {
+  TempDir dir;
+  const auto marker = uniqueMarker();
+  const pid_t pid = startCommand(launch({"-n", "3"}, {"/bin/sleep", "60"}), marker,
+                                 dir.path() + "/out", dir.path() + "/err");
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (processesWithMarker(marker, "sleep").size() < 3 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(processesWithMarker(marker, "sleep").size(), 3u);
+  ::kill(pid, SIGKILL);  // no chance to clean up: PR_SET_PDEATHSIG must do it
+  EXPECT_EQ(waitFor(pid, 10s), 128 + SIGKILL);
+  EXPECT_TRUE(waitNoProcessesWithMarker(marker, 5s).empty());
+}
+
+// The scenario rank program, exec'd per rank under the launcher and joined through env://.
+TEST(Launch, ScenarioRanksUnderTheLauncher) {
+  const auto healthy = runCommand(launch({"-n", "3", "--timeout", "60"},
+                                         {kSim, "rank-run", "healthy"}), 90s);
+  EXPECT_EQ(healthy.exitCode, 0) << healthy.out << healthy.err;
+  EXPECT_NE(healthy.out.find("[rank0]: rank 0: "), std::string::npos) << healthy.out;
+  const auto uneven = runCommand(launch({"-n", "4", "--timeout", "60"},
+                                        {kSim, "rank-run", "uneven-batches-hang"}), 90s);
+  EXPECT_EQ(uneven.exitCode, 1) << uneven.out << uneven.err;
+  EXPECT_NE(uneven.out.find("[rank0]: FAIL collective-mismatch at epoch 0 step 25 on ranks 2, 3"),
+            std::string::npos)
+      << uneven.out;
+  EXPECT_NE(uneven.err.find("rank 0 (pid"), std::string::npos) << uneven.err;
+  const auto marker = uniqueMarker();
+  const auto crash = runCommand(launch({"-n", "4", "--timeout", "60"},
+                                       {kSim, "rank-run", "rank-crash"}), 90s, marker);
+  EXPECT_EQ(crash.exitCode, 1) << crash.out << crash.err;
+  EXPECT_NE(crash.err.find("rank 2 (pid"), std::string::npos) << crash.err;
+  EXPECT_NE(crash.err.find("killed by signal 9 (SIGKILL)"), std::string::npos) << crash.err;
+  EXPECT_TRUE(waitNoProcessesWithMarker(marker, 5s).empty());
+}
+
+TEST(Launch, UnknownCommandIsAUsageError) {
+  const auto r = runCommand(launch({"-n", "2"}, {"no-such-program-ddph"}), 30s);
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.err.find("cannot run 'no-such-program-ddph'"), std::string::npos) << r.err;
+}
+
+#ifdef DDPH_PYTHON_PATH
+// Compatibility with torchrun's contract: unmodified PyTorch env:// ranks join under ddp-sim launch.
+TEST(Launch, PythonTorchRanksInitWithEnv) {
+  const auto r = runCommand(
+      launch({"-n", "2", "--timeout", "120"},
+             {DDPH_PYTHON_PATH, "-c",
+              "import torch, torch.distributed as dist\n"
+              "dist.init_process_group('gloo')\n"
+              "t = torch.tensor([dist.get_rank() + 1.0]); dist.all_reduce(t)\n"
+              "print('python rank', dist.get_rank(), 'sum', int(t.item()))\n"}),
+      150s);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("[rank0]: python rank 0 sum 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[rank1]: python rank 1 sum 3"), std::string::npos) << r.out;
+}
+#endif
+
+}  // namespace
+}  // namespace ddph::test

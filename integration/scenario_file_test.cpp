@@ -1,0 +1,96 @@
+// Scenario files: the catalogue parses, and a bad file names the file, the line and the key.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "ddph/common/error.h"
+#include "ddph/scenario/builtin_scenarios.h"
+#include "ddph/scenario/scenario_file.h"
+
+namespace ddph {
+namespace {
+
+std::string errorOf(const std::string& text) {
+  try {
+    parseScenario(text, "bad.toml");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(ScenarioFile, EveryBuiltinParsesAndNamesAProperty) {
+  ASSERT_GE(builtinScenarios().size(), 11u);
+  for (const auto& b : builtinScenarios()) {
+    const Scenario s = builtinScenario(b.name);
+    EXPECT_EQ(s.name, b.name);
+    EXPECT_FALSE(s.description.empty()) << b.name;
+    EXPECT_EQ(s.expect.empty(), b.name == "healthy") << b.name;
+  }
+}
+
+TEST(ScenarioFile, ParsesEveryKey) {
+  const Scenario s = parseScenario(R"(name = "x"
+world_size = 3
+epochs = 4
+seed = 7
+batch_size = 5
+drop_last = true
+phase = "eval"
+combine = "weighted"
+weights = [2, 0.5]
+timeout_s = 9.5
+[[datasets]]
+name = "a"
+size = 10
+sampler = "libtorch-random"
+shuffle = false
+sampler_drop_last = true
+[[datasets]]
+size = 20
+[faults]
+skip_set_epoch = true
+per_rank_seed = true
+per_rank_order = true
+kill = { rank = 2, epoch = 1, step = 3 }
+delay = { rank = 1, ms = 2.5 }
+)",
+                                   "ok.toml");
+  EXPECT_EQ(s.worldSize, 3);
+  EXPECT_EQ(s.epochs, 4);
+  EXPECT_EQ(s.combine, Combine::kWeighted);
+  ASSERT_EQ(s.weights.size(), 2u);
+  EXPECT_EQ(s.datasets[0].sampler, "libtorch-random");
+  EXPECT_EQ(s.datasets[1].name, "dataset1");
+  EXPECT_EQ(s.datasets[1].size, 20);
+  ASSERT_TRUE(s.faults.kill.has_value());
+  EXPECT_EQ(s.faults.kill->step, 3);
+  ASSERT_TRUE(s.faults.delay.has_value());
+  EXPECT_DOUBLE_EQ(s.faults.delay->ms, 2.5);
+}
+
+TEST(ScenarioFile, ErrorsNameFileLineAndKey) {
+  EXPECT_EQ(errorOf("world_size = 4\nbatch_sise = 3\n[[datasets]]\nsize = 1\n"),
+            "bad.toml:2: key 'batch_sise': unknown key");
+  EXPECT_EQ(errorOf("world_size = \"four\"\n[[datasets]]\nsize = 1\n"),
+            "bad.toml:1: key 'world_size': expected an integer");
+  EXPECT_EQ(errorOf("[[datasets]]\nname = \"a\"\n"), "bad.toml:1: key 'datasets[0].size': is required");
+  EXPECT_EQ(errorOf("[[datasets]]\nsize = 10\nsampler = \"magic\"\n"),
+            "bad.toml:3: key 'datasets[0].sampler': 'magic' is not one of pytorch, "
+            "libtorch-random, libtorch-sequential, strided");
+  EXPECT_EQ(errorOf("combine = \"interleave\"\n[[datasets]]\nsize = 1\n"),
+            "bad.toml:1: key 'combine': 'interleave' is not one of zip, cycle, concat, weighted");
+  EXPECT_EQ(errorOf("[[datasets]]\nsize = 1\n[faults]\nkill = { rank = 1 }\n"),
+            "bad.toml:4: key 'faults.kill.step': is required");
+  EXPECT_EQ(errorOf("world_size = 2\n[[datasets]]\nsize = 1\n[faults]\nkill = { rank = 5, step = 1 }\n"),
+            "bad.toml: faults.kill.rank 5 is outside a world of 2 ranks");
+  EXPECT_EQ(errorOf("expect = \"speed\"\n[[datasets]]\nsize = 1\n"),
+            "bad.toml:1: key 'expect': 'speed' is not a property name");
+  EXPECT_EQ(errorOf("world_size = 4\n"), "bad.toml:1: key 'datasets': at least one [[datasets]] table is required");
+  // Syntax errors carry toml++'s line.
+  const std::string syntax = errorOf("world_size = 4\nepochs = = 2\n");
+  EXPECT_EQ(syntax.rfind("bad.toml:2: ", 0), 0u) << syntax;
+}
+
+}  // namespace
+}  // namespace ddph

@@ -1,0 +1,242 @@
+// ddp-sim run: every built-in scenario is diagnosed with its property, on real rank processes;
+// failures and interrupts leave nothing running; bad scenarios run nothing.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "test_support.h"
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+
+namespace ddph::test {
+namespace {
+
+const std::string kSim = DDPH_SIM_PATH;
+
+struct SimRun {
+  CommandResult command;
+  Json report;
+};
+
+SimRun runSim(const std::vector<std::string>& args, const std::string& marker = "") {
+  TempDir dir;
+  const std::string reportPath = dir.path() + "/report.json";
+  std::vector<std::string> argv{kSim, "run"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("--report");
+  argv.push_back(reportPath);
+  SimRun run;
+  run.command = runCommand(argv, 120s, marker);
+  if (std::filesystem::exists(reportPath)) run.report = Json::parse(readFile(reportPath));
+  return run;
+}
+
+// The first violation's property, with the whole output on failure.
+void expectDiagnosis(const SimRun& run, const std::string& property) {
+  ASSERT_EQ(run.command.exitCode, 1) << run.command.out << run.command.err;
+  ASSERT_FALSE(run.report.is_null()) << run.command.err;
+  EXPECT_FALSE(run.report["passed"].get<bool>());
+  ASSERT_FALSE(run.report["violations"].empty());
+  EXPECT_EQ(run.report["violations"][0]["property"], property) << run.report.dump(2);
+  EXPECT_NE(run.command.out.find("FAIL " + property), std::string::npos) << run.command.out;
+  EXPECT_NE(run.command.out.find("likely cause: "), std::string::npos) << run.command.out;
+}
+
+TEST(SimRun, HealthyPasses) {
+  const auto run = runSim({"healthy"});
+  ASSERT_EQ(run.command.exitCode, 0) << run.command.out << run.command.err;
+  EXPECT_TRUE(run.report["passed"].get<bool>());
+  EXPECT_EQ(run.report["scenario"], "healthy");
+  EXPECT_EQ(run.report["world_size"], 4);
+  EXPECT_TRUE(run.report["violations"].empty());
+  EXPECT_EQ(run.report["timings"]["per_rank"]["peak_rss_mb"].size(), 4u);
+  EXPECT_NE(run.command.out.find("PASSED"), std::string::npos);
+}
+
+TEST(SimRun, HealthyPassesAtOtherWorldSizes) {
+  for (const char* w : {"1", "3", "8"}) {
+    const auto run = runSim({"healthy", "-n", w});
+    EXPECT_EQ(run.command.exitCode, 0) << w << run.command.out << run.command.err;
+    EXPECT_EQ(run.report["world_size"], std::stoi(w));
+  }
+}
+
+TEST(SimRun, MissingSetEpochIsReshuffle) {
+  const auto run = runSim({"missing-set-epoch"});
+  expectDiagnosis(run, "reshuffle");
+  EXPECT_EQ(run.report["violations"][0]["epoch"], 0);
+}
+
+TEST(SimRun, RankSeedSkewIsCoverageAndDisjointness) {
+  const auto run = runSim({"rank-seed-skew"});
+  expectDiagnosis(run, "coverage");
+  EXPECT_EQ(run.report["violations"][1]["property"], "disjointness");
+}
+
+TEST(SimRun, UnsortedFileListingIsCoverage) {
+  const auto run = runSim({"unsorted-file-listing"});
+  expectDiagnosis(run, "coverage");
+  EXPECT_EQ(run.report["violations"][1]["property"], "disjointness");
+}
+
+TEST(SimRun, ZipTruncationCountsUnvisitedSamplesPerDataset) {
+  const auto run = runSim({"zip-truncation"});
+  expectDiagnosis(run, "coverage");
+  const auto& violations = run.report["violations"];
+  ASSERT_EQ(violations.size(), 2u) << run.report.dump(2);  // mnist, each of the 2 epochs
+  for (const auto& v : violations) {
+    EXPECT_NE(v["detail"].get<std::string>().find("dataset mnist: 10000 of 60000 indices"),
+              std::string::npos)
+        << v.dump();
+  }
+  EXPECT_NE(run.command.out.find("dataset mnist: 10000 of 60000 samples not visited"),
+            std::string::npos);
+  EXPECT_EQ(run.command.out.find("dataset cifar10:"), std::string::npos) << "cifar10 is complete";
+}
+
+TEST(SimRun, UnevenBatchesAreACollectiveMismatchNotAHang) {
+  const auto run = runSim({"uneven-batches-hang"});
+  expectDiagnosis(run, "collective-mismatch");
+  const auto& v = run.report["violations"][0];
+  EXPECT_EQ(v["ranks"], Json::array({2, 3}));
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_EQ(v["step"], 25);
+  EXPECT_LT(run.command.seconds, 30.0);  // the collective timeout is 60 s: found well before it
+}
+
+TEST(SimRun, DropLastConfusionIsCoverage) {
+  const auto run = runSim({"drop-last-confusion"});
+  expectDiagnosis(run, "coverage");
+  EXPECT_NE(run.report["violations"][0]["detail"].get<std::string>().find("104 of 1000"),
+            std::string::npos);
+}
+
+TEST(SimRun, PaddingInflatesEvalShowsDuplicatesAndSkew) {
+  const auto run = runSim({"padding-inflates-eval"});
+  expectDiagnosis(run, "disjointness");
+  const std::string detail = run.report["violations"][0]["detail"];
+  EXPECT_NE(detail.find("7 extra copies"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("1008 evaluated, 7 duplicates"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("skew"), std::string::npos) << detail;
+}
+
+TEST(SimRun, TinyDatasetManyRanksIsCoverage) {
+  const auto run = runSim({"tiny-dataset-many-ranks"});
+  expectDiagnosis(run, "coverage");
+  EXPECT_EQ(run.report["world_size"], 16);
+  EXPECT_NE(run.report["violations"][0]["detail"].get<std::string>().find("10 of 10"),
+            std::string::npos);
+}
+
+TEST(SimRun, RankCrashIsNamedAndNothingIsLeftRunning) {
+  const auto marker = uniqueMarker();
+  const auto run = runSim({"rank-crash"}, marker);
+  expectDiagnosis(run, "rank-failure");
+  const auto& v = run.report["violations"][0];
+  EXPECT_EQ(v["ranks"], Json::array({2}));
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_EQ(v["step"], 3);
+  EXPECT_NE(v["detail"].get<std::string>().find("killed by signal 9 (SIGKILL)"), std::string::npos);
+  EXPECT_LT(run.report["timings"]["stop_after_failure_s"].get<double>(), 5.0);
+  EXPECT_TRUE(processesWithMarker(marker).empty()) << "orphan rank processes";
+}
+
+TEST(SimRun, SlowRankIsAStraggler) {
+  const auto run = runSim({"slow-rank"});
+  expectDiagnosis(run, "straggler");
+  EXPECT_EQ(run.report["violations"][0]["ranks"], Json::array({1}));
+  const auto& compute = run.report["timings"]["per_rank"]["step_compute_ms"];
+  EXPECT_GT(compute[1].get<double>(), 35.0);
+  EXPECT_LT(compute[0].get<double>(), 10.0);
+}
+
+TEST(SimRun, BadScenarioFileRunsNothing) {
+  TempDir dir;
+  const std::string path = dir.path() + "/bad.toml";
+  std::ofstream(path) << "world_size = 4\n[[datasets]]\nsize = 100\nshufle = true\n";
+  const auto run = runSim({path});
+  EXPECT_EQ(run.command.exitCode, 2);
+  EXPECT_TRUE(run.report.is_null()) << "no report for a scenario that did not run";
+  EXPECT_NE(run.command.err.find(path + ":4: key 'datasets[0].shufle': unknown key"),
+            std::string::npos)
+      << run.command.err;
+  const auto unknown = runSim({"no-such-scenario"});
+  EXPECT_EQ(unknown.command.exitCode, 2);
+}
+
+TEST(SimRun, ScenarioFileWithCombinations) {
+  TempDir dir;
+  const std::string path = dir.path() + "/mix.toml";
+  for (const char* combine : {"cycle", "concat", "weighted"}) {
+    std::ofstream(path) << "name = \"mix\"\nworld_size = 3\nbatch_size = 8\ncombine = \"" << combine
+                        << "\"\n"
+                        << (std::string(combine) == "weighted" ? "weights = [3, 1]\n" : "")
+                        << "[[datasets]]\nname = \"a\"\nsize = 300\n[[datasets]]\nname = "
+                           "\"b\"\nsize = 120\n";
+    const auto run = runSim({path});
+    // cycle re-reads b (extra copies); concat and weighted visit everything once.
+    if (std::string(combine) == "cycle") {
+      expectDiagnosis(run, "disjointness");
+    } else {
+      EXPECT_EQ(run.command.exitCode, 0) << combine << run.command.out << run.command.err;
+    }
+  }
+}
+
+TEST(SimRun, CollectiveTimeoutNamesTheRankThatNeverArrived) {
+  TempDir dir;
+  const std::string path = dir.path() + "/stuck.toml";
+  std::ofstream(path) << "name = \"stuck\"\nworld_size = 4\ntimeout_s = 1\nbatch_size = 10\n"
+                         "[[datasets]]\nsize = 100\n[faults]\ndelay = { rank = 1, ms = 4000 }\n";
+  const auto marker = uniqueMarker();
+  const auto run = runSim({path}, marker);
+  expectDiagnosis(run, "rank-failure");
+  const auto& v = run.report["violations"][0];
+  EXPECT_EQ(v["ranks"], Json::array({1})) << v.dump();
+  EXPECT_EQ(v["step"], 0);
+  EXPECT_NE(v["detail"].get<std::string>().find("timed out after 1000 ms"), std::string::npos)
+      << v.dump();
+  EXPECT_LT(run.command.seconds, 20.0);
+  EXPECT_TRUE(processesWithMarker(marker).empty());
+}
+
+TEST(SimRun, RunDeadlineStopsEverything) {
+  const auto marker = uniqueMarker();
+  const auto run = runSim({"slow-rank", "--timeout", "0.5"}, marker);
+  expectDiagnosis(run, "rank-failure");
+  EXPECT_NE(run.report["violations"][0]["detail"].get<std::string>().find(
+                "outlived its deadline of 0.5 s"),
+            std::string::npos);
+  EXPECT_TRUE(processesWithMarker(marker).empty());
+}
+
+TEST(SimRun, SigintStopsEveryRank) {
+  TempDir dir;
+  const std::string path = dir.path() + "/long.toml";
+  std::ofstream(path) << "world_size = 4\nbatch_size = 1\n[[datasets]]\nsize = 4000\n"
+                         "[faults]\ndelay = { rank = 0, ms = 20 }\n";
+  const auto marker = uniqueMarker();
+  const pid_t pid = startCommand({kSim, "run", path}, marker, dir.path() + "/out",
+                                 dir.path() + "/err");
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  // The run and its 4 forked ranks (all named ddp-sim; forked ranks never exec).
+  while (processesWithMarker(marker, "ddp-sim").size() < 5 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(processesWithMarker(marker, "ddp-sim").size(), 5u);
+  std::this_thread::sleep_for(500ms);
+  ::kill(pid, SIGINT);
+  EXPECT_EQ(waitFor(pid, 30s), 128 + SIGINT) << readFile(dir.path() + "/err");
+  EXPECT_TRUE(waitNoProcessesWithMarker(marker, 5s).empty());
+}
+
+}  // namespace
+}  // namespace ddph::test

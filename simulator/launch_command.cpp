@@ -1,0 +1,137 @@
+// ddp-sim launch: a torchrun-compatible launcher for CPU ranks.
+// ddp-sim rank-selftest: a tiny env:// rank program (joins the world, one allreduce) for tests.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "commands.h"
+#include "ddph/comm/rank_env.h"
+#include "ddph/common/error.h"
+#include "ddph/launch/launcher.h"
+#include "ddph/scenario/builtin_scenarios.h"
+#include "ddph/scenario/rank_program.h"
+#include "ddph/scenario/scenario_file.h"
+
+namespace ddph::sim {
+namespace {
+
+struct LaunchArgs {
+  int numRanks = 1;
+  std::optional<double> timeoutS;
+  double graceS = 3.0;
+  int masterPort = 0;
+  std::vector<std::string> command;
+};
+
+std::chrono::milliseconds seconds(double s) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000.0));
+}
+
+int runLaunch(const LaunchArgs& a) {
+  DDPH_CHECK(a.numRanks > 0, "-n must be positive, got {}", a.numRanks);
+  DDPH_CHECK(!a.timeoutS || *a.timeoutS > 0, "--timeout must be positive");
+  DDPH_CHECK(a.masterPort >= 0 && a.masterPort < 65536, "--master-port {} is not a port",
+             a.masterPort);
+  LaunchOptions options;
+  options.numRanks = a.numRanks;
+  options.command = a.command;
+  if (a.timeoutS) options.timeout = seconds(*a.timeoutS);
+  options.grace = seconds(a.graceS);
+  options.masterPort = static_cast<std::uint16_t>(a.masterPort);
+  const LaunchResult result = launchRanks(options);
+  std::cout << std::flush;
+  if (result.exitCode == 0) {
+    fmt::print(stderr, "ddp-sim launch: {}\n", result.summary);
+  } else {
+    fmt::print(stderr, "ddp-sim launch: error: {}\n", result.summary);
+  }
+  return result.exitCode;
+}
+
+int runSelfTest(double timeoutS) {
+  const RankEnv env = rankEnvFromEnvironment();
+  RankWorld world = initRankWorld(env, seconds(timeoutS), /*perRankLoopback=*/true);
+  std::vector<std::int64_t> value{env.rank + 1};
+  world.comm->allreduce(value, ReduceOp::kSum, "self-test");
+  const std::int64_t expected = static_cast<std::int64_t>(env.worldSize) * (env.worldSize + 1) / 2;
+  world.comm->barrier("self-test end");
+  fmt::print("rank {} of {}: allreduce sum {} (expected {}) {}\n", env.rank, env.worldSize,
+             value[0], expected, value[0] == expected ? "ok" : "WRONG");
+  return value[0] == expected ? kExitOk : kExitViolation;
+}
+
+// Prints what rank 0 finds, as it finds it.
+class PrintingObserver final : public RankObserver {
+ public:
+  void onViolation(const Violation& v) override {
+    fmt::print("FAIL {}\n", formatViolation(v));
+    std::fflush(stdout);
+    ++violations;
+  }
+  void onNote(const std::string& line) override { fmt::print("{}\n", line); }
+  int violations = 0;
+};
+
+// One rank of a scenario, joined through env:// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):
+// the process-per-rank, exec'd form of what `ddp-sim run` does with forked ranks.
+int runRankScenario(const std::string& nameOrPath) {
+  Scenario s = isBuiltinScenario(nameOrPath) ? builtinScenario(nameOrPath)
+                                             : loadScenarioFile(nameOrPath);
+  const RankEnv env = rankEnvFromEnvironment();
+  s.worldSize = env.worldSize;
+  validateScenario(s);
+  RankWorld world = initRankWorld(
+      env, std::chrono::milliseconds(static_cast<std::int64_t>(s.timeoutS * 1000)), true);
+  PrintingObserver observer;
+  const RankRunStats stats = runRankProgram(s, *world.comm, observer);
+  world.comm->barrier("end of run");
+  if (env.rank == 0) {
+    fmt::print("rank 0: {} steps, {}\n", stats.steps,
+               observer.violations == 0 ? "every property holds" : "violations found");
+  }
+  return observer.violations == 0 ? kExitOk : kExitViolation;
+}
+
+}  // namespace
+
+Command addRankRunCommand(CLI::App& app) {
+  auto scenario = std::make_shared<std::string>();
+  CLI::App* sub = app.add_subcommand(
+      "rank-run", "One rank of a scenario, for `ddp-sim launch -n W -- ddp-sim rank-run NAME` "
+                  "(env:// init; rank 0 prints violations, exit 1 if any)");
+  sub->add_option("scenario", *scenario, "built-in scenario name or scenario file")->required();
+  return {sub, [scenario] { return runRankScenario(*scenario); }};
+}
+
+Command addLaunchCommand(CLI::App& app) {
+  auto args = std::make_shared<LaunchArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "launch", "Run W CPU rank processes of a command, torchrun-style (RANK, WORLD_SIZE, "
+                "MASTER_ADDR, MASTER_PORT, …); stop all if one fails");
+  sub->add_option("-n,--nproc-per-node", args->numRanks, "number of ranks W")->required();
+  sub->add_option("--timeout", args->timeoutS, "seconds before every rank is stopped (default: none)");
+  sub->add_option("--grace", args->graceS, "seconds between SIGTERM and SIGKILL when stopping")
+      ->capture_default_str();
+  sub->add_option("--master-port", args->masterPort, "MASTER_PORT (0: a free port)")
+      ->capture_default_str();
+  sub->add_option("command", args->command, "the rank program and its arguments (after --)")
+      ->required();
+  sub->footer("Exit codes: 0 every rank exited 0, 1 a rank failed or timed out, 2 bad arguments, "
+              "128+N interrupted by signal N.");
+  return {sub, [args] { return runLaunch(*args); }};
+}
+
+Command addRankSelfTestCommand(CLI::App& app) {
+  auto timeout = std::make_shared<double>(60.0);
+  CLI::App* sub = app.add_subcommand(
+      "rank-selftest", "A rank program for `ddp-sim launch`: env:// init, one allreduce, check");
+  sub->group("");  // hidden: a test helper
+  sub->add_option("--timeout", *timeout, "deadline of every wait, seconds");
+  return {sub, [timeout] { return runSelfTest(*timeout); }};
+}
+
+}  // namespace ddph::sim

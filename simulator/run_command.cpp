@@ -1,0 +1,105 @@
+// ddp-sim run: a scenario on W real Gloo rank processes, diagnosed.
+// ddp-sim scenarios: the built-in catalogue.
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "commands.h"
+#include "ddph/common/error.h"
+#include "ddph/properties/property.h"
+#include "ddph/report/run_report.h"
+#include "ddph/scenario/builtin_scenarios.h"
+#include "ddph/scenario/scenario_file.h"
+#include "ddph/scenario/scenario_runner.h"
+
+namespace ddph::sim {
+namespace {
+
+struct RunArgs {
+  std::string scenario;
+  std::optional<int> worldSize;
+  std::optional<std::string> reportPath;
+  std::optional<double> deadlineS;
+  bool quiet = false;
+};
+
+Scenario resolveScenario(const std::string& nameOrPath) {
+  struct stat st{};
+  if (::stat(nameOrPath.c_str(), &st) == 0) return loadScenarioFile(nameOrPath);
+  if (isBuiltinScenario(nameOrPath)) return builtinScenario(nameOrPath);
+  throw ConfigError(fmt::format(
+      "no scenario '{}': not a built-in name (see `ddp-sim scenarios`) and no such file",
+      nameOrPath));
+}
+
+int runRun(const RunArgs& a) {
+  DDPH_CHECK(!a.worldSize || *a.worldSize >= 1, "-n must be at least 1, got {}",
+             a.worldSize.value_or(0));
+  DDPH_CHECK(!a.deadlineS || *a.deadlineS > 0, "--timeout must be positive");
+  Scenario scenario = resolveScenario(a.scenario);
+  if (a.worldSize) {
+    scenario.worldSize = *a.worldSize;
+    validateScenario(scenario);
+  }
+  RunOptions options;
+  options.deadlineS = a.deadlineS;
+  const RunReport report = runScenario(scenario, options);
+  if (a.reportPath) writeFileAtomically(*a.reportPath, reportJson(report));
+  if (!a.quiet) std::cout << reportText(report) << std::flush;
+  if (report.interruptedBy != 0) {
+    fmt::print(stderr, "ddp-sim run: interrupted by signal {}; every rank was stopped\n",
+               report.interruptedBy);
+    return 128 + report.interruptedBy;
+  }
+  return report.passed ? kExitOk : kExitViolation;
+}
+
+int runScenarios(const std::string& show) {
+  if (!show.empty()) {
+    for (const auto& b : builtinScenarios()) {
+      if (b.name == show) {
+        std::cout << b.toml;
+        return kExitOk;
+      }
+    }
+    throw ConfigError(fmt::format("no built-in scenario '{}'", show));
+  }
+  for (const auto& b : builtinScenarios()) {
+    const Scenario s = builtinScenario(b.name);
+    fmt::print("{:<24} {:<20} {}\n", s.name, s.expect.empty() ? "(passes)" : s.expect,
+               s.description);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command addRunCommand(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "run", "Run a scenario (built-in name or TOML file) on W real Gloo rank processes and "
+             "diagnose it");
+  sub->add_option("scenario", args->scenario, "built-in scenario name or scenario file")
+      ->required();
+  sub->add_option("-n,--world-size", args->worldSize, "number of ranks (overrides the scenario)");
+  sub->add_option("--report", args->reportPath, "write the JSON report here");
+  sub->add_option("--timeout", args->deadlineS,
+                  "seconds before the whole run is stopped (every collective also has the "
+                  "scenario's timeout_s)");
+  sub->add_flag("-q,--quiet", args->quiet, "no summary on stdout");
+  sub->footer("Exit codes: 0 passed, 1 a property was violated (or a rank failed), 2 bad "
+              "arguments or scenario, 3 internal error, 128+N interrupted by signal N.");
+  return {sub, [args] { return runRun(*args); }};
+}
+
+Command addScenariosCommand(CLI::App& app) {
+  auto show = std::make_shared<std::string>();
+  CLI::App* sub = app.add_subcommand("scenarios", "List the built-in scenarios");
+  sub->add_option("--show", *show, "print this scenario's TOML");
+  return {sub, [show] { return runScenarios(*show); }};
+}
+
+}  // namespace ddph::sim
