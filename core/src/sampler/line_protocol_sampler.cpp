@@ -412,7 +412,7 @@ std::vector<std::vector<Index>> LineProtocolSampler::exchange(
     }
     const bool stillRunning = p.pid > 0;
     p.kill();
-    p.failure = fmt::format("sampler '{}' {}{}{}", name(), what, status,
+    p.failure = fmt::format("sampler `{}` {}{}{}", name(), what, status,
                             stillRunning ? "; killed it" : "");
     throw ProtocolError(*p.failure);
   };
@@ -425,7 +425,7 @@ std::vector<std::vector<Index>> LineProtocolSampler::exchange(
   for (std::size_t k = 0; k < answers.size(); ++k) {
     if (answers[k].error) {
       // The sampler refused a request: the stream is still in step, only this question failed.
-      throw ConfigError(fmt::format("sampler '{}' answered {} with error: {}", name(),
+      throw ConfigError(fmt::format("sampler `{}` answered {} with error: {}", name(),
                                     requestJson(requests[k]), *answers[k].error));
     }
     p.lastLengths.push_back(answers[k].length);
