@@ -393,6 +393,17 @@ std::vector<Answer> exchangeLines(int in, int out, std::string& buffer, bool& an
   if (!buffer.empty()) {
     fail(fmt::format("printed more lines than requests: '{}'", excerpt(buffer)), false);
   }
+  // Surplus already in the pipe is caught now rather than before the next request (an EOF is
+  // left for the next request to report).
+  pollfd pending{out, POLLIN, 0};
+  if (::poll(&pending, 1, 0) > 0 && (pending.revents & POLLIN)) {
+    const ssize_t n = ::read(out, chunk.data(), chunk.size());
+    if (n > 0) {
+      fail(fmt::format("printed more lines than requests: '{}'",
+                       excerpt(std::string_view(chunk.data(), static_cast<std::size_t>(n)))),
+           false);
+    }
+  }
   return answers;
 }
 
