@@ -129,7 +129,7 @@ TEST(LineProtocolSampler, HangTimesOutAndKillsTheProcessGroup) {
   LineProtocolSampler s(sh("sleep 60 & echo $! > " + pidFile + "; sleep 60"), o);
   const auto start = std::chrono::steady_clock::now();
   expectProtocolError([&] { s.partition(5, 2, 0, 0); }, "did not answer request 1 of 2");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);  // 0.3 s, with room for a busy machine
   const std::string pid = readFile(pidFile);
   ASSERT_FALSE(pid.empty());
   EXPECT_TRUE(processGone(std::stoi(pid))) << "grandchild " << pid << " survived";
@@ -208,7 +208,7 @@ TEST(LineProtocolSampler, DestructorKillsASamplerThatIgnoresEof) {
     LineProtocolSampler s(sh("echo $$ > " + pidFile + "; trap '' TERM; exec sleep 60"), o);
     std::this_thread::sleep_for(200ms);  // let it write its pid
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);  // bounded, not the sampler's 60 s
   const std::string pid = readFile(pidFile);
   ASSERT_FALSE(pid.empty());
   EXPECT_TRUE(processGone(std::stoi(pid)));
