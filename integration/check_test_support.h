@@ -2,6 +2,7 @@
 // Test support for the check-sampler tests: a private temp dir, running a command with a
 // deadline (killed and reaped past it), and waiting for a process to be gone.
 #include <signal.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -55,29 +57,79 @@ struct RunResult {
   double seconds = 0;
 };
 
-/// Runs argv[0] (a path) with the rest as arguments; stdout and stderr captured through files in
-/// a private temp dir. Killed and reaped if it runs past `timeout`.
+/// A command started with stdout and stderr captured through files in a private temp dir.
+/// Reaped here with waitpid: Boost.Process 1.74's wait_until waits for a SIGCHLD, which is lost
+/// when several children end together, and then sleeps until the deadline.
+class RunningCommand {
+ public:
+  explicit RunningCommand(const std::vector<std::string>& argv)
+      : start_(std::chrono::steady_clock::now()) {
+    boost::process::child child(
+        boost::process::exe = argv.at(0),
+        boost::process::args = std::vector<std::string>(argv.begin() + 1, argv.end()),
+        boost::process::std_out > (dir_.path() / "stdout").string(),
+        boost::process::std_err > (dir_.path() / "stderr").string(),
+        boost::process::std_in < "/dev/null");
+    pid_ = child.id();
+    child.detach();
+  }
+  ~RunningCommand() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  RunningCommand(const RunningCommand&) = delete;
+  RunningCommand& operator=(const RunningCommand&) = delete;
+
+  /// Waits until `deadline` (then kills and reaps it: exit code -1) and collects the output.
+  RunResult finish(std::chrono::steady_clock::time_point deadline) {
+    RunResult r;
+    int status = 0;
+    while (true) {
+      const pid_t done = ::waitpid(pid_, &status, WNOHANG);
+      if (done == pid_) {
+        pid_ = -1;
+        r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        pid_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    r.out = readFile(dir_.path() / "stdout");
+    r.err = readFile(dir_.path() / "stderr");
+    return r;
+  }
+
+ private:
+  TempDir dir_;
+  std::chrono::steady_clock::time_point start_;
+  pid_t pid_ = -1;
+};
+
+/// Runs argv[0] (a path) with the rest as arguments. Killed and reaped past `timeout`.
 inline RunResult runCommand(const std::vector<std::string>& argv,
                             std::chrono::seconds timeout = std::chrono::seconds(120)) {
-  namespace bp = boost::process;
-  TempDir dir;
-  const auto outPath = dir.path() / "stdout";
-  const auto errPath = dir.path() / "stderr";
-  RunResult r;
-  const auto start = std::chrono::steady_clock::now();
-  bp::child child(bp::exe = argv.at(0),
-                  bp::args = std::vector<std::string>(argv.begin() + 1, argv.end()),
-                  bp::std_out > outPath.string(), bp::std_err > errPath.string(),
-                  bp::std_in < "/dev/null");
-  if (child.wait_for(timeout)) {
-    r.exitCode = child.exit_code();
-  } else {
-    child.terminate();
-  }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.out = readFile(outPath);
-  r.err = readFile(errPath);
-  return r;
+  RunningCommand command(argv);
+  return command.finish(std::chrono::steady_clock::now() + timeout);
+}
+
+/// Runs the commands at the same time (each start of a LibTorch-linked tool loads the same
+/// libraries: concurrently they share one read of them) and returns their results in order.
+inline std::vector<RunResult> runCommands(const std::vector<std::vector<std::string>>& argvs,
+                                          std::chrono::seconds timeout) {
+  std::vector<std::unique_ptr<RunningCommand>> running;
+  for (const auto& argv : argvs) running.push_back(std::make_unique<RunningCommand>(argv));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<RunResult> results;
+  for (auto& command : running) results.push_back(command->finish(deadline));
+  return results;
 }
 
 /// True once `pid` no longer exists (or is a zombie nobody reaps), waiting up to `within`.

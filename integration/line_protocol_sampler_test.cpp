@@ -10,6 +10,7 @@
 #include "check_test_support.h"
 #include "ddph/common/error.h"
 #include "ddph/contract/contract.h"
+#include "ddph/sampler/distributed_sampler.h"
 #include "ddph/sampler/line_protocol_sampler.h"
 
 namespace ddph {
@@ -73,6 +74,39 @@ TEST(LineProtocolSampler, AnswersPartitionsWithDeclaredLengths) {
   EXPECT_TRUE(s.alive());
 }
 
+TEST(LineProtocolSampler, TorchAdapterMatchesThePortExactly) {
+  // The whole path (requests out, torch's DistributedSampler, answers back) agrees index for
+  // index with the in-process port, declared lengths included, on a sweep of awkward cases.
+  if (std::string(DDPH_PYTHON).empty()) GTEST_SKIP() << "no Python that imports torch";
+  LineProtocolSampler torch({DDPH_PYTHON, std::string(DDPH_EXAMPLES_DIR) + "/python/torch_sampler.py"});
+  LineProtocolSampler torchDropLast(
+      {DDPH_PYTHON, std::string(DDPH_EXAMPLES_DIR) + "/python/torch_sampler.py", "--drop-last"});
+  DistributedSampler port;
+  DistributedSampler portDropLast({/*shuffle=*/true, /*dropLast=*/true});
+  const std::int64_t seeds[] = {0, 7, -3, std::int64_t{1} << 40};
+  int compared = 0;
+  for (std::int64_t n : {0, 1, 2, 5, 13, 64, 1000}) {
+    for (std::int64_t w : {1, 2, 3, 8, 64}) {
+      for (std::int64_t seed : seeds) {
+        const std::int64_t epoch = (n + w) % 5;
+        const Partition a = torch.partition(n, w, epoch, seed);
+        const Partition b = port.partition(n, w, epoch, seed);
+        ASSERT_EQ(a.ranks, b.ranks) << "N=" << n << " W=" << w << " seed=" << seed;
+        ASSERT_EQ(a.declaredLengths, b.declaredLengths) << "N=" << n << " W=" << w;
+        const Partition c = torchDropLast.partition(n, w, epoch, seed);
+        const Partition d = portDropLast.partition(n, w, epoch, seed);
+        ASSERT_EQ(c.ranks, d.ranks) << "drop_last N=" << n << " W=" << w << " seed=" << seed;
+        ASSERT_EQ(c.declaredLengths, d.declaredLengths);
+        compared += 2;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 7 * 5 * 4 * 2);
+  // A request torch rejects (rank outside [0, W)) comes back as its error, not a crash.
+  EXPECT_THROW(torch.indices({4, 2, 5, 0, 0}), ConfigError);
+  EXPECT_TRUE(torch.alive());
+}
+
 TEST(LineProtocolSampler, ErrorAnswerRejectsOnlyThatRequest) {
   LineProtocolSampler s(python(kStridedSampler), fast());
   try {
@@ -129,7 +163,7 @@ TEST(LineProtocolSampler, HangTimesOutAndKillsTheProcessGroup) {
   LineProtocolSampler s(sh("sleep 60 & echo $! > " + pidFile + "; sleep 60"), o);
   const auto start = std::chrono::steady_clock::now();
   expectProtocolError([&] { s.partition(5, 2, 0, 0); }, "did not answer request 1 of 2");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);  // 0.3 s, with room for a busy machine
   const std::string pid = readFile(pidFile);
   ASSERT_FALSE(pid.empty());
   EXPECT_TRUE(processGone(std::stoi(pid))) << "grandchild " << pid << " survived";
@@ -208,7 +242,7 @@ TEST(LineProtocolSampler, DestructorKillsASamplerThatIgnoresEof) {
     LineProtocolSampler s(sh("echo $$ > " + pidFile + "; trap '' TERM; exec sleep 60"), o);
     std::this_thread::sleep_for(200ms);  // let it write its pid
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);  // bounded, not the sampler's 60 s
   const std::string pid = readFile(pidFile);
   ASSERT_FALSE(pid.empty());
   EXPECT_TRUE(processGone(std::stoi(pid)));

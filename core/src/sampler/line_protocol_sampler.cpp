@@ -393,6 +393,17 @@ std::vector<Answer> exchangeLines(int in, int out, std::string& buffer, bool& an
   if (!buffer.empty()) {
     fail(fmt::format("printed more lines than requests: '{}'", excerpt(buffer)), false);
   }
+  // Surplus already in the pipe is caught now rather than before the next request (an EOF is
+  // left for the next request to report).
+  pollfd pending{out, POLLIN, 0};
+  if (::poll(&pending, 1, 0) > 0 && (pending.revents & POLLIN)) {
+    const ssize_t n = ::read(out, chunk.data(), chunk.size());
+    if (n > 0) {
+      fail(fmt::format("printed more lines than requests: '{}'",
+                       excerpt(std::string_view(chunk.data(), static_cast<std::size_t>(n)))),
+           false);
+    }
+  }
   return answers;
 }
 
@@ -412,7 +423,7 @@ std::vector<std::vector<Index>> LineProtocolSampler::exchange(
     }
     const bool stillRunning = p.pid > 0;
     p.kill();
-    p.failure = fmt::format("sampler '{}' {}{}{}", name(), what, status,
+    p.failure = fmt::format("sampler `{}` {}{}{}", name(), what, status,
                             stillRunning ? "; killed it" : "");
     throw ProtocolError(*p.failure);
   };
@@ -425,7 +436,7 @@ std::vector<std::vector<Index>> LineProtocolSampler::exchange(
   for (std::size_t k = 0; k < answers.size(); ++k) {
     if (answers[k].error) {
       // The sampler refused a request: the stream is still in step, only this question failed.
-      throw ConfigError(fmt::format("sampler '{}' answered {} with error: {}", name(),
+      throw ConfigError(fmt::format("sampler `{}` answered {} with error: {}", name(),
                                     requestJson(requests[k]), *answers[k].error));
     }
     p.lastLengths.push_back(answers[k].length);

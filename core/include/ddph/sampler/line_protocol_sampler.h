@@ -15,6 +15,10 @@
 // too many lines, exits, does not answer within the per-request timeout, or sends a line longer
 // than the limits is killed (its whole process group) and reaped, and the call throws
 // ProtocolError; every later call throws the same error without asking again.
+//
+// The command runs in its own process group (so a kill reaches what it starts) with
+// PR_SET_PDEATHSIG=SIGKILL: it dies with the thread that constructed the sampler, so no sampler
+// outlives a crashed checker. Construct it on a thread that lives as long as the sampler is used.
 
 #include <chrono>
 #include <cstddef>
