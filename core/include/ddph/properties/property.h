@@ -19,6 +19,8 @@ inline constexpr std::string_view kDisjointness = "disjointness";
 inline constexpr std::string_view kPadding = "padding";
 inline constexpr std::string_view kReshuffle = "reshuffle";
 inline constexpr std::string_view kDeterminism = "determinism";
+/// Training: W DDP ranks compute the gradients and parameters of one process on the global batch.
+inline constexpr std::string_view kGradientEquivalence = "gradient-equivalence";
 }  // namespace property
 
 /// One entry of the property catalogue.
@@ -31,7 +33,10 @@ struct PropertyInfo {
 /// The sampler properties, in the order they are checked and reported.
 const std::vector<PropertyInfo>& samplerProperties();
 
-/// The catalogue entry for `name`, or nullptr.
+/// The training properties (data-parallel training as a whole, checked by ddph/ddp).
+const std::vector<PropertyInfo>& trainingProperties();
+
+/// The catalogue entry for `name` (sampler or training property), or nullptr.
 const PropertyInfo* findProperty(std::string_view name);
 
 /// One broken property, located as precisely as the checker can.
