@@ -168,6 +168,36 @@ Run runReference(const TrainingSetup& s) {
   return run;
 }
 
+// Trains one DDP rank over `comm`; throws what the collectives throw. `step` tracks progress.
+void trainRank(const TrainingSetup& s, Communicator& comm, Run& run, int& step) {
+  const int rank = comm.rank();
+  auto net = buildModel(s, s.noInitialBroadcast ? s.seed + static_cast<std::uint64_t>(rank)
+                                                : s.seed);
+  DdpOptions ddpOptions;
+  ddpOptions.bucketCapBytes = s.bucketCapBytes;
+  ddpOptions.broadcastAtConstruction = !s.noInitialBroadcast;
+  run.ddp = std::make_unique<DistributedDataParallel>(net.ptr(), comm, ddpOptions);
+  run.buckets = static_cast<int>(run.ddp->bucketAssignment().size());
+  const auto params = net->parameters();
+  run.initial = cloneAll(params, false);
+  auto optimizer = makeOptimizer(s, params);
+  for (step = 0; step < s.steps; ++step) {
+    if (rank == s.skipRank && step == s.skipStep) {
+      run.grads.emplace_back();
+      run.batchSizes.push_back(0);
+      continue;
+    }
+    const Batch b = rankSlice(s, globalBatch(s, step), rank, step);
+    optimizer->zero_grad();
+    lossOf(s, net, b).backward();
+    run.grads.push_back(cloneAll(params, true));
+    run.batchSizes.push_back(b.inputs.size(0));
+    optimizer->step();
+    ++run.stepsRun;
+  }
+  run.final = cloneAll(params, false);
+}
+
 void runRank(const TrainingSetup& s, const std::shared_ptr<RendezvousStore>& store, int rank,
              Run& run) {
   int step = -1;
@@ -175,31 +205,7 @@ void runRank(const TrainingSetup& s, const std::shared_ptr<RendezvousStore>& sto
     GlooOptions options;
     options.timeout = s.timeout;
     run.comm = connectGloo(store, rank, s.worldSize, options, "gradient-equivalence");
-    auto net = buildModel(s, s.noInitialBroadcast ? s.seed + static_cast<std::uint64_t>(rank)
-                                                  : s.seed);
-    DdpOptions ddpOptions;
-    ddpOptions.bucketCapBytes = s.bucketCapBytes;
-    ddpOptions.broadcastAtConstruction = !s.noInitialBroadcast;
-    run.ddp = std::make_unique<DistributedDataParallel>(net.ptr(), *run.comm, ddpOptions);
-    run.buckets = static_cast<int>(run.ddp->bucketAssignment().size());
-    const auto params = net->parameters();
-    run.initial = cloneAll(params, false);
-    auto optimizer = makeOptimizer(s, params);
-    for (step = 0; step < s.steps; ++step) {
-      if (rank == s.skipRank && step == s.skipStep) {
-        run.grads.emplace_back();
-        run.batchSizes.push_back(0);
-        continue;
-      }
-      const Batch b = rankSlice(s, globalBatch(s, step), rank, step);
-      optimizer->zero_grad();
-      lossOf(s, net, b).backward();
-      run.grads.push_back(cloneAll(params, true));
-      run.batchSizes.push_back(b.inputs.size(0));
-      optimizer->step();
-      ++run.stepsRun;
-    }
-    run.final = cloneAll(params, false);
+    trainRank(s, *run.comm, run, step);
   } catch (const std::exception& e) {
     run.failedStep = step;
     run.error = e.what();
@@ -498,6 +504,31 @@ EquivalenceReport checkGradientEquivalence(const TrainingSetup& s, const Toleran
     report.violations.push_back(std::move(v));
   }
   return report;
+}
+
+namespace {
+std::vector<double> flatten(const std::vector<at::Tensor>& tensors) {
+  std::vector<double> out;
+  for (const auto& t : tensors) {
+    const auto d = t.to(at::kDouble).contiguous();
+    out.insert(out.end(), d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<double> trainDdpRank(const TrainingSetup& setup, Communicator& comm) {
+  DDPH_CHECK(comm.size() == setup.worldSize, "communicator has {} ranks, the setup {}",
+             comm.size(), setup.worldSize);
+  Run run;
+  int step = -1;
+  trainRank(setup, comm, run, step);
+  run.ddp.reset();
+  return flatten(run.final);
+}
+
+std::vector<double> trainSingleProcess(const TrainingSetup& setup) {
+  return flatten(runReference(setup).final);
 }
 
 std::string describeSetup(const TrainingSetup& s) {

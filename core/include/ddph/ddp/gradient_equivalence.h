@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "ddph/comm/communicator.h"
 #include "ddph/properties/property.h"
 
 namespace ddph {
@@ -107,6 +108,13 @@ EquivalenceReport checkGradientEquivalence(const TrainingSetup& setup, const Tol
 inline EquivalenceReport checkGradientEquivalence(const TrainingSetup& setup) {
   return checkGradientEquivalence(setup, defaultTolerance(setup));
 }
+
+/// Process-per-rank building blocks (the same training as the checker's, for ranks that are
+/// processes): train rank `comm.rank()` of `setup` with DistributedDataParallel over `comm`, or
+/// the single process on the global batch; both return the parameters after the last step,
+/// flattened in module order, as float64.
+std::vector<double> trainDdpRank(const TrainingSetup& setup, Communicator& comm);
+std::vector<double> trainSingleProcess(const TrainingSetup& setup);
 
 /// One line describing the setup (used by RapidCheck to show counterexamples).
 std::string describeSetup(const TrainingSetup& setup);
