@@ -94,7 +94,7 @@ void expectMatchesSingleProcess(int world, const std::string& model, const std::
       worst = std::max(worst, std::abs(got[i] - expected[i]));
     }
     // float64: the documented tolerance (NOTE [Equivalence tolerances]).
-    EXPECT_LE(worst, 1e-9 * scale + 1e-12) << "rank " << r;
+    EXPECT_LE(worst, 1e-12 * scale + 1e-15) << "rank " << r;
   }
 }
 

@@ -313,7 +313,7 @@ bool exactSetup(const TrainingSetup& s) {
 
 Tolerance defaultTolerance(const TrainingSetup& s) {
   if (exactSetup(s)) return {0.0, 0.0};
-  if (s.precision == Precision::kFloat64) return {1e-9, 1e-12};
+  if (s.precision == Precision::kFloat64) return {1e-12, 1e-15};
   return {1e-4, 1e-6};
 }
 
@@ -413,6 +413,7 @@ EquivalenceReport checkGradientEquivalence(const TrainingSetup& s, const Toleran
     std::size_t worstParam = 0;
     int worstRank = -1;
     bool allScaled = W > 1;
+    bool allTimesW = W > 1;
     std::vector<std::int64_t> sizes;
     for (int r = 0; r < W; ++r) {
       const Run& run = ranks[static_cast<std::size_t>(r)];
@@ -420,6 +421,7 @@ EquivalenceReport checkGradientEquivalence(const TrainingSetup& s, const Toleran
           run.grads[static_cast<std::size_t>(step)].empty()) {
         sizes.push_back(0);
         allScaled = false;
+        allTimesW = false;
         continue;
       }
       sizes.push_back(run.batchSizes[static_cast<std::size_t>(step)]);
@@ -435,6 +437,7 @@ EquivalenceReport checkGradientEquivalence(const TrainingSetup& s, const Toleran
         }
       }
       allScaled = allScaled && scaledCopy(got, ref, 1.0 / W);
+      allTimesW = allTimesW && scaledCopy(got, ref, static_cast<double>(W));
     }
     if (deviating.empty()) continue;
     std::string why;
@@ -445,6 +448,11 @@ EquivalenceReport checkGradientEquivalence(const TrainingSetup& s, const Toleran
           "every DDP gradient is exactly 1/W = 1/{} of the single-process one: the loss is "
           "summed over the batch, and DDP averages gradients over ranks; use a mean-reduced loss "
           "(or scale a summed loss by W)",
+          W);
+    } else if (allTimesW) {
+      why = fmt::format(
+          "every DDP gradient is exactly W = {} times the single-process one: gradients were "
+          "summed over ranks instead of averaged (divide by the world size)",
           W);
     } else if (unequalSteps) {
       why = fmt::format("per-rank batch sizes at this step were [{}] (0: skipped){}",

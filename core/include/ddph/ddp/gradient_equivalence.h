@@ -84,8 +84,8 @@ struct Tolerance {
 
 /// NOTE [Equivalence tolerances]: the tolerance the checker uses for a setup by default:
 ///  - integer-valued data with power-of-two world and batch sizes: exact (0, 0);
-///  - float64: relative 1e-9;
-///  - float32: relative 1e-4 for gradients and parameters.
+///  - float64: relative 1e-12 (+ 1e-15 absolute);
+///  - float32: relative 1e-4 (+ 1e-6 absolute), for gradients and parameters alike.
 /// The reasons are in the README ("Which tolerances hold and why").
 Tolerance defaultTolerance(const TrainingSetup& setup);
 
