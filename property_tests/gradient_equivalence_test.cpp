@@ -205,16 +205,38 @@ DDPH_RC_PROP(GradientEquivalenceControls, NoInitialBroadcastIsNotEquivalent, 5, 
   assertNotEquivalent(s, checkGradientEquivalence(s), "not broadcast from rank 0");
 }
 
-// The catalogue knows the property, and one control's report reads as documented.
-TEST(GradientEquivalenceControls, ReportIsReadable) {
-  ASSERT_NE(findProperty(property::kGradientEquivalence), nullptr);
-  TrainingSetup s;
-  s.worldSize = 4;
-  s.loss = LossReduction::kSum;
-  const auto report = checkGradientEquivalence(s);
-  ASSERT_FALSE(report.equivalent());
-  std::cout << describeSetup(s) << violationsText(report) << "\n";
-  EXPECT_EQ(report.violations.front().property, "gradient-equivalence");
+// The catalogue knows the property, and each control's report reads as documented (printed, so
+// the README can show real output).
+TEST(GradientEquivalenceControls, ReportsAreReadable) {
+  const PropertyInfo* info = findProperty(property::kGradientEquivalence);
+  ASSERT_NE(info, nullptr);
+  std::cout << info->name << ": " << info->summary << "\n  likely cause: " << info->likelyCause
+            << "\n";
+  TrainingSetup base;
+  base.worldSize = 4;
+  base.batchPerRank = 3;
+  base.model.hidden = {8};
+  std::vector<TrainingSetup> controls(5, base);
+  controls[0].loss = LossReduction::kSum;
+  controls[1].model.batchNorm = true;
+  controls[2].unevenLastBatch = true;
+  controls[3].skipRank = 2;
+  controls[3].skipStep = 1;
+  controls[3].steps = 3;
+  controls[3].timeout = std::chrono::milliseconds(1500);
+  controls[4].noInitialBroadcast = true;
+  const TrainingSetup correct = base;
+  const auto ok = checkGradientEquivalence(correct);
+  std::cout << "\n" << describeSetup(correct) << "\n  equivalent: " << ok.equivalent()
+            << " (max relative gradient error " << ok.maxGradientError << ", " << ok.buckets
+            << " bucket(s))\n";
+  EXPECT_TRUE(ok.equivalent()) << violationsText(ok);
+  for (const auto& s : controls) {
+    const auto report = checkGradientEquivalence(s);
+    std::cout << "\n" << describeSetup(s) << violationsText(report) << "\n";
+    ASSERT_FALSE(report.equivalent());
+    for (const auto& v : report.violations) EXPECT_EQ(v.property, "gradient-equivalence");
+  }
 }
 
 }  // namespace

@@ -455,7 +455,7 @@ EquivalenceReport checkGradientEquivalence(const TrainingSetup& s, const Toleran
           "summed over ranks instead of averaged (divide by the world size)",
           W);
     } else if (unequalSteps) {
-      why = fmt::format("per-rank batch sizes at this step were [{}] (0: skipped){}",
+      why = fmt::format("per-rank batch sizes at this step were [{}] (0: skipped or failed){}",
                         fmt::join(sizes, ", "), stepsNote);
     } else if (unevenSizes) {
       why = fmt::format(
