@@ -95,6 +95,15 @@ def cpp_run(binary, steps, warmup, worlds):
     return result
 
 
+def blas_in_use():
+    """The libblas.so.3 this process loaded (Debian's LibTorch calls the generic BLAS)."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if "libblas.so" in line or "libopenblas" in line:
+                return line.split()[-1]
+    return "unknown"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpp", required=True, help="path of ddp_step_benchmark")
@@ -118,7 +127,7 @@ def main():
     pmed = {k: statistics.median(v) for k, v in py.items()}
     print(f"MLP 784-128-10, batch 64 per rank, 1 thread per rank, gloo, {args.steps} timed steps, "
           f"median of {args.repeats} interleaved runs; torch {torch.__version__}, "
-          f"{os.cpu_count()} CPUs")
+          f"{os.cpu_count()} CPUs; BLAS {blas_in_use()}")
     print(f"{'':10}{'C++ ms/step':>12}{'Py ms/step':>12}{'C++ DDP/plain':>15}"
           f"{'Py DDP/plain':>14}{'Py/C++':>9}")
     print(f"{'plain W=1':10}{med[('plain', 1)]:12.3f}{pmed[('plain', 1)]:12.3f}{'':15}{'':14}"
