@@ -195,6 +195,10 @@ struct DistributedDataParallel::Impl {
   }
 
   void launch(Bucket& bucket) {
+    // With a world of one the local gradient is already the average: the bookkeeping (and the
+    // unused-parameter check) stays, the flatten / allreduce / copy-back does not (the benchmark
+    // measured the W = 1 DDP step 0.4-0.75 ms slower than the plain step with them).
+    if (comm.size() == 1) return;
     torch::NoGradGuard noGrad;
     const double scale = 1.0 / static_cast<double>(comm.size());
     for (std::size_t i = 0; i < bucket.params.size(); ++i) {
@@ -247,6 +251,7 @@ struct DistributedDataParallel::Impl {
     }
     torch::NoGradGuard noGrad;
     for (auto& bucket : buckets) {
+      if (comm.size() == 1) break;  // nothing was reduced (see launch)
       for (std::size_t i = 0; i < bucket.params.size(); ++i) {
         at::Tensor& p = params[bucket.params[i]];
         at::Tensor averaged = bucket.flat.narrow(0, bucket.offsets[i], p.numel()).view_as(p);
