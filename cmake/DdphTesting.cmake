@@ -12,5 +12,16 @@ function(ddph_add_gtest name)
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${arg_LABELS}" TIMEOUT ${arg_TIMEOUT})
+    TEST_LIST ${name}_TESTS
+    PROPERTIES TIMEOUT ${arg_TIMEOUT})
+  # Labels are set by a script ctest includes after the discovered tests: through PROPERTIES a
+  # list of several labels ("integration;multiproc") is flattened into separate arguments, which
+  # set_tests_properties reads as LABELS integration plus a property named "multiproc" (and the
+  # TIMEOUT after it was lost). Quoted here, the list stays one value.
+  set(label_script "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake")
+  file(WRITE "${label_script}"
+    "foreach(t IN LISTS ${name}_TESTS)\n"
+    "  set_tests_properties(\"\${t}\" PROPERTIES LABELS \"${arg_LABELS}\")\n"
+    "endforeach()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${label_script}")
 endfunction()

@@ -134,7 +134,73 @@ class GlooCommunicator final : public Communicator {
     run("barrier", step, [&] { return pg_->barrier(opts); });
   }
 
+  void broadcast(float* data, std::size_t count, int root, std::string_view step) override {
+    broadcastTensor(wrap(data, count, at::kFloat), root, step);
+  }
+  void broadcast(double* data, std::size_t count, int root, std::string_view step) override {
+    broadcastTensor(wrap(data, count, at::kDouble), root, step);
+  }
+
+  std::unique_ptr<PendingCollective> allreduceAsync(float* data, std::size_t count, ReduceOp op,
+                                                    std::string_view step) override {
+    return startAllreduce(wrap(data, count, at::kFloat), op, step);
+  }
+  std::unique_ptr<PendingCollective> allreduceAsync(double* data, std::size_t count, ReduceOp op,
+                                                    std::string_view step) override {
+    return startAllreduce(wrap(data, count, at::kDouble), op, step);
+  }
+
+  std::string backendName() const override { return "gloo"; }
+
  private:
+  // A started c10d Work; wait() maps its failure like the blocking calls do.
+  class GlooPending final : public PendingCollective {
+   public:
+    GlooPending(c10::intrusive_ptr<c10d::Work> work, std::string step,
+                std::chrono::milliseconds timeout)
+        : work_(std::move(work)), step_(std::move(step)), timeout_(timeout) {}
+    void wait() override {
+      if (!work_) return;
+      auto work = std::move(work_);
+      try {
+        work->wait(timeout_);
+      } catch (const std::exception& e) {
+        rethrowTyped(e, "allreduce", step_, timeout_);
+      }
+    }
+
+   private:
+    c10::intrusive_ptr<c10d::Work> work_;
+    std::string step_;
+    std::chrono::milliseconds timeout_;
+  };
+
+  static at::Tensor wrap(void* data, std::size_t count, at::ScalarType type) {
+    return at::from_blob(data, {static_cast<std::int64_t>(count)}, type);
+  }
+
+  void broadcastTensor(at::Tensor tensor, int root, std::string_view step) {
+    std::vector<at::Tensor> tensors{std::move(tensor)};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    opts.timeout = timeout_;
+    run("broadcast", step, [&] { return pg_->broadcast(tensors, opts); });
+  }
+
+  std::unique_ptr<PendingCollective> startAllreduce(at::Tensor tensor, ReduceOp op,
+                                                    std::string_view step) {
+    std::vector<at::Tensor> tensors{std::move(tensor)};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = toC10d(op);
+    opts.timeout = timeout_;
+    try {
+      return std::make_unique<GlooPending>(pg_->allreduce(tensors, opts), std::string(step),
+                                           timeout_);
+    } catch (const std::exception& e) {
+      rethrowTyped(e, "allreduce", step, timeout_);
+    }
+  }
+
   void allreduceTensor(at::Tensor tensor, ReduceOp op, std::string_view step) {
     std::vector<at::Tensor> tensors{std::move(tensor)};
     c10d::AllreduceOptions opts;

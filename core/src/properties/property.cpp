@@ -66,12 +66,24 @@ const std::vector<PropertyInfo>& runProperties() {
   return kProperties;
 }
 
+const std::vector<PropertyInfo>& trainingProperties() {
+  static const std::vector<PropertyInfo> kProperties = {
+      {property::kGradientEquivalence,
+       "W data-parallel ranks with a per-rank mean loss end every step with the gradients, and "
+       "after k optimizer steps with the parameters, of one process trained on the concatenated "
+       "global batch",
+       "the loss is summed instead of averaged (gradients 1/W too small), ranks see batches of "
+       "different sizes (uneven last batch), BatchNorm normalises with per-rank statistics, a rank "
+       "skipped a step, or the replicas started from different weights (no broadcast from rank 0)"},
+  };
+  return kProperties;
+}
+
 const PropertyInfo* findProperty(std::string_view name) {
-  for (const auto& p : samplerProperties()) {
-    if (p.name == name) return &p;
-  }
-  for (const auto& p : runProperties()) {
-    if (p.name == name) return &p;
+  for (const auto* list : {&samplerProperties(), &runProperties(), &trainingProperties()}) {
+    for (const auto& p : *list) {
+      if (p.name == name) return &p;
+    }
   }
   return nullptr;
 }

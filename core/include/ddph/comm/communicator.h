@@ -15,15 +15,29 @@
 // one process (thread-per-rank over an in-process store) or in different processes.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "ddph/common/error.h"
 
 namespace ddph {
 
 /// Reduction applied by allreduce.
 enum class ReduceOp { kSum, kMax, kMin };
+
+/// A collective that was started and not yet waited for (see Communicator::allreduceAsync).
+/// The buffer it was started on must stay alive and untouched until wait() returned.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  /// Blocks until the collective finished, at most the communicator's timeout; throws
+  /// TimeoutError or ProtocolError naming the operation and step, like the blocking calls.
+  virtual void wait() = 0;
+};
 
 class Communicator {
  public:
@@ -55,6 +69,39 @@ class Communicator {
   virtual void broadcast(std::vector<std::int64_t>& data, int root, std::string_view step) = 0;
 
   virtual void barrier(std::string_view step) = 0;
+
+  // Raw-buffer collectives for DistributedDataParallel (no copy: `data` points into a tensor's
+  // storage). Optional capabilities, as c10d's Backend has them: the base throws "does not
+  // support"; the Gloo communicator implements them for CPU memory, the NCCL one for device
+  // memory. Added after the vector API; callers that do not need them are unaffected.
+
+  /// In place: every rank ends with `root`'s `count` elements at `data`.
+  virtual void broadcast(float* data, std::size_t count, int root, std::string_view step) {
+    unsupported("broadcast(float*)");
+  }
+  virtual void broadcast(double* data, std::size_t count, int root, std::string_view step) {
+    unsupported("broadcast(double*)");
+  }
+
+  /// Starts an in-place allreduce of `count` elements at `data` and returns without waiting, so
+  /// that communication overlaps computation (DDP launches one per gradient bucket from autograd
+  /// hooks). Collectives still complete in the order they were started, on every rank.
+  virtual std::unique_ptr<PendingCollective> allreduceAsync(float* data, std::size_t count,
+                                                            ReduceOp op, std::string_view step) {
+    unsupported("allreduceAsync(float*)");
+  }
+  virtual std::unique_ptr<PendingCollective> allreduceAsync(double* data, std::size_t count,
+                                                            ReduceOp op, std::string_view step) {
+    unsupported("allreduceAsync(double*)");
+  }
+
+  /// Name of the backend ("gloo", "nccl"), for messages.
+  virtual std::string backendName() const { return "unknown"; }
+
+ private:
+  [[noreturn]] void unsupported(std::string_view what) const {
+    throw Error(fmt::format("the {} communicator does not support {}", backendName(), what));
+  }
 };
 
 }  // namespace ddph

@@ -26,6 +26,8 @@ inline constexpr std::string_view kRanksAgree = "ranks-agree";
 inline constexpr std::string_view kCollectiveMismatch = "collective-mismatch";
 inline constexpr std::string_view kRankFailure = "rank-failure";
 inline constexpr std::string_view kStraggler = "straggler";
+/// Training: W DDP ranks compute the gradients and parameters of one process on the global batch.
+inline constexpr std::string_view kGradientEquivalence = "gradient-equivalence";
 }  // namespace property
 
 /// One entry of the property catalogue.
@@ -42,7 +44,10 @@ const std::vector<PropertyInfo>& samplerProperties();
 /// running job rather than a sampler's partitions.
 const std::vector<PropertyInfo>& runProperties();
 
-/// The catalogue entry for `name` (sampler or run property), or nullptr.
+/// The training properties (data-parallel training as a whole, checked by ddph/ddp).
+const std::vector<PropertyInfo>& trainingProperties();
+
+/// The catalogue entry for `name` (sampler, run or training property), or nullptr.
 const PropertyInfo* findProperty(std::string_view name);
 
 /// One broken property, located as precisely as the checker can.

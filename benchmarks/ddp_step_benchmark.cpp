@@ -1,0 +1,142 @@
+// ddp_step_benchmark: the time of one training step of an MLP 784-128-10 on MNIST-shaped data
+// (random; step time does not depend on the values), batch 64 per rank, one thread per rank,
+// plain (no DDP, one process) and with ddph::DistributedDataParallel over Gloo with W rank
+// processes (this program re-started with --rank, meeting through a TCPStore it hosts on
+// 127.0.0.1). Not a test: benchmarks/run_ddp_benchmark.sh runs it beside the Python peer
+// (torch DDP, gloo) and prints the ratios.
+//
+// Output, one line per measurement: `cpp <plain|ddp> W=<w> step_ms=<mean ms per step>`.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "child_process.h"
+#include "ddph/comm/gloo_communicator.h"
+#include "ddph/common/error.h"
+#include "ddph/ddp/distributed_data_parallel.h"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Config {
+  int steps = 300;
+  int warmup = 30;
+  int batch = 64;
+};
+
+torch::nn::Sequential makeModel() {
+  torch::manual_seed(0);
+  return torch::nn::Sequential(torch::nn::Linear(784, 128), torch::nn::ReLU(),
+                               torch::nn::Linear(128, 10));
+}
+
+// Runs warmup + steps training steps; returns the mean milliseconds per timed step.
+double trainLoop(torch::nn::Sequential& net, const Config& config, int rank,
+                 ddph::Communicator* comm) {
+  torch::manual_seed(100 + rank);
+  constexpr int kBatches = 8;
+  std::vector<at::Tensor> inputs, targets;
+  for (int i = 0; i < kBatches; ++i) {
+    inputs.push_back(torch::rand({config.batch, 784}));
+    targets.push_back(torch::randint(0, 10, {config.batch}, torch::kLong));
+  }
+  torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.01));
+  auto step = [&](int i) {
+    optimizer.zero_grad();
+    auto loss = torch::nn::functional::cross_entropy(net->forward(inputs[i % kBatches]),
+                                                     targets[i % kBatches]);
+    loss.backward();
+    optimizer.step();
+  };
+  for (int i = 0; i < config.warmup; ++i) step(i);
+  if (comm != nullptr) comm->barrier("benchmark start");
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < config.steps; ++i) step(i);
+  if (comm != nullptr) comm->barrier("benchmark end");
+  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
+  return elapsed.count() / config.steps;
+}
+
+int runRank(int rank, int world, int port, const Config& config, const std::string& out) {
+  torch::set_num_threads(1);
+  auto store = ddph::makeTcpStore("127.0.0.1", static_cast<std::uint16_t>(port), false, world, 60s);
+  ddph::GlooOptions options;
+  options.timeout = 60s;
+  auto comm = ddph::connectGloo(store, rank, world, options, "ddp-benchmark");
+  auto net = makeModel();
+  ddph::DistributedDataParallel ddp(net.ptr(), *comm);
+  const double ms = trainLoop(net, config, rank, comm.get());
+  if (rank == 0) {
+    const std::string tmp = out + ".tmp";
+    std::ofstream(tmp) << ms << "\n";
+    std::filesystem::rename(tmp, out);
+  }
+  return 0;
+}
+
+double runWorld(const std::string& self, int world, const Config& config) {
+  ddph::support::TempDir dir("ddph-ddp-bench");
+  auto store = ddph::makeTcpStore("127.0.0.1", 0, true, world, 60s);
+  const std::string port = std::to_string(ddph::tcpStorePort(*store));
+  const std::string out = (dir.path() / "rank0.ms").string();
+  std::vector<std::unique_ptr<ddph::support::ChildProcess>> ranks;
+  for (int r = 0; r < world; ++r) {
+    ranks.push_back(std::make_unique<ddph::support::ChildProcess>(std::vector<std::string>{
+        self, "--rank", std::to_string(r), "--world", std::to_string(world), "--port", port,
+        "--steps", std::to_string(config.steps), "--warmup", std::to_string(config.warmup),
+        "--out", out}));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 300s;
+  for (int r = 0; r < world; ++r) {
+    const int rc = ranks[static_cast<std::size_t>(r)]->wait(deadline);
+    if (rc != 0) throw ddph::Error(fmt::format("benchmark rank {} exited with {}", r, rc));
+  }
+  double ms = 0;
+  std::ifstream(out) >> ms;
+  return ms;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("ddp_step_benchmark: C++ DDP step time against a plain step");
+  Config config;
+  int rank = -1, world = 1, port = 0;
+  std::vector<int> worlds{1, 2, 4};
+  std::string out;
+  app.add_option("--steps", config.steps, "timed steps")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", config.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+  app.add_option("--worlds", worlds, "world sizes to measure")->check(CLI::Range(1, 64));
+  app.add_option("--rank", rank, "internal: run as this rank");
+  app.add_option("--world", world, "internal");
+  app.add_option("--port", port, "internal");
+  app.add_option("--out", out, "internal");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (rank >= 0) return runRank(rank, world, port, config, out);
+    torch::set_num_threads(1);
+    auto net = makeModel();
+    fmt::print("cpp plain W=1 step_ms={:.4f}\n", trainLoop(net, config, 0, nullptr));
+    std::fflush(stdout);
+    const std::string self = std::filesystem::canonical("/proc/self/exe").string();
+    for (int w : worlds) {
+      fmt::print("cpp ddp W={} step_ms={:.4f}\n", w, runWorld(self, w, config));
+      std::fflush(stdout);
+    }
+    return ddph::kExitOk;
+  } catch (const ddph::ConfigError& e) {
+    fmt::print(stderr, "ddp_step_benchmark: error: {}\n", e.what());
+    return ddph::kExitUsage;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "ddp_step_benchmark: error: {}\n", e.what());
+    return ddph::kExitRuntime;
+  }
+}

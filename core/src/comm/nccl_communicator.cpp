@@ -1,0 +1,186 @@
+// Compiled only with a CUDA-enabled LibTorch (see core/CMakeLists.txt). Like
+// gloo_communicator.cpp, the only file that touches its c10d backend (NOTE [c10d adapter]).
+#include "ddph/comm/nccl_communicator.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+
+#include "ddph/common/error.h"
+
+namespace ddph {
+
+// NOTE [Store impl]: the same definition, token for token, as in gloo_communicator.cpp (allowed by
+// the one-definition rule); keep both in step, or move it to a private header when merging.
+struct RendezvousStore::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  std::uint16_t port = 0;
+};
+
+namespace {
+
+c10d::ReduceOp toC10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return c10d::ReduceOp::SUM;
+    case ReduceOp::kMax: return c10d::ReduceOp::MAX;
+    case ReduceOp::kMin: return c10d::ReduceOp::MIN;
+  }
+  return c10d::ReduceOp::SUM;
+}
+
+[[noreturn]] void rethrow(const std::exception& e, std::string_view op, std::string_view step,
+                          std::chrono::milliseconds timeout) {
+  const std::string what = e.what();
+  if (what.find("imed out") != std::string::npos || what.find("imeout") != std::string::npos) {
+    throw TimeoutError(fmt::format("{} at {} timed out after {} ms (nccl): {}", op, step,
+                                   timeout.count(), what.substr(0, what.find('\n'))));
+  }
+  throw ProtocolError(fmt::format("{} at {} failed (nccl): {}", op, step,
+                                  what.substr(0, what.find('\n'))));
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(c10::intrusive_ptr<c10d::ProcessGroupNCCL> pg,
+                   std::shared_ptr<RendezvousStore> store, int device,
+                   std::chrono::milliseconds timeout)
+      : pg_(std::move(pg)), store_(std::move(store)), device_(device), timeout_(timeout) {}
+
+  int rank() const override { return pg_->getRank(); }
+  int size() const override { return pg_->getSize(); }
+  void setTimeout(std::chrono::milliseconds t) override { timeout_ = t; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+  std::string backendName() const override { return "nccl"; }
+
+  void allreduce(std::vector<float>& data, ReduceOp op, std::string_view step) override {
+    staged(data.data(), data.size(), at::kFloat, [&](at::Tensor t) { allreduceNow(t, op, step); });
+  }
+  void allreduce(std::vector<std::int64_t>& data, ReduceOp op, std::string_view step) override {
+    staged(data.data(), data.size(), at::kLong, [&](at::Tensor t) { allreduceNow(t, op, step); });
+  }
+  std::vector<std::vector<std::int64_t>> allgather(const std::vector<std::int64_t>& mine,
+                                                   std::string_view step) override {
+    // Lengths first (NCCL needs equal sizes), then the padded values, both through allreduce-free
+    // broadcasts from each rank in turn: simple, and only used off the hot path.
+    std::vector<std::vector<std::int64_t>> out(static_cast<std::size_t>(size()));
+    for (int r = 0; r < size(); ++r) {
+      std::vector<std::int64_t> length{r == rank() ? static_cast<std::int64_t>(mine.size()) : 0};
+      broadcast(length, r, step);
+      out[static_cast<std::size_t>(r)] = r == rank() ? mine : std::vector<std::int64_t>(length[0]);
+      if (length[0] > 0) broadcast(out[static_cast<std::size_t>(r)], r, step);
+    }
+    return out;
+  }
+  void broadcast(std::vector<std::int64_t>& data, int root, std::string_view step) override {
+    staged(data.data(), data.size(), at::kLong, [&](at::Tensor t) { broadcastNow(t, root, step); });
+  }
+  void barrier(std::string_view step) override {
+    try {
+      c10d::BarrierOptions opts;
+      opts.timeout = timeout_;
+      pg_->barrier(opts)->wait(timeout_);
+    } catch (const std::exception& e) {
+      rethrow(e, "barrier", step, timeout_);
+    }
+  }
+  void broadcast(float* data, std::size_t n, int root, std::string_view step) override {
+    broadcastNow(device(data, n, at::kFloat), root, step);
+  }
+  void broadcast(double* data, std::size_t n, int root, std::string_view step) override {
+    broadcastNow(device(data, n, at::kDouble), root, step);
+  }
+  std::unique_ptr<PendingCollective> allreduceAsync(float* data, std::size_t n, ReduceOp op,
+                                                    std::string_view step) override {
+    return start(device(data, n, at::kFloat), op, step);
+  }
+  std::unique_ptr<PendingCollective> allreduceAsync(double* data, std::size_t n, ReduceOp op,
+                                                    std::string_view step) override {
+    return start(device(data, n, at::kDouble), op, step);
+  }
+
+ private:
+  class Pending final : public PendingCollective {
+   public:
+    Pending(c10::intrusive_ptr<c10d::Work> work, std::string step, std::chrono::milliseconds t)
+        : work_(std::move(work)), step_(std::move(step)), timeout_(t) {}
+    void wait() override {
+      if (!work_) return;
+      auto work = std::move(work_);
+      try {
+        work->wait(timeout_);  // orders the current CUDA stream after the collective
+      } catch (const std::exception& e) {
+        rethrow(e, "allreduce", step_, timeout_);
+      }
+    }
+
+   private:
+    c10::intrusive_ptr<c10d::Work> work_;
+    std::string step_;
+    std::chrono::milliseconds timeout_;
+  };
+
+  at::Tensor device(void* data, std::size_t n, at::ScalarType type) const {
+    return at::from_blob(data, {static_cast<std::int64_t>(n)},
+                         at::TensorOptions().dtype(type).device(at::kCUDA, device_));
+  }
+
+  template <typename Fn>
+  void staged(void* host, std::size_t n, at::ScalarType type, Fn&& fn) {
+    at::Tensor cpu = at::from_blob(host, {static_cast<std::int64_t>(n)}, type);
+    at::Tensor gpu = cpu.to(at::Device(at::kCUDA, device_));
+    fn(gpu);
+    cpu.copy_(gpu);
+  }
+
+  std::unique_ptr<PendingCollective> start(at::Tensor t, ReduceOp op, std::string_view step) {
+    std::vector<at::Tensor> tensors{std::move(t)};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = toC10d(op);
+    opts.timeout = timeout_;
+    try {
+      return std::make_unique<Pending>(pg_->allreduce(tensors, opts), std::string(step), timeout_);
+    } catch (const std::exception& e) {
+      rethrow(e, "allreduce", step, timeout_);
+    }
+  }
+  void allreduceNow(at::Tensor t, ReduceOp op, std::string_view step) { start(t, op, step)->wait(); }
+  void broadcastNow(at::Tensor t, int root, std::string_view step) {
+    std::vector<at::Tensor> tensors{std::move(t)};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    opts.timeout = timeout_;
+    try {
+      pg_->broadcast(tensors, opts)->wait(timeout_);
+    } catch (const std::exception& e) {
+      rethrow(e, "broadcast", step, timeout_);
+    }
+  }
+
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> pg_;
+  std::shared_ptr<RendezvousStore> store_;
+  int device_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> connectNccl(std::shared_ptr<RendezvousStore> store, int rank,
+                                          int size, int device, std::chrono::milliseconds timeout,
+                                          const std::string& groupName) {
+  DDPH_CHECK(size > 0 && rank >= 0 && rank < size, "rank {} is outside a world of {}", rank, size);
+  try {
+    auto opts = c10d::ProcessGroupNCCL::Options::create();
+    opts->timeout = timeout;
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(groupName + "/nccl", store->impl()->store);
+    auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, size, opts);
+    return std::make_unique<NcclCommunicator>(std::move(pg), std::move(store), device, timeout);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    rethrow(e, fmt::format("connecting rank {} of {} (NCCL on cuda:{})", rank, size, device),
+            "init", timeout);
+  }
+}
+
+}  // namespace ddph

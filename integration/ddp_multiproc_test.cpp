@@ -1,0 +1,115 @@
+// DDP over real processes: W rank processes (ddp_rank_worker) meet through a TCPStore that this
+// test hosts on 127.0.0.1 (a free port picked by the OS), train with DistributedDataParallel over
+// Gloo, and must end with the parameters of one process trained on the global batch.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "child_process.h"
+#include "ddph/comm/gloo_communicator.h"
+#include "ddph/ddp/gradient_equivalence.h"
+
+using namespace std::chrono_literals;
+
+namespace ddph {
+namespace {
+
+std::vector<double> readDoubles(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<double> out(bytes.size() / sizeof(double));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(double));
+  return out;
+}
+
+struct Outcome {
+  std::vector<int> exitCodes;
+  std::vector<std::vector<double>> params;
+};
+
+Outcome runWorld(int world, const std::string& model, const std::string& optimizer, int steps,
+                 int killRank = -1) {
+  support::TempDir dir("ddph-ddp-multiproc");
+  auto store = makeTcpStore("127.0.0.1", 0, true, world, 30s);
+  const auto port = std::to_string(tcpStorePort(*store));
+  std::vector<std::unique_ptr<support::ChildProcess>> children;
+  for (int r = 0; r < world; ++r) {
+    children.push_back(std::make_unique<support::ChildProcess>(std::vector<std::string>{
+        DDPH_RANK_WORKER, "--port", port, "--rank", std::to_string(r), "--world",
+        std::to_string(world), "--model", model, "--optimizer", optimizer, "--steps",
+        std::to_string(steps), "--seed", "7", "--timeout-ms", "5000", "--out",
+        (dir.path() / ("rank" + std::to_string(r))).string()}));
+  }
+  if (killRank >= 0) children[static_cast<std::size_t>(killRank)].reset();  // SIGKILL at once
+  Outcome outcome;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  for (int r = 0; r < world; ++r) {
+    if (r == killRank) {
+      outcome.exitCodes.push_back(128 + 9);
+      outcome.params.emplace_back();
+      continue;
+    }
+    outcome.exitCodes.push_back(children[static_cast<std::size_t>(r)]->wait(deadline));
+    outcome.params.push_back(readDoubles(dir.path() / ("rank" + std::to_string(r))));
+  }
+  return outcome;
+}
+
+TrainingSetup workerSetup(int world, const std::string& model, const std::string& optimizer,
+                          int steps) {
+  // Must match ddp_rank_worker's setup.
+  TrainingSetup s;
+  s.model.kind = model == "conv" ? ModelKind::kConvNet : ModelKind::kMlp;
+  if (s.model.kind == ModelKind::kConvNet) s.model.inputs = 2;
+  s.model.hidden = {8, 5};
+  s.model.outputs = 3;
+  s.worldSize = world;
+  s.batchPerRank = 2;
+  s.steps = steps;
+  s.seed = 7;
+  s.optimizer = optimizer == "sgd" ? OptimizerKind::kSgdMomentum : OptimizerKind::kAdam;
+  s.bucketCapBytes = 256;
+  return s;
+}
+
+void expectMatchesSingleProcess(int world, const std::string& model, const std::string& optimizer) {
+  const int steps = 3;
+  const Outcome outcome = runWorld(world, model, optimizer, steps);
+  const std::vector<double> expected = trainSingleProcess(workerSetup(world, model, optimizer, steps));
+  ASSERT_FALSE(expected.empty());
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(outcome.exitCodes[static_cast<std::size_t>(r)], 0) << "rank " << r;
+    const auto& got = outcome.params[static_cast<std::size_t>(r)];
+    ASSERT_EQ(got.size(), expected.size()) << "rank " << r;
+    double scale = 0, worst = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      scale = std::max(scale, std::abs(expected[i]));
+      worst = std::max(worst, std::abs(got[i] - expected[i]));
+    }
+    // float64: the documented tolerance (NOTE [Equivalence tolerances]).
+    EXPECT_LE(worst, 1e-12 * scale + 1e-15) << "rank " << r;
+  }
+}
+
+TEST(DdpMultiProcess, FourProcessesMatchOneProcessMlpAdam) { expectMatchesSingleProcess(4, "mlp", "adam"); }
+
+TEST(DdpMultiProcess, ThreeProcessesMatchOneProcessConvSgd) { expectMatchesSingleProcess(3, "conv", "sgd"); }
+
+// A rank process that dies makes its peers fail within their deadline instead of hanging.
+TEST(DdpMultiProcess, KilledRankMakesPeersFailWithinDeadline) {
+  const auto start = std::chrono::steady_clock::now();
+  const Outcome outcome = runWorld(3, "mlp", "adam", 3, /*killRank=*/1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 40s);
+  EXPECT_EQ(outcome.exitCodes[0], 1);
+  EXPECT_EQ(outcome.exitCodes[2], 1);
+}
+
+}  // namespace
+}  // namespace ddph
