@@ -1,23 +1,37 @@
 #!/usr/bin/env bash
 # The main job, for a first look: builds ddp-harness (installing what is missing when run as root),
-# then shows how PyTorch's DistributedSampler splits a small dataset across ranks with the property
-# report, and what the property suite finds in LibTorch's own C++ sampler.
+# then shows
+#   1. how PyTorch's DistributedSampler splits a small dataset across ranks, with the property report;
+#   2. what the property suite finds in LibTorch's own C++ sampler;
+#   3. a classic bug (a forgotten set_epoch) reproduced on 4 real Gloo rank processes and diagnosed;
+#   4. the same pipeline done right.
+# Exits 0 when every step showed what it should (the bugs found, the healthy run passing).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 scripts/build.sh >/dev/null
 sim=${DDPH_BUILD_DIR:-build}/bin/ddp-sim
 
-step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+step() { printf '\n$ %s\n' "$*"; }
+expect() {  # expect CODE CMD…: runs CMD, which must exit with CODE
+  local want=$1 rc=0
+  shift
+  "$@" || rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    echo "demo: expected exit $want from: $*; got $rc" >&2
+    exit 1
+  fi
+  echo "(exit $rc)"
+}
 
 step ddp-sim sampler --dataset-size 10 --world-size 4 --epoch 1 --batch-size 2 --check
-"$sim" sampler --dataset-size 10 --world-size 4 --epoch 1 --batch-size 2 --check
+expect 0 "$sim" sampler --dataset-size 10 --world-size 4 --epoch 1 --batch-size 2 --check
 
 step ddp-sim sampler --dataset-size 1 --world-size 3 --sampler libtorch-random --check
-rc=0
-"$sim" sampler --dataset-size 1 --world-size 3 --sampler libtorch-random --check || rc=$?
-if [ "$rc" -ne 1 ]; then
-  echo "demo: expected LibTorch's DistributedRandomSampler to violate a property (exit 1), got exit $rc" >&2
-  exit 1
-fi
-echo "(exit 1: a property is violated — LibTorch pads past the end of a tiny dataset)"
+expect 1 "$sim" sampler --dataset-size 1 --world-size 3 --sampler libtorch-random --check
+
+step ddp-sim run missing-set-epoch -n 4
+expect 1 "$sim" run missing-set-epoch -n 4
+
+step ddp-sim run healthy -n 4
+expect 0 "$sim" run healthy -n 4

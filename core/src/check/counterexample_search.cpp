@@ -33,16 +33,10 @@ SearchResult searchCounterexample(Sampler& sampler, const std::string& property,
     if (samplerFailure) return;  // a broken sampler: stop asking it anything
     std::vector<Violation> found;
     try {
-      found = checkSampler(sampler, c, expectations, {property});
+      found = checkSamplerOrRejection(sampler, c, expectations, {property});
     } catch (const ProtocolError& e) {
       samplerFailure = e.what();
       return;
-    } catch (const Error& e) {
-      Violation v;
-      v.property = property;
-      v.epoch = c.epoch;
-      v.detail = fmt::format("the sampler rejected a valid request: {}", e.what());
-      found.push_back(std::move(v));
     }
     if (!found.empty()) {
       result.counterexample = c;

@@ -19,13 +19,9 @@
 #include <string>
 
 #include "ddph/common/error.h"
+#include "rendezvous_store_impl.h"
 
 namespace ddph {
-
-struct RendezvousStore::Impl {
-  c10::intrusive_ptr<c10d::Store> store;
-  std::uint16_t port = 0;
-};
 
 namespace {
 

@@ -8,15 +8,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include "ddph/common/error.h"
+#include "rendezvous_store_impl.h"
 
 namespace ddph {
-
-// NOTE [Store impl]: the same definition, token for token, as in gloo_communicator.cpp (allowed by
-// the one-definition rule); keep both in step, or move it to a private header when merging.
-struct RendezvousStore::Impl {
-  c10::intrusive_ptr<c10d::Store> store;
-  std::uint16_t port = 0;
-};
 
 namespace {
 

@@ -169,19 +169,8 @@ std::vector<Exchange> recordCase(Sampler& sampler, const SamplerCase& c,
                                  const Expectations& expectations, const std::string& property,
                                  std::optional<Violation>* violation) {
   RecordingSampler recorder(sampler);
-  std::vector<Violation> found;
-  try {
-    found = checkSampler(recorder, c, expectations, {property});
-  } catch (const ProtocolError&) {
-    throw;
-  } catch (const Error& e) {
-    // The sampler rejected the request: the exchanges up to the rejection are still the replay.
-    Violation v;
-    v.property = property;
-    v.epoch = c.epoch;
-    v.detail = fmt::format("the sampler rejected a valid request: {}", e.what());
-    found.push_back(std::move(v));
-  }
+  // A rejected request is a violation: the exchanges up to the rejection are still the replay.
+  const std::vector<Violation> found = checkSamplerOrRejection(recorder, c, expectations, {property});
   if (violation != nullptr) {
     violation->reset();
     if (!found.empty()) *violation = found.front();

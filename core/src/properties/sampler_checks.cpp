@@ -29,13 +29,16 @@ std::vector<std::string> distributedSamplerPropertyNames() {
   return names;
 }
 
-std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, const Expectations& e,
-                                    const std::vector<std::string>& properties) {
+void validatePropertyNames(const std::vector<std::string>& properties) {
   const auto all = allSamplerPropertyNames();
   for (const auto& name : properties) {
-    DDPH_CHECK(std::find(all.begin(), all.end(), name) != all.end(),
-               "unknown property '{}'", name);
+    DDPH_CHECK(std::find(all.begin(), all.end(), name) != all.end(), "unknown property '{}'", name);
   }
+}
+
+std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, const Expectations& e,
+                                    const std::vector<std::string>& properties) {
+  validatePropertyNames(properties);
   std::optional<Partition> current, next, again, shifted;
   auto get = [&](std::optional<Partition>& slot, std::int64_t epoch, std::int64_t seed) -> const Partition& {
     if (!slot) slot = sampler.partition(c.datasetSize, c.numReplicas, epoch, seed);
@@ -73,6 +76,23 @@ std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, cons
     }
   }
   return found;
+}
+
+std::vector<Violation> checkSamplerOrRejection(Sampler& sampler, const SamplerCase& c,
+                                               const Expectations& e,
+                                               const std::vector<std::string>& properties) {
+  validatePropertyNames(properties);  // an unknown name is the caller's mistake, not the sampler's
+  try {
+    return checkSampler(sampler, c, e, properties);
+  } catch (const ProtocolError&) {
+    throw;
+  } catch (const Error& error) {
+    Violation v;
+    v.property = properties.empty() ? std::string() : properties.front();
+    v.epoch = c.epoch;
+    v.detail = fmt::format("the sampler rejected a valid request: {}", error.what());
+    return {std::move(v)};
+  }
 }
 
 }  // namespace ddph

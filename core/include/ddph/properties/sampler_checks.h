@@ -31,9 +31,20 @@ std::vector<std::string> allSamplerPropertyNames();
 /// `ddp-sim sampler --check` assert. The `pytorch` contract is these without `padding`.
 std::vector<std::string> distributedSamplerPropertyNames();
 
+/// Throws ConfigError naming the first name that is not a sampler property.
+void validatePropertyNames(const std::vector<std::string>& properties);
+
 /// Checks `properties` (names from the catalogue) and returns every violation found, at most one a
 /// property. Throws ConfigError for an unknown property name; lets the sampler's own errors through.
 std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, const Expectations& e,
                                     const std::vector<std::string>& properties);
+
+/// Like checkSampler, but a sampler that rejects a valid request (throws a ddph::Error other than
+/// ProtocolError) yields a violation of the first property checked instead of an exception: a
+/// sampler must answer every valid request. ProtocolError (a broken external sampler: crashed,
+/// hung, garbage) still propagates, since it is no counterexample.
+std::vector<Violation> checkSamplerOrRejection(Sampler& sampler, const SamplerCase& c,
+                                               const Expectations& e,
+                                               const std::vector<std::string>& properties);
 
 }  // namespace ddph
