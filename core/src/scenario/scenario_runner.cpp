@@ -47,6 +47,12 @@ class PipeObserver final : public RankObserver {
 int rankMain(const Scenario& s, int rank, int fd, SharedProgress& progress) {
   PipeObserver observer(fd, progress.slot(rank));
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(s.timeoutS * 1000));
+  // NOTE [Connect deadline]: Gloo's full-mesh connect makes W(W-1)/2 TCP connections and W^2
+  // store lookups, all ranks on the same cores: about 0.4 s per rank at W = 512 on 2 cores. The
+  // store waits, the connect and a barrier after it get max(timeout_s, 0.5 s x W); every
+  // collective after that gets timeout_s.
+  const auto connectTimeout =
+      std::max(timeout, std::chrono::milliseconds(500 * static_cast<std::int64_t>(s.worldSize)));
   const auto start = Clock::now();
   const auto fail = [&](const char* kind, const std::exception& e, int code) {
     observer.send({{"t", "error"}, {"kind", kind}, {"message", e.what()}});
@@ -57,15 +63,19 @@ int rankMain(const Scenario& s, int rank, int fd, SharedProgress& progress) {
     if (rank == 0) {
       // Port 0: the kernel picks a free port, so concurrent runs never collide; the others learn
       // it through shared memory.
-      store = makeTcpStore("127.0.0.1", 0, true, s.worldSize, timeout);
+      store = makeTcpStore("127.0.0.1", 0, true, s.worldSize, connectTimeout);
       progress.publishPort(tcpStorePort(*store));
     } else {
-      store = makeTcpStore("127.0.0.1", progress.waitPort(timeout), false, s.worldSize, timeout);
+      store = makeTcpStore("127.0.0.1", progress.waitPort(connectTimeout), false, s.worldSize,
+                           connectTimeout);
     }
     GlooOptions gloo;
-    gloo.timeout = timeout;
+    gloo.timeout = connectTimeout;
     gloo.hostname = loopbackAddressForRank(rank);  // NOTE [Loopback address per rank]
     auto comm = connectGloo(store, rank, s.worldSize, gloo);
+    // Ranks finish connecting far apart at large W: meet under the connect deadline first.
+    comm->barrier("connect");
+    comm->setTimeout(timeout);
     const double connectS = std::chrono::duration<double>(Clock::now() - start).count();
     const RankRunStats stats = runRankProgram(s, *comm, observer);
     comm->barrier("end of run");  // rank 0 hosts the store: nobody leaves before all are done
