@@ -1,9 +1,9 @@
-# ddph_add_gtest(NAME SOURCES … [LIBS …] [LABELS …] [TIMEOUT s])
+# ddph_add_gtest(NAME SOURCES … [LIBS …] [LABELS …] [TIMEOUT s] [RESOURCE_LOCK …])
 # One GoogleTest executable, its tests discovered by ctest (so GTEST_SKIP shows as skipped), each
-# with the labels and a timeout.
+# with the labels, a timeout and the resource locks (tests sharing e.g. the GPU never run at once).
 include(GoogleTest)
 function(ddph_add_gtest name)
-  cmake_parse_arguments(arg "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(arg "" "TIMEOUT" "SOURCES;LIBS;LABELS;RESOURCE_LOCK" ${ARGN})
   if(NOT arg_TIMEOUT)
     set(arg_TIMEOUT 120)
   endif()
@@ -22,6 +22,9 @@ function(ddph_add_gtest name)
   file(WRITE "${label_script}"
     "foreach(t IN LISTS ${name}_TESTS)\n"
     "  set_tests_properties(\"\${t}\" PROPERTIES LABELS \"${arg_LABELS}\")\n"
+    "  if(NOT \"${arg_RESOURCE_LOCK}\" STREQUAL \"\")\n"
+    "    set_tests_properties(\"\${t}\" PROPERTIES RESOURCE_LOCK \"${arg_RESOURCE_LOCK}\")\n"
+    "  endif()\n"
     "endforeach()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${label_script}")
 endfunction()

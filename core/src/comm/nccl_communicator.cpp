@@ -66,6 +66,23 @@ class NcclCommunicator final : public Communicator {
     }
     return out;
   }
+  std::vector<std::vector<std::int64_t>> allgather(const std::vector<std::int64_t>& mine,
+                                                   const std::vector<std::int64_t>& lengths,
+                                                   std::string_view step) override {
+    DDPH_CHECK(static_cast<int>(lengths.size()) == size() &&
+                   lengths[static_cast<std::size_t>(rank())] ==
+                       static_cast<std::int64_t>(mine.size()),
+               "allgather at {}: rank {} passes {} values but the agreed lengths say {}", step,
+               rank(), mine.size(),
+               lengths.size() > static_cast<std::size_t>(rank()) ? lengths[rank()] : -1);
+    std::vector<std::vector<std::int64_t>> out(static_cast<std::size_t>(size()));
+    for (int r = 0; r < size(); ++r) {
+      auto& slot = out[static_cast<std::size_t>(r)];
+      slot = r == rank() ? mine : std::vector<std::int64_t>(lengths[static_cast<std::size_t>(r)]);
+      if (!slot.empty()) broadcast(slot, r, step);
+    }
+    return out;
+  }
   void broadcast(std::vector<std::int64_t>& data, int root, std::string_view step) override {
     staged(data.data(), data.size(), at::kLong, [&](at::Tensor t) { broadcastNow(t, root, step); });
   }
