@@ -66,12 +66,16 @@ void checkExactSize(const fs::path& file, std::int64_t expected, std::int64_t go
 
 void checkMagic(const fs::path& file, const std::vector<std::uint8_t>& bytes, std::int64_t header,
                 std::uint32_t expected, const char* what) {
+  // The magic number first: the wrong kind of file (labels for images, a .gz) is named as such
+  // even when it is also shorter than the header.
   const auto size = static_cast<std::int64_t>(bytes.size());
+  if (size >= 4) {
+    const std::uint32_t magic = readBigEndian32(bytes, 0);
+    DDPH_CHECK(magic == expected, "{}: bad magic number 0x{:08x}, expected 0x{:08x} ({})", quoted(file),
+               magic, expected, what);
+  }
   DDPH_CHECK(size >= header, "{}: truncated: expected at least {} bytes ({} header), got {}",
              quoted(file), header, what, size);
-  const std::uint32_t magic = readBigEndian32(bytes, 0);
-  DDPH_CHECK(magic == expected, "{}: bad magic number 0x{:08x}, expected 0x{:08x} ({})", quoted(file),
-             magic, expected, what);
 }
 
 void checkLabels(const fs::path& file, const std::vector<std::uint8_t>& labels, int numClasses) {
