@@ -1,9 +1,10 @@
-# ddph_add_gtest(NAME SOURCES … [LIBS …] [LABELS …] [TIMEOUT s])
+# ddph_add_gtest(NAME SOURCES … [LIBS …] [LABELS …] [TIMEOUT s] [TEST_PREFIX p])
 # One GoogleTest executable, its tests discovered by ctest (so GTEST_SKIP shows as skipped), each
-# with the labels and a timeout.
+# with the labels and a timeout. TEST_PREFIX is put before every discovered test's name (e.g.
+# "dataset_mix." so that `ctest -R dataset` selects the executable's tests).
 include(GoogleTest)
 function(ddph_add_gtest name)
-  cmake_parse_arguments(arg "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(arg "" "TIMEOUT;TEST_PREFIX" "SOURCES;LIBS;LABELS" ${ARGN})
   if(NOT arg_TIMEOUT)
     set(arg_TIMEOUT 120)
   endif()
@@ -12,6 +13,7 @@ function(ddph_add_gtest name)
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60
+    TEST_PREFIX "${arg_TEST_PREFIX}"
     TEST_LIST ${name}_TESTS
     PROPERTIES TIMEOUT ${arg_TIMEOUT})
   # Labels are set by a script ctest includes after the discovered tests: through PROPERTIES a
