@@ -1,9 +1,11 @@
-# ddph_add_gtest(NAME SOURCES … [LIBS …] [LABELS …] [TIMEOUT s] [RESOURCE_LOCK …])
+# ddph_add_gtest(NAME SOURCES … [LIBS …] [LABELS …] [TIMEOUT s] [TEST_PREFIX p] [RESOURCE_LOCK …])
 # One GoogleTest executable, its tests discovered by ctest (so GTEST_SKIP shows as skipped), each
-# with the labels, a timeout and the resource locks (tests sharing e.g. the GPU never run at once).
+# with the labels, a timeout and the resource locks (tests sharing e.g. the GPU never run at
+# once). TEST_PREFIX is put before every discovered test's name (e.g.
+# "dataset_mix." so that `ctest -R dataset` selects the executable's tests).
 include(GoogleTest)
 function(ddph_add_gtest name)
-  cmake_parse_arguments(arg "" "TIMEOUT" "SOURCES;LIBS;LABELS;RESOURCE_LOCK" ${ARGN})
+  cmake_parse_arguments(arg "" "TIMEOUT;TEST_PREFIX" "SOURCES;LIBS;LABELS;RESOURCE_LOCK" ${ARGN})
   if(NOT arg_TIMEOUT)
     set(arg_TIMEOUT 120)
   endif()
@@ -12,6 +14,7 @@ function(ddph_add_gtest name)
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60
+    TEST_PREFIX "${arg_TEST_PREFIX}"
     TEST_LIST ${name}_TESTS
     PROPERTIES TIMEOUT ${arg_TIMEOUT})
   # Labels are set by a script ctest includes after the discovered tests: through PROPERTIES a

@@ -1,0 +1,129 @@
+#include "checkpoint.h"
+
+#include <fmt/format.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <system_error>
+
+#include "ddph/common/error.h"
+
+namespace ddph::train {
+namespace {
+
+constexpr const char* kFormat = "ddp-train checkpoint v1";
+
+std::string encode(const Fingerprint& fingerprint) {
+  std::string text;
+  for (const auto& [key, value] : fingerprint) text += key + "=" + value + "\n";
+  return text;
+}
+
+Fingerprint decode(const std::string& text) {
+  Fingerprint out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    const std::string line = text.substr(start, end - start);
+    const std::size_t eq = line.find('=');
+    if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+std::int64_t readInt(torch::serialize::InputArchive& archive, const std::string& key) {
+  c10::IValue value;
+  archive.read(key, value);
+  return value.toInt();
+}
+
+}  // namespace
+
+void saveCheckpoint(const std::string& path, torch::nn::Module& model,
+                    torch::optim::Optimizer& optimizer, const TrainingPosition& position,
+                    const Fingerprint& fingerprint) {
+  namespace fs = std::filesystem;
+  torch::serialize::OutputArchive archive;
+  torch::serialize::OutputArchive modelArchive, optimizerArchive;
+  model.save(modelArchive);
+  optimizer.save(optimizerArchive);
+  archive.write("format", c10::IValue(std::string(kFormat)));
+  archive.write("fingerprint", c10::IValue(encode(fingerprint)));
+  archive.write("epoch", c10::IValue(position.epoch));
+  archive.write("step_in_epoch", c10::IValue(position.stepInEpoch));
+  archive.write("global_step", c10::IValue(position.globalStep));
+  archive.write("epoch_loss_sum", c10::IValue(position.epochLossSum));
+  archive.write("model", modelArchive);
+  archive.write("optimizer", optimizerArchive);
+
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  try {
+    archive.save_to(tmp);
+  } catch (const std::exception& e) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw Error(fmt::format("{}: cannot write the checkpoint: {}", path, e.what()));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw Error(fmt::format("{}: cannot write the checkpoint: {}", path, ec.message()));
+  }
+}
+
+TrainingPosition loadCheckpoint(const std::string& path, torch::nn::Module& model,
+                                torch::optim::Optimizer& optimizer, const Fingerprint& expected) {
+  DDPH_CHECK(std::filesystem::is_regular_file(path), "{}: no such checkpoint file", path);
+  torch::serialize::InputArchive archive;
+  TrainingPosition position;
+  Fingerprint stored;
+  try {
+    archive.load_from(path);
+    c10::IValue format, fingerprint, lossSum;
+    archive.read("format", format);
+    if (!format.isString() || format.toStringRef() != kFormat) {
+      throw ConfigError(fmt::format("{}: not a ddp-train checkpoint", path));
+    }
+    archive.read("fingerprint", fingerprint);
+    stored = decode(fingerprint.toStringRef());
+    position.epoch = readInt(archive, "epoch");
+    position.stepInEpoch = readInt(archive, "step_in_epoch");
+    position.globalStep = readInt(archive, "global_step");
+    archive.read("epoch_loss_sum", lossSum);
+    position.epochLossSum = lossSum.toDouble();
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    what = what.substr(0, what.find('\n'));
+    throw ConfigError(fmt::format("{}: not a readable ddp-train checkpoint ({})", path, what));
+  }
+  for (const auto& [key, value] : expected) {
+    const auto it = stored.find(key);
+    const std::string was = it == stored.end() ? "(none)" : it->second;
+    DDPH_CHECK(was == value,
+               "{}: checkpoint is from another run: {} was {}, this run has {} (resume with the "
+               "same settings)",
+               path, key, was, value);
+  }
+  try {
+    torch::serialize::InputArchive modelArchive, optimizerArchive;
+    archive.read("model", modelArchive);
+    archive.read("optimizer", optimizerArchive);
+    model.load(modelArchive);
+    optimizer.load(optimizerArchive);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    what = what.substr(0, what.find('\n'));
+    throw ConfigError(fmt::format("{}: cannot restore the model or optimizer ({})", path, what));
+  }
+  return position;
+}
+
+}  // namespace ddph::train
