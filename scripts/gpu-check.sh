@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# GPU checks, in one command, for a machine with NVIDIA GPUs (none of this runs on a CPU-only box):
+#   1. finds a CUDA LibTorch: $DDPH_TORCH_CMAKE_PREFIX, else the one a Python torch ships
+#      (torch.utils.cmake_prefix_path), asking every python3 it can find;
+#   2. configures build-gpu/ against it (-DCMAKE_PREFIX_PATH=...), builds only what the checks need
+#      (gpu_test, ddp-sim, ddp-train, nccl_allreduce_benchmark);
+#   3. runs `ctest -L gpu` (NCCL collectives, DDP on CUDA against one process, ddp-train with NCCL);
+#   4. trains ddp-train --backend nccl for one short epoch, W = number of GPUs, under
+#      `ddp-sim launch -n W` (torchrun's variables), MNIST from data/mnist if present, else synthetic;
+#   5. measures ddph's NCCL allreduce bus bandwidth and, when nccl-tests' `all_reduce_perf` is on
+#      PATH, puts NCCL's own figures beside it.
+# Every step has a hard deadline (timeout); logs go to $DDPH_GPU_CHECK_LOGS (default
+# build-gpu/gpu-check/). A summary at the end, one line a step.
+# Exit: 0 every step passed (or was skipped for a stated reason), 1 a step failed,
+#       2 nothing to check here: no CUDA LibTorch found, or no GPU visible (one line on stderr).
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${DDPH_GPU_BUILD_DIR:-$here/build-gpu}
+logs=${DDPH_GPU_CHECK_LOGS:-$build/gpu-check}
+jobs=${DDPH_GPU_CHECK_JOBS:-$(nproc)}
+
+die2() { echo "gpu-check: $*" >&2; exit 2; }
+
+# ---- 1. A CUDA LibTorch ------------------------------------------------------------------------
+prefix="" python="" nccl_include="" tried=()
+probe='import os, torch
+print(torch.utils.cmake_prefix_path)
+print(torch.version.cuda or "")
+print(int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
+print(torch.__version__)
+try:
+    import nvidia.nccl
+    print(os.path.join(list(nvidia.nccl.__path__)[0], "include"))
+except Exception:
+    print("")'
+if [ -n "${DDPH_TORCH_CMAKE_PREFIX:-}" ]; then
+  prefix=$DDPH_TORCH_CMAKE_PREFIX
+  cfg=$(find "$prefix" -maxdepth 4 -name TorchConfig.cmake 2>/dev/null | head -n 1)
+  [ -n "$cfg" ] || die2 "DDPH_TORCH_CMAKE_PREFIX=$prefix holds no TorchConfig.cmake"
+  libdir=$(cd "$(dirname "$cfg")/../../.." 2>/dev/null && pwd)
+  compgen -G "$libdir/lib/libtorch_cuda*.so" >/dev/null || compgen -G "$prefix/lib/libtorch_cuda*.so" >/dev/null ||
+    die2 "DDPH_TORCH_CMAKE_PREFIX=$prefix is a LibTorch without CUDA (no libtorch_cuda.so)"
+  grep -q '_GLIBCXX_USE_CXX11_ABI=0' "$cfg" &&
+    die2 "the LibTorch at $prefix uses the pre-C++11 ABI; fmt, Boost, GTest here use the new one (take the cxx11-abi LibTorch)"
+  tried+=("DDPH_TORCH_CMAKE_PREFIX")
+else
+  candidates=() seen=()
+  for c in $(type -ap python3 python 2>/dev/null) /usr/bin/python3 /usr/local/bin/python3 \
+           /opt/conda/bin/python3 /usr/bin/python3.* /usr/local/bin/python3.*; do
+    [ -x "$c" ] || continue
+    case "$c" in *-config) continue ;; esac
+    real=$(readlink -f "$c")
+    case " ${seen[*]-} " in *" $real "*) continue ;; esac
+    seen+=("$real")
+    candidates+=("$c")
+  done
+  old_abi=""
+  for c in "${candidates[@]}"; do
+    if ! out=$(timeout 120 "$c" -c "$probe" 2>/dev/null); then
+      tried+=("$c: no torch")
+      continue
+    fi
+    { read -r p; read -r cuda; read -r abi; read -r version; read -r ninc; } <<<"$out"
+    if [ -z "$cuda" ]; then tried+=("$c: torch $version without CUDA"); continue; fi
+    if [ "$abi" = 0 ]; then old_abi="$c (torch $version)"; tried+=("$c: torch $version, pre-C++11 ABI"); continue; fi
+    prefix=$p python=$c nccl_include=$ninc
+    tried+=("$c: torch $version, CUDA $cuda")
+    break
+  done
+  if [ -z "$prefix" ]; then
+    hint="set DDPH_TORCH_CMAKE_PREFIX to a CUDA LibTorch (cxx11 ABI)"
+    [ -n "$old_abi" ] && hint="$old_abi has CUDA but the pre-C++11 ABI, which cannot link with Debian's fmt/Boost/GTest; $hint"
+    die2 "no CUDA LibTorch found (tried: $(printf '%s; ' "${tried[@]}" | sed 's/; $//')); $hint"
+  fi
+fi
+
+# ---- GPUs ----------------------------------------------------------------------------------------
+gpus=0
+if command -v nvidia-smi >/dev/null 2>&1; then
+  gpus=$(timeout 60 nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+fi
+if [ "$gpus" -eq 0 ] && [ -n "$python" ]; then
+  gpus=$(timeout 120 "$python" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
+fi
+[ "$gpus" -gt 0 ] 2>/dev/null || die2 "CUDA LibTorch at $prefix, but no GPU is visible (nvidia-smi -L lists none)"
+world=$(( gpus > 8 ? 8 : gpus ))
+
+mkdir -p "$logs"
+echo "gpu-check: LibTorch $prefix${python:+ (from $python)}; $gpus GPU(s); logs in $logs"
+names=() states=() notes=()
+record() { names+=("$1"); states+=("$2"); notes+=("$3"); echo "gpu-check: $1: $2${3:+ — $3}"; }
+# step NAME SECONDS LOG cmd...: runs cmd with a hard deadline; returns its status.
+step() {
+  local name=$1 limit=$2 log=$3; shift 3
+  local t0=$SECONDS rc
+  echo "gpu-check: $name (deadline ${limit} s) ..."
+  timeout --kill-after=15 "$limit" "$@" >"$log" 2>&1
+  rc=$?
+  local took=$((SECONDS - t0))
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    record "$name" FAIL "ran past its ${limit} s deadline (log: $log)"
+  elif [ $rc -ne 0 ]; then
+    # The first error line says why (a launcher's last line only says which rank stopped).
+    local why
+    why=$(grep -m 1 -iE 'error|fail|what\(\)' "$log" || grep -v '^\s*$' "$log" | tail -n 1)
+    record "$name" FAIL "exit $rc after ${took} s: $(echo "$why" | cut -c1-240) (log: $log)"
+  else
+    record "$name" PASS "${took} s"
+  fi
+  return $rc
+}
+
+# ---- 2. Configure and build ----------------------------------------------------------------------
+config=(-S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefix"
+        -DDDPH_BUILD_BENCHMARKS=ON -DDDPH_BUILD_TESTS=ON)
+[ -n "$python" ] && config+=("-DDDPH_PYTHON=$python")
+[ -n "$nccl_include" ] && [ -e "$nccl_include/nccl.h" ] && config+=("-DDDPH_NCCL_INCLUDE_DIR=$nccl_include")
+if [ -z "${CUDACXX:-}" ] && ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  config+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DCUDAToolkit_ROOT=/usr/local/cuda)
+fi
+built=0
+if step configure 600 "$logs/configure.log" cmake "${config[@]}"; then
+  if ! grep -q 'CUDA in LibTorch: 1' "$logs/configure.log"; then
+    record "CUDA in LibTorch" FAIL "CMake found LibTorch without CUDA (see $logs/configure.log)"
+  else
+    targets=(gpu_test ddp-sim ddp-train)
+    # nccl_allreduce_benchmark exists only where CMake found CUDA in LibTorch.
+    grep -q 'NCCL: built' "$logs/configure.log" && targets+=(nccl_allreduce_benchmark)
+    step build 2400 "$logs/build.log" cmake --build "$build" -j "$jobs" --target "${targets[@]}" &&
+      built=1
+  fi
+fi
+
+if [ $built -eq 1 ]; then
+  bin=$build/bin
+  # ---- 3. ctest -L gpu ---------------------------------------------------------------------------
+  if step "ctest -L gpu" 1500 "$logs/ctest.log" \
+       ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600; then
+    skipped=$(sed -n '/The following tests did not run/,$p' "$logs/ctest.log" | grep -c 'Skipped' || true)
+    # On a GPU machine only the tests that need more GPUs than there are may skip.
+    if sed -n '/The following tests did not run/,$p' "$logs/ctest.log" |
+         grep -Eq 'OneRank|OneGpu|TensorRoundTrips|DdpTrain'; then
+      record "gpu tests ran" FAIL "one-GPU tests were skipped on a machine with $gpus GPU(s) (log: $logs/ctest.log)"
+    else
+      record "gpu tests ran" PASS "$(grep -E 'tests passed' "$logs/ctest.log" | tail -n 1); $skipped skipped (need more GPUs)"
+    fi
+  fi
+
+  # ---- 4. ddp-train with NCCL ------------------------------------------------------------------
+  data=(--dataset synthetic --dataset-size 60000)
+  [ -s "$here/data/mnist/train-images-idx3-ubyte" ] && data=(--dataset mnist --mnist-dir "$here/data/mnist")
+  report=$logs/train-report.json
+  rm -f "$report"
+  if step "ddp-train --backend nccl (W=$world)" 600 "$logs/train.log" \
+       "$bin/ddp-sim" launch -n "$world" --timeout 540 -- "$bin/ddp-train" --backend nccl \
+       "${data[@]}" --epochs 1 --batch-size 64 --seed 0 --progress lines --report-json "$report"; then
+    summary=$(python3 - "$report" <<'EOF' 2>&1
+import json, sys
+r = json.load(open(sys.argv[1]))
+e = r["epochs"][-1]
+print(f"world_size {r['world_size']}, {e['steps']} steps, loss {e['loss']:.4f}, "
+      f"eval accuracy {e.get('eval_accuracy', float('nan')):.4f}, {r['samples_per_s']:.0f} samples/s")
+EOF
+    ) && record "ddp-train report" PASS "$summary" || record "ddp-train report" FAIL "$summary"
+  fi
+
+  # ---- 5. Allreduce bus bandwidth: ddph against nccl-tests -------------------------------------
+  sizes=(-b 1M -e 256M -f 4 -w 5 -n 20)
+  if step "ddph allreduce bandwidth (W=$world)" 600 "$logs/ddph-allreduce.log" \
+       "$bin/ddp-sim" launch -n "$world" --timeout 540 -- "$bin/nccl_allreduce_benchmark" "${sizes[@]}"; then
+    if command -v all_reduce_perf >/dev/null 2>&1; then
+      if step "nccl-tests all_reduce_perf (-g $world)" 600 "$logs/nccl-tests.log" \
+           all_reduce_perf "${sizes[@]}" -g "$world" -c 1; then
+        # In-place columns: the last four fields (time, algbw, busbw, #wrong). At W = 1 busbw is
+        # 0 on both sides, so algbw is compared instead.
+        col=busbw; [ "$world" -eq 1 ] && col=algbw
+        awk -v col="$col" '
+          FNR == 1 { file++ }
+          { sub(/^\[rank[0-9]+\]: /, "") }  # ddp-sim launch prefixes every line of a rank
+          /^ *[0-9]/ { n = NF; v = (col == "busbw") ? $(n - 1) : $(n - 2)
+                       if (file == 1) ddph[$1] = v; else nccl[$1] = v }
+          END { printf "%14s %16s %16s %8s\n", "size(B)", "nccl " col " GB/s", "ddph " col " GB/s", "ddph/nccl"
+                for (s in ddph) if (s in nccl) printf "%14s %16.2f %16.2f %8.2f\n", s, nccl[s], ddph[s],
+                                                     (nccl[s] > 0 ? ddph[s] / nccl[s] : 0) }' \
+          "$logs/ddph-allreduce.log" "$logs/nccl-tests.log" | sort -n >"$logs/bandwidth.txt"
+        cat "$logs/bandwidth.txt"
+        record "bandwidth comparison" PASS "$logs/bandwidth.txt"
+      fi
+    else
+      sed -E 's/^\[rank[0-9]+\]: //' "$logs/ddph-allreduce.log" | grep -E '^#? *(size|[0-9])'
+      echo "(ddph's allreduce, in nccl-tests' in-place columns; log: $logs/ddph-allreduce.log)"
+      record "nccl-tests comparison" SKIP "all_reduce_perf (nccl-tests) is not on PATH"
+    fi
+  fi
+fi
+
+# ---- Summary ---------------------------------------------------------------------------------------
+echo
+echo "gpu-check summary ($gpus GPU(s), LibTorch $prefix):"
+failed=0
+for i in "${!names[@]}"; do
+  printf '  %-4s %s%s\n' "${states[$i]}" "${names[$i]}" "${notes[$i]:+: ${notes[$i]}}"
+  [ "${states[$i]}" = FAIL ] && failed=1
+done
+if [ $built -ne 1 ]; then
+  echo "  (the checks after the build did not run)"
+fi
+exit $failed
