@@ -278,33 +278,26 @@ ImageDataset makeSynthetic(std::int64_t size, std::uint64_t seed, Split split) {
   dataset.numClasses = kNumClasses;
   const std::int64_t features = dataset.shape.features();
 
-  // The teacher: integer weights in [-128, 127] (exact arithmetic, no floating point to differ
-  // between machines), applied to centred pixels (p - 128) so that no class wins by its weights'
-  // sum alone and the labels spread over all classes.
+  // The teacher: one prototype image per class. A sample of class c is its prototype blended
+  // with uniform noise, x = (prototype_c + noise) / 2, in integers (the same bytes on every
+  // machine): far enough from the other classes to be learned in a few hundred steps, noisy
+  // enough that it takes some.
   SplitMix64 teacherRng(streamSeed(seed, kTeacherStream));
-  std::vector<std::int32_t> weights(static_cast<std::size_t>(kNumClasses * features));
-  for (auto& w : weights) w = static_cast<std::int32_t>(teacherRng.next() >> 56) - 128;
+  std::vector<std::uint8_t> prototypes(static_cast<std::size_t>(kNumClasses * features));
+  for (auto& p : prototypes) p = static_cast<std::uint8_t>(teacherRng.next() >> 56);
 
   SplitMix64 rng(streamSeed(seed, split == Split::kTrain ? kTrainStream : kTestStream));
   dataset.pixels.resize(static_cast<std::size_t>(size * features));
   dataset.labels.resize(static_cast<std::size_t>(size));
   for (std::int64_t i = 0; i < size; ++i) {
+    const auto label = static_cast<int>(rng.next() % kNumClasses);
+    const std::uint8_t* prototype = prototypes.data() + label * features;
     std::uint8_t* x = dataset.pixels.data() + i * features;
     for (std::int64_t f = 0; f < features; f += 8) {
       std::uint64_t bits = rng.next();
       for (std::int64_t b = 0; b < 8 && f + b < features; ++b, bits >>= 8) {
-        x[f + b] = static_cast<std::uint8_t>(bits);
-      }
-    }
-    std::int64_t best = 0;
-    int label = 0;
-    for (int c = 0; c < kNumClasses; ++c) {
-      const std::int32_t* w = weights.data() + c * features;
-      std::int64_t score = 0;
-      for (std::int64_t f = 0; f < features; ++f) score += std::int64_t{w[f]} * (int{x[f]} - 128);
-      if (c == 0 || score > best) {
-        best = score;
-        label = c;
+        const int noise = static_cast<int>(bits & 0xff);
+        x[f + b] = static_cast<std::uint8_t>((int{prototype[f + b]} + noise) / 2);
       }
     }
     dataset.labels[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(label);
