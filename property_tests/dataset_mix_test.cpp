@@ -2,6 +2,8 @@
 // accounting, as RapidCheck properties over real DistributedSampler shards of every rank. Each
 // property is also run against deliberately broken planners and summaries (the negative controls
 // at the end), which shows that every property can fail.
+#include "ddph/data/dataset_mix.h"
+
 #include <gtest/gtest.h>
 #include <rapidcheck/detail/TestListener.h>
 #include <rapidcheck/gtest.h>
@@ -17,7 +19,6 @@
 #include <vector>
 
 #include "ddph/common/error.h"
-#include "ddph/data/dataset_mix.h"
 #include "ddph/sampler/distributed_sampler.h"
 
 namespace ddph::data {
@@ -62,7 +63,8 @@ MixWorld genWorld(bool samplerDropLast, int minDatasets = 1, int maxDatasets = 4
   w.ranks.assign(static_cast<std::size_t>(w.worldSize), Shards(w.sizes.size()));
   for (std::size_t d = 0; d < w.sizes.size(); ++d) {
     // Each dataset has its own seed, as each loader has its own sampler.
-    const Partition p = sampler.partition(w.sizes[d], w.worldSize, epoch, static_cast<std::int64_t>(d));
+    const Partition p =
+        sampler.partition(w.sizes[d], w.worldSize, epoch, static_cast<std::int64_t>(d));
     for (std::int64_t r = 0; r < w.worldSize; ++r) w.ranks[r][d] = p.ranks[r];
   }
   return w;
@@ -93,7 +95,8 @@ std::vector<Index> batchOf(const std::vector<Index>& shard, std::int64_t k, std:
 // Dataset d's samples over the whole plan, in step order.
 std::vector<Index> joined(const std::vector<MixedStep>& steps, std::size_t d) {
   std::vector<Index> all;
-  for (const auto& step : steps) all.insert(all.end(), step.batches[d].begin(), step.batches[d].end());
+  for (const auto& step : steps)
+    all.insert(all.end(), step.batches[d].begin(), step.batches[d].end());
   return all;
 }
 
@@ -101,19 +104,22 @@ void assertStepsHaveEveryDataset(const std::vector<MixedStep>& steps, std::size_
   for (const auto& step : steps) RC_ASSERT(step.batches.size() == numDatasets);
 }
 
-// ---- Properties (each takes the implementation to judge) -----------------------------------------
+// ---- Properties (each takes the implementation to judge)
+// -----------------------------------------
 
 // zip: min(#batches) steps; step s is batch s of every dataset, so each dataset contributes a
 // prefix of its shard and never a sample outside it.
 void zipStopsAtTheShortest(const MixImpl& impl) {
-  const MixWorld w = genWorld(/*samplerDropLast=*/*rc::gen::arbitrary<bool>().as("sampler drop_last"));
+  const MixWorld w =
+      genWorld(/*samplerDropLast=*/*rc::gen::arbitrary<bool>().as("sampler drop_last"));
   for (const Shards& shards : w.ranks) {
     const auto steps = impl.plan(shards, w.batchSize, Mix::kZip);
     assertStepsHaveEveryDataset(steps, shards.size());
     RC_ASSERT(static_cast<std::int64_t>(steps.size()) == minBatches(shards, w.batchSize));
     for (std::size_t s = 0; s < steps.size(); ++s) {
       for (std::size_t d = 0; d < shards.size(); ++d) {
-        RC_ASSERT(steps[s].batches[d] == batchOf(shards[d], static_cast<std::int64_t>(s), w.batchSize));
+        RC_ASSERT(steps[s].batches[d] ==
+                  batchOf(shards[d], static_cast<std::int64_t>(s), w.batchSize));
       }
     }
   }
@@ -150,8 +156,9 @@ void zipNeverSeenIsTheTruncatedTails(const MixImpl& impl) {
   }
 }
 
-// cycle: max(#batches) steps; a shorter dataset starts over (step s takes its batch s mod #batches),
-// so every index of every shard is visited at least once. A dataset with an empty shard takes no part.
+// cycle: max(#batches) steps; a shorter dataset starts over (step s takes its batch s mod
+// #batches), so every index of every shard is visited at least once. A dataset with an empty shard
+// takes no part.
 void cycleCoversEveryShard(const MixImpl& impl) {
   const MixWorld w = genWorld(*rc::gen::arbitrary<bool>().as("sampler drop_last"));
   for (const Shards& shards : w.ranks) {
@@ -161,8 +168,9 @@ void cycleCoversEveryShard(const MixImpl& impl) {
     for (std::size_t d = 0; d < shards.size(); ++d) {
       const std::int64_t count = batchCount(shards[d], w.batchSize);
       for (std::size_t s = 0; s < steps.size(); ++s) {
-        const auto want = count == 0 ? std::vector<Index>{}
-                                     : batchOf(shards[d], static_cast<std::int64_t>(s) % count, w.batchSize);
+        const auto want =
+            count == 0 ? std::vector<Index>{}
+                       : batchOf(shards[d], static_cast<std::int64_t>(s) % count, w.batchSize);
         RC_ASSERT(steps[s].batches[d] == want);
       }
       const auto all = joined(steps, d);
@@ -187,9 +195,10 @@ void concatChainsTheDatasets(const MixImpl& impl) {
       const auto nonEmpty = std::count_if(step.batches.begin(), step.batches.end(),
                                           [](const auto& b) { return !b.empty(); });
       RC_ASSERT(nonEmpty == 1);
-      const auto d = static_cast<std::size_t>(
-          std::find_if(step.batches.begin(), step.batches.end(), [](const auto& b) { return !b.empty(); }) -
-          step.batches.begin());
+      const auto d =
+          static_cast<std::size_t>(std::find_if(step.batches.begin(), step.batches.end(),
+                                                [](const auto& b) { return !b.empty(); }) -
+                                   step.batches.begin());
       RC_ASSERT(d >= previous);
       previous = d;
     }
@@ -240,8 +249,9 @@ void oneDatasetIsAPlainEpoch(const MixImpl& impl) {
 
 // summarize: the fields from their definitions over arbitrary visit counts.
 void summaryFollowsTheCounts(const MixImpl& impl) {
-  const auto counts = *rc::gen::container<std::vector<std::int64_t>>(rc::gen::inRange<std::int64_t>(0, 4))
-                           .as("counts");
+  const auto counts =
+      *rc::gen::container<std::vector<std::int64_t>>(rc::gen::inRange<std::int64_t>(0, 4))
+           .as("counts");
   std::int64_t visits = 0, seen = 0, repeated = 0;
   for (const auto c : counts) {
     visits += c;
@@ -257,10 +267,14 @@ void summaryFollowsTheCounts(const MixImpl& impl) {
 }
 
 RC_GTEST_PROP(DatasetMix, zipStopsAtTheShortest, ()) { zipStopsAtTheShortest(realImpl()); }
-RC_GTEST_PROP(DatasetMix, zipNeverSeenIsTheTruncatedTails, ()) { zipNeverSeenIsTheTruncatedTails(realImpl()); }
+RC_GTEST_PROP(DatasetMix, zipNeverSeenIsTheTruncatedTails, ()) {
+  zipNeverSeenIsTheTruncatedTails(realImpl());
+}
 RC_GTEST_PROP(DatasetMix, cycleCoversEveryShard, ()) { cycleCoversEveryShard(realImpl()); }
 RC_GTEST_PROP(DatasetMix, concatChainsTheDatasets, ()) { concatChainsTheDatasets(realImpl()); }
-RC_GTEST_PROP(DatasetMix, batchesAreFullExceptTheLast, ()) { batchesAreFullExceptTheLast(realImpl()); }
+RC_GTEST_PROP(DatasetMix, batchesAreFullExceptTheLast, ()) {
+  batchesAreFullExceptTheLast(realImpl());
+}
 RC_GTEST_PROP(DatasetMix, oneDatasetIsAPlainEpoch, ()) { oneDatasetIsAPlainEpoch(realImpl()); }
 RC_GTEST_PROP(VisitSummary, followsTheCounts, ()) { summaryFollowsTheCounts(realImpl()); }
 
@@ -317,11 +331,12 @@ TEST(DatasetMix, workedExample) {
             (V{{{0, 1}, {}}, {{2, 3}, {}}, {{4}, {}}, {{}, {10, 11}}}));
 }
 
-// ---- Negative controls ---------------------------------------------------------------------------
+// ---- Negative controls
+// ---------------------------------------------------------------------------
 
 // The mixing done right over batches cut by the caller: lets a broken planner change only the cut.
-std::vector<MixedStep> assemble(const std::vector<std::vector<std::vector<Index>>>& batches, Mix mix,
-                                bool restart = true) {
+std::vector<MixedStep> assemble(const std::vector<std::vector<std::vector<Index>>>& batches,
+                                Mix mix, bool restart = true) {
   std::vector<MixedStep> steps;
   if (mix == Mix::kConcat) {
     for (std::size_t d = 0; d < batches.size(); ++d) {
@@ -333,7 +348,8 @@ std::vector<MixedStep> assemble(const std::vector<std::vector<std::vector<Index>
     return steps;
   }
   std::size_t count = batches.empty() ? 0 : batches[0].size();
-  for (const auto& b : batches) count = mix == Mix::kZip ? std::min(count, b.size()) : std::max(count, b.size());
+  for (const auto& b : batches)
+    count = mix == Mix::kZip ? std::min(count, b.size()) : std::max(count, b.size());
   for (std::size_t s = 0; s < count; ++s) {
     MixedStep& step = steps.emplace_back();
     step.batches.resize(batches.size());
@@ -350,7 +366,8 @@ std::vector<MixedStep> assemble(const std::vector<std::vector<std::vector<Index>
 
 using Cut = std::function<std::vector<std::vector<Index>>(const std::vector<Index>&, std::int64_t)>;
 
-std::vector<std::vector<std::vector<Index>>> cutAll(const Shards& shards, std::int64_t b, const Cut& cut) {
+std::vector<std::vector<std::vector<Index>>> cutAll(const Shards& shards, std::int64_t b,
+                                                    const Cut& cut) {
   std::vector<std::vector<std::vector<Index>>> out;
   for (const auto& s : shards) out.push_back(cut(s, b));
   return out;
@@ -371,23 +388,26 @@ MixImpl brokenPlanner(std::string name, Mix only, Planner broken) {
           data::summarize};
 }
 
-MixImpl brokenSummary(std::string name, Summarizer broken) { return {std::move(name), planEpoch, std::move(broken)}; }
+MixImpl brokenSummary(std::string name, Summarizer broken) {
+  return {std::move(name), planEpoch, std::move(broken)};
+}
 
 std::map<std::string, MixImpl> brokenImpls() {
   std::vector<MixImpl> all{
       // DataLoader(drop_last=True) by mistake: the short last batch of each dataset is dropped.
       brokenPlanner("zip-drops-short-last-batch", Mix::kZip,
                     [](const Shards& shards, std::int64_t b, Mix mix) {
-                      return assemble(cutAll(shards, b,
-                                             [](const std::vector<Index>& s, std::int64_t bs) {
-                                               auto batches = cutPlain(s, bs);
-                                               if (!batches.empty() &&
-                                                   static_cast<std::int64_t>(batches.back().size()) < bs) {
-                                                 batches.pop_back();
-                                               }
-                                               return batches;
-                                             }),
-                                      mix);
+                      return assemble(
+                          cutAll(shards, b,
+                                 [](const std::vector<Index>& s, std::int64_t bs) {
+                                   auto batches = cutPlain(s, bs);
+                                   if (!batches.empty() &&
+                                       static_cast<std::int64_t>(batches.back().size()) < bs) {
+                                     batches.pop_back();
+                                   }
+                                   return batches;
+                                 }),
+                          mix);
                     }),
       // itertools.zip_longest instead of zip: runs to the longest, exhausted datasets sit out.
       brokenPlanner("zip-longest", Mix::kZip,
@@ -401,7 +421,9 @@ std::map<std::string, MixImpl> brokenImpls() {
                     }),
       // A cycle that ends with the shortest dataset (plain zip).
       brokenPlanner("cycle-stops-at-shortest", Mix::kCycle,
-                    [](const Shards& shards, std::int64_t b, Mix) { return planEpoch(shards, b, Mix::kZip); }),
+                    [](const Shards& shards, std::int64_t b, Mix) {
+                      return planEpoch(shards, b, Mix::kZip);
+                    }),
       // A concat whose loop yields each dataset's last batch twice.
       brokenPlanner("concat-repeats-last-batch", Mix::kConcat,
                     [](const Shards& shards, std::int64_t b, Mix) {
@@ -423,18 +445,19 @@ std::map<std::string, MixImpl> brokenImpls() {
       // Batches cut from the end of the shard: the short batch comes first.
       {"short-batch-first",
        [](const Shards& shards, std::int64_t b, Mix mix) {
-         return assemble(cutAll(shards, b,
-                                [](const std::vector<Index>& s, std::int64_t bs) {
-                                  std::vector<std::vector<Index>> out;
-                                  const auto n = static_cast<std::int64_t>(s.size());
-                                  std::int64_t begin = 0;
-                                  for (std::int64_t end = n % bs == 0 ? bs : n % bs; begin < n; end += bs) {
-                                    out.emplace_back(s.begin() + begin, s.begin() + std::min(end, n));
-                                    begin = end;
-                                  }
-                                  return out;
-                                }),
-                         mix);
+         return assemble(
+             cutAll(shards, b,
+                    [](const std::vector<Index>& s, std::int64_t bs) {
+                      std::vector<std::vector<Index>> out;
+                      const auto n = static_cast<std::int64_t>(s.size());
+                      std::int64_t begin = 0;
+                      for (std::int64_t end = n % bs == 0 ? bs : n % bs; begin < n; end += bs) {
+                        out.emplace_back(s.begin() + begin, s.begin() + std::min(end, n));
+                        begin = end;
+                      }
+                      return out;
+                    }),
+             mix);
        },
        data::summarize},
       // "Seen more than once" counted as repeat visits (sum of count - 1), not distinct samples.
@@ -442,7 +465,8 @@ std::map<std::string, MixImpl> brokenImpls() {
                     [](const std::vector<std::int64_t>& counts) {
                       VisitSummary s = data::summarize(counts);
                       s.seenMoreThanOnce = 0;
-                      for (const auto c : counts) s.seenMoreThanOnce += std::max<std::int64_t>(0, c - 1);
+                      for (const auto c : counts)
+                        s.seenMoreThanOnce += std::max<std::int64_t>(0, c - 1);
                       return s;
                     }),
       // "Never seen" from the visits (N - visits), which padding and cycling make too small.
@@ -512,8 +536,8 @@ void PrintTo(const NegativeControl& c, std::ostream* os) { *os << c.broken; }
 
 std::vector<NegativeControl> negativeControls() {
   return {
-      {"zip-drops-short-last-batch", {"zipStopsAtTheShortest", "zipNeverSeenIsTheTruncatedTails",
-                                      "oneDatasetIsAPlainEpoch"}},
+      {"zip-drops-short-last-batch",
+       {"zipStopsAtTheShortest", "zipNeverSeenIsTheTruncatedTails", "oneDatasetIsAPlainEpoch"}},
       {"zip-longest", {"zipStopsAtTheShortest"}},
       {"cycle-without-restart", {"cycleCoversEveryShard"}},
       {"cycle-stops-at-shortest", {"cycleCoversEveryShard"}},
@@ -539,13 +563,14 @@ TEST_P(DatasetMixNegativeControls, caughtByItsProperties) {
     const auto& failure = result.get<rc::detail::FailureResult>();
     std::cout << control.broken << " caught by " << name << " after " << failure.numSuccess
               << " passing cases; minimal counterexample:";
-    for (const auto& [label, value] : failure.counterExample) std::cout << " " << label << "=" << value;
+    for (const auto& [label, value] : failure.counterExample)
+      std::cout << " " << label << "=" << value;
     std::cout << "\n";
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(BrokenPlanners, DatasetMixNegativeControls, ::testing::ValuesIn(negativeControls()),
-                         [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(BrokenPlanners, DatasetMixNegativeControls,
+                         ::testing::ValuesIn(negativeControls()), [](const auto& info) {
                            std::string name = info.param.broken;
                            for (auto& ch : name) {
                              if (ch == '-') ch = '_';
@@ -559,11 +584,13 @@ TEST(DatasetMixNegativeControlsCoverage, everyPropertyIsCaughtFailingAndHoldsFor
   for (const auto& property : properties()) {
     bool caught = false;
     for (const auto& control : negativeControls()) {
-      caught = caught || std::count(control.caughtBy.begin(), control.caughtBy.end(), property.name) > 0;
+      caught =
+          caught || std::count(control.caughtBy.begin(), control.caughtBy.end(), property.name) > 0;
     }
     EXPECT_TRUE(caught) << property.name << " has no negative control";
     const auto result = runProperty(property, realImpl());
-    ASSERT_TRUE(result.is<rc::detail::SuccessResult>()) << property.name << " fails for ddph's planner";
+    ASSERT_TRUE(result.is<rc::detail::SuccessResult>())
+        << property.name << " fails for ddph's planner";
     EXPECT_EQ(result.get<rc::detail::SuccessResult>().numSuccess, 200) << property.name;
   }
   EXPECT_EQ(brokenImpls().size(), negativeControls().size());
