@@ -348,7 +348,7 @@ TEST(SyntheticDataset, sameSeedSameBytesEverywhere) {
   const ImageDataset prefix = makeSynthetic(10, 7, Split::kTrain);
   EXPECT_TRUE(std::equal(prefix.pixels.begin(), prefix.pixels.end(), a.pixels.begin()));
   EXPECT_TRUE(std::equal(prefix.labels.begin(), prefix.labels.end(), a.labels.begin()));
-  // Pinned bytes: the generator is our own splitmix64 and integer teacher, so these hashes hold
+  // Pinned bytes: the generator is our own splitmix64 and integer prototypes, so these hashes hold
   // on every machine and compiler; a change here changes every synthetic run's data.
   EXPECT_EQ(fnv1a(makeSynthetic(16, 0, Split::kTrain)), 0x19b805b03af9bea6ULL);
   EXPECT_EQ(fnv1a(makeSynthetic(16, 0, Split::kTest)), 0x4a987e5256b9e535ULL);
@@ -380,7 +380,7 @@ TEST(SyntheticDataset, labelsSpreadOverEveryClass) {
         ++histogram[label];
       }
       for (int c = 0; c < 10; ++c) {
-        // Uniform would be 200 a class; a teacher that ignored the pixels would put all in one.
+        // Uniform would be 200 a class; a generator stuck on one class would put all in one.
         EXPECT_GE(histogram[c], 40) << "seed " << seed << " class " << c;
         EXPECT_LE(histogram[c], 600) << "seed " << seed << " class " << c;
       }

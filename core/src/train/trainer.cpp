@@ -323,6 +323,23 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
     ddp = std::make_unique<DistributedDataParallel>(model.ptr(), *world.comm, options);
   }
 
+  if (isRank0) {
+    std::string what;
+    for (std::size_t d = 0; d < datasets.size(); ++d) {
+      what += fmt::format("{}{} ({} train", d ? ", " : "", config.datasets[d], datasets[d].train.size());
+      what += datasets[d].test ? fmt::format(" / {} test)", datasets[d].test->size()) : ")";
+    }
+    if (datasets.size() > 1) what += fmt::format(", mixed by {}", data::mixName(config.mix));
+    fmt::print("ddp-train: {} rank{} ({}), {}; batch {} per rank ({} global), {} lr {}{}\n",
+               world.size, world.size == 1 ? "" : "s",
+               world.comm ? world.comm->backendName() : "single process", what, config.batchSize,
+               config.batchSize * world.size, optimizerName(config.optimizer), config.lr,
+               config.resumePath.empty()
+                   ? ""
+                   : fmt::format("; resumed from {} at epoch {} step {}", config.resumePath,
+                                 position.epoch + 1, position.stepInEpoch));
+    std::fflush(stdout);
+  }
   TrainingReport report;
   report.worldSize = world.size;
   report.backend = world.comm ? world.comm->backendName() : "none";
