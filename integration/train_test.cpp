@@ -327,6 +327,8 @@ TEST(TrainErrors, BadInputIsOneLineAndExitCodeTwo) {
       {{"--dataset", "synthetic", "--batch-size", "0"}, "--batch-size must be positive"},
       {{"--dataset", "synthetic", "--backend", "nccl"}, "--backend nccl needs"},
       {{"--dataset", "synthetic", "--resume", d + "/missing.ckpt"}, "no such checkpoint"},
+      {{"--dataset", "synthetic", "--checkpoint", d + "/no/such/folder/ckpt"},
+       "--checkpoint " + d + "/no/such/folder/ckpt: folder " + d + "/no/such/folder does not exist"},
   };
   for (const auto& c : cases) {
     const auto run = train(1, c.args, d + "/report.json");

@@ -18,6 +18,7 @@
 #include "checkpoint.h"
 #include "ddph/comm/gloo_communicator.h"
 #include "ddph/comm/nccl_communicator.h"
+#include "ddph/common/atomic_file.h"
 #include "ddph/common/error.h"
 #include "ddph/config.h"
 #include "ddph/data/dataset_mix.h"
@@ -252,26 +253,7 @@ class SampleTrace {
     text_ += fmt::format("epoch {} step {} {}: {}\n", epoch, step, dataset, fmt::join(batch, " "));
   }
   void write() const {
-    if (!enabled()) return;
-    namespace fs = std::filesystem;
-    const std::string tmp = fmt::format("{}.tmp.{}", path_, ::getpid());
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out << text_;
-      out.flush();
-      if (!out) {
-        std::error_code ignored;
-        fs::remove(tmp, ignored);
-        throw Error(fmt::format("{}: cannot write the sample trace", path_));
-      }
-    }
-    std::error_code ec;
-    fs::rename(tmp, path_, ec);
-    if (ec) {
-      std::error_code ignored;
-      fs::remove(tmp, ignored);
-      throw Error(fmt::format("{}: cannot write the sample trace: {}", path_, ec.message()));
-    }
+    if (enabled()) writeFileAtomically(path_, text_);
   }
 
  private:
