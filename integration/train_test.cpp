@@ -298,7 +298,8 @@ TEST(TrainEval, EveryTestSampleCountedOnceWhateverTheWorldSize) {
   TempDir dir;
   // 1001 training samples -> 200 test samples; on 3 ranks a padded sampler would count 201.
   const std::vector<std::string> args = {"--dataset", "synthetic", "--dataset-size", "1001",
-                                         "--epochs", "1", "--batch-size", "32"};
+                                         "--epochs", "1", "--batch-size", "32",
+                                         "--lr", "0.05"};
   const auto three = train(3, args, dir.path() + "/w3.json");
   ASSERT_TRAINED(three);
   const Json& eval = three.report["epochs"][0]["eval"][0];
@@ -320,12 +321,14 @@ TEST(TrainErrors, BadInputIsOneLineAndExitCodeTwo) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {{"--dataset", "mnist", "--mnist-dir", d + "/nowhere"}, d + "/nowhere/train-images-idx3-ubyte"},
+      {{"--dataset", "mnist", "--mnist-dir", d + "/nowhere"}, d + "/nowhere: missing"},
       {{"--dataset", "imagenet"}, "--dataset 'imagenet' is not one of"},
-      {{"--mix", "interleave"}, "--mix"},
+      {{"--mix", "interleave"}, "unknown dataset mix 'interleave'"},
       {{"--dataset", "synthetic", "--batch-size", "0"}, "--batch-size must be positive"},
       {{"--dataset", "synthetic", "--backend", "nccl"}, "--backend nccl needs"},
       {{"--dataset", "synthetic", "--resume", d + "/missing.ckpt"}, "no such checkpoint"},
+      {{"--dataset", "synthetic", "--checkpoint", d + "/no/such/folder/ckpt"},
+       "--checkpoint " + d + "/no/such/folder/ckpt: folder " + d + "/no/such/folder does not exist"},
   };
   for (const auto& c : cases) {
     const auto run = train(1, c.args, d + "/report.json");

@@ -42,9 +42,12 @@ int main(int argc, char** argv) {
               dtype = "float32";
   bool noShuffle = false, noEval = false;
 
+  // A repeated option takes its last value (so a script's defaults can be overridden by appending).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--dataset", config.datasets,
                  "mnist|cifar10|synthetic; two (comma-separated or repeated) train at once")
       ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->capture_default_str();
   app.add_option("--mix", mix, "how two datasets are combined: zip|cycle|concat")
       ->capture_default_str();

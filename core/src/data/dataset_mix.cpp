@@ -11,7 +11,8 @@ Mix parseMix(std::string_view name) {
   if (name == "zip") return Mix::kZip;
   if (name == "cycle") return Mix::kCycle;
   if (name == "concat") return Mix::kConcat;
-  throw ConfigError(fmt::format("unknown dataset mix '{}': expected one of zip, cycle, concat", name));
+  throw ConfigError(
+      fmt::format("unknown dataset mix '{}': expected one of zip, cycle, concat", name));
 }
 
 std::string mixName(Mix mix) {
@@ -27,8 +28,8 @@ std::string mixName(Mix mix) {
   return {};
 }
 
-std::vector<MixedStep> planEpoch(const std::vector<std::vector<Index>>& shards, std::int64_t batchSize,
-                                 Mix mix) {
+std::vector<MixedStep> planEpoch(const std::vector<std::vector<Index>>& shards,
+                                 std::int64_t batchSize, Mix mix) {
   DDPH_CHECK(batchSize > 0, "batch size must be positive, got {}", batchSize);
   const std::size_t numDatasets = shards.size();
   std::vector<std::vector<std::vector<Index>>> batches;  // [dataset][batch]

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -23,22 +22,22 @@ constexpr int kNumClasses = 10;
 constexpr ImageShape kCifarShape{3, 32, 32};
 constexpr std::int64_t kCifarRecord = 1 + 3 * 32 * 32;  // label byte + channel-major pixels
 
-std::string quoted(const fs::path& p) { return p.string(); }
+std::string pathOf(const fs::path& p) { return p.string(); }
 
 // The whole file. A missing or unreadable file is a ConfigError naming it.
 std::vector<std::uint8_t> readWholeFile(const fs::path& file) {
   std::error_code ec;
   const auto status = fs::status(file, ec);
-  DDPH_CHECK(fs::exists(status), "{}: missing (no such file)", quoted(file));
-  DDPH_CHECK(fs::is_regular_file(status), "{}: not a regular file", quoted(file));
+  DDPH_CHECK(fs::exists(status), "{}: missing (no such file)", pathOf(file));
+  DDPH_CHECK(fs::is_regular_file(status), "{}: not a regular file", pathOf(file));
   std::ifstream in(file, std::ios::binary);
-  DDPH_CHECK(in.good(), "{}: cannot open for reading: {}", quoted(file), std::strerror(errno));
+  DDPH_CHECK(in.good(), "{}: cannot open for reading: {}", pathOf(file), std::strerror(errno));
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
   in.seekg(0, std::ios::beg);
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
   if (size > 0) in.read(reinterpret_cast<char*>(bytes.data()), size);
-  DDPH_CHECK(in.good() || (size == 0), "{}: read error after {} of {} bytes", quoted(file),
+  DDPH_CHECK(in.good() || (size == 0), "{}: read error after {} of {} bytes", pathOf(file),
              static_cast<std::int64_t>(in.gcount()), static_cast<std::int64_t>(size));
   return bytes;
 }
@@ -57,11 +56,12 @@ void appendBigEndian32(std::vector<std::uint8_t>& out, std::uint32_t value) {
 
 // Exact size: a short file is truncated, a long one has trailing bytes; both are errors (a file
 // cut by an interrupted download, or the wrong file under the right name).
-void checkExactSize(const fs::path& file, std::int64_t expected, std::int64_t got, const char* what) {
-  DDPH_CHECK(got >= expected, "{}: truncated: expected {} bytes ({}), got {}", quoted(file), expected,
-             what, got);
+void checkExactSize(const fs::path& file, std::int64_t expected, std::int64_t got,
+                    const char* what) {
+  DDPH_CHECK(got >= expected, "{}: truncated: expected {} bytes ({}), got {}", pathOf(file),
+             expected, what, got);
   DDPH_CHECK(got == expected, "{}: oversized: expected {} bytes ({}), got {} ({} trailing bytes)",
-             quoted(file), expected, what, got, got - expected);
+             pathOf(file), expected, what, got, got - expected);
 }
 
 void checkMagic(const fs::path& file, const std::vector<std::uint8_t>& bytes, std::int64_t header,
@@ -71,17 +71,17 @@ void checkMagic(const fs::path& file, const std::vector<std::uint8_t>& bytes, st
   const auto size = static_cast<std::int64_t>(bytes.size());
   if (size >= 4) {
     const std::uint32_t magic = readBigEndian32(bytes, 0);
-    DDPH_CHECK(magic == expected, "{}: bad magic number 0x{:08x}, expected 0x{:08x} ({})", quoted(file),
-               magic, expected, what);
+    DDPH_CHECK(magic == expected, "{}: bad magic number 0x{:08x}, expected 0x{:08x} ({})",
+               pathOf(file), magic, expected, what);
   }
   DDPH_CHECK(size >= header, "{}: truncated: expected at least {} bytes ({} header), got {}",
-             quoted(file), header, what, size);
+             pathOf(file), header, what, size);
 }
 
 void checkLabels(const fs::path& file, const std::vector<std::uint8_t>& labels, int numClasses) {
   for (std::size_t i = 0; i < labels.size(); ++i) {
-    DDPH_CHECK(labels[i] < numClasses, "{}: label {} at index {} out of range [0, {})", quoted(file),
-               int{labels[i]}, i, numClasses);
+    DDPH_CHECK(labels[i] < numClasses, "{}: label {} at index {} out of range [0, {})",
+               pathOf(file), int{labels[i]}, i, numClasses);
   }
 }
 
@@ -98,8 +98,8 @@ MnistFiles mnistFiles(Split split) {
 void checkDirectory(const fs::path& dir, const char* what) {
   std::error_code ec;
   const auto status = fs::status(dir, ec);
-  DDPH_CHECK(fs::exists(status), "{}: missing: no such directory (expected {})", quoted(dir), what);
-  DDPH_CHECK(fs::is_directory(status), "{}: not a directory (expected {})", quoted(dir), what);
+  DDPH_CHECK(fs::exists(status), "{}: missing: no such directory (expected {})", pathOf(dir), what);
+  DDPH_CHECK(fs::is_directory(status), "{}: not a directory (expected {})", pathOf(dir), what);
 }
 
 // Writes `bytes` to `<file>.tmp.<pid>`; the caller renames it. Removes the temp file on failure.
@@ -109,7 +109,8 @@ fs::path writeTemp(const fs::path& file, const std::vector<std::uint8_t>& bytes)
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     if (out.good()) {
-      out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      out.write(reinterpret_cast<const char*>(bytes.data()),
+                static_cast<std::streamsize>(bytes.size()));
       out.flush();
     }
     if (out.good()) return temp;
@@ -117,7 +118,8 @@ fs::path writeTemp(const fs::path& file, const std::vector<std::uint8_t>& bytes)
   const int saved = errno;
   std::error_code ec;
   fs::remove(temp, ec);
-  throw Error(fmt::format("{}: cannot write {}: {}", quoted(file), quoted(temp), std::strerror(saved)));
+  throw Error(
+      fmt::format("{}: cannot write {}: {}", pathOf(file), pathOf(temp), std::strerror(saved)));
 }
 
 // Renames every temp file onto its target; on a failure removes the temps not yet renamed.
@@ -130,8 +132,8 @@ void commitTemps(const std::vector<std::pair<fs::path, fs::path>>& tempsAndTarge
         std::error_code ignored;
         fs::remove(tempsAndTargets[j].first, ignored);
       }
-      throw Error(fmt::format("{}: cannot rename {} onto it: {}", quoted(tempsAndTargets[i].second),
-                              quoted(tempsAndTargets[i].first), ec.message()));
+      throw Error(fmt::format("{}: cannot rename {} onto it: {}", pathOf(tempsAndTargets[i].second),
+                              pathOf(tempsAndTargets[i].first), ec.message()));
     }
   }
 }
@@ -141,13 +143,16 @@ void checkWritable(const ImageDataset& dataset) {
   DDPH_CHECK(features > 0, "dataset '{}': shape {}x{}x{} has no pixels", dataset.name,
              dataset.shape.channels, dataset.shape.height, dataset.shape.width);
   DDPH_CHECK(static_cast<std::int64_t>(dataset.pixels.size()) == dataset.size() * features,
-             "dataset '{}': {} pixel bytes for {} samples of {} features (expected {})", dataset.name,
-             dataset.pixels.size(), dataset.size(), features, dataset.size() * features);
+             "dataset '{}': {} pixel bytes for {} samples of {} features (expected {})",
+             dataset.name, dataset.pixels.size(), dataset.size(), features,
+             dataset.size() * features);
   DDPH_CHECK(dataset.numClasses > 0 && dataset.numClasses <= 256,
-             "dataset '{}': {} classes do not fit in a label byte", dataset.name, dataset.numClasses);
+             "dataset '{}': {} classes do not fit in a label byte", dataset.name,
+             dataset.numClasses);
   for (std::size_t i = 0; i < dataset.labels.size(); ++i) {
-    DDPH_CHECK(dataset.labels[i] < dataset.numClasses, "dataset '{}': label {} of sample {} out of range [0, {})",
-               dataset.name, int{dataset.labels[i]}, i, dataset.numClasses);
+    DDPH_CHECK(dataset.labels[i] < dataset.numClasses,
+               "dataset '{}': label {} of sample {} out of range [0, {})", dataset.name,
+               int{dataset.labels[i]}, i, dataset.numClasses);
   }
 }
 
@@ -198,8 +203,9 @@ ImageDataset loadMnist(const fs::path& dir, Split split) {
   const std::uint32_t count = readBigEndian32(images, 4);
   const std::uint32_t rows = readBigEndian32(images, 8);
   const std::uint32_t cols = readBigEndian32(images, 12);
-  DDPH_CHECK(rows == kMnistSide && cols == kMnistSide, "{}: wrong dimensions {}x{}x{}, expected Nx{}x{}",
-             quoted(imagesFile), count, rows, cols, kMnistSide, kMnistSide);
+  DDPH_CHECK(rows == kMnistSide && cols == kMnistSide,
+             "{}: wrong dimensions {}x{}x{}, expected Nx{}x{}", pathOf(imagesFile), count, rows,
+             cols, kMnistSide, kMnistSide);
   const std::int64_t features = dataset.shape.features();
   checkExactSize(imagesFile, kIdxImagesHeader + std::int64_t{count} * features,
                  static_cast<std::int64_t>(images.size()),
@@ -212,7 +218,7 @@ ImageDataset loadMnist(const fs::path& dir, Split split) {
                  static_cast<std::int64_t>(labels.size()),
                  fmt::format("8-byte header + {} labels", labelCount).c_str());
   DDPH_CHECK(labelCount == count, "{}: wrong dimensions: {} labels, but {} holds {} images",
-             quoted(labelsFile), labelCount, quoted(imagesFile), count);
+             pathOf(labelsFile), labelCount, pathOf(imagesFile), count);
 
   dataset.pixels.assign(images.begin() + kIdxImagesHeader, images.end());
   dataset.labels.assign(labels.begin() + kIdxLabelsHeader, labels.end());
@@ -237,9 +243,10 @@ ImageDataset loadCifar10(const fs::path& dir, Split split) {
     }
     for (int later = k + 1; later <= 5; ++later) {
       const fs::path file = dir / fmt::format("data_batch_{}.bin", later);
-      DDPH_CHECK(!fs::exists(file, ec), "{}: missing, but {} exists (the train split reads "
+      DDPH_CHECK(!fs::exists(file, ec),
+                 "{}: missing, but {} exists (the train split reads "
                  "data_batch_1.bin, data_batch_2.bin, … up to the first missing one)",
-                 quoted(dir / fmt::format("data_batch_{}.bin", k)), quoted(file));
+                 pathOf(dir / fmt::format("data_batch_{}.bin", k)), pathOf(file));
     }
   }
 
@@ -251,18 +258,21 @@ ImageDataset loadCifar10(const fs::path& dir, Split split) {
   for (const fs::path& file : files) {
     const std::vector<std::uint8_t> bytes = readWholeFile(file);
     const auto size = static_cast<std::int64_t>(bytes.size());
-    DDPH_CHECK(size > 0, "{}: empty (0 bytes); a CIFAR-10 batch holds records of {} bytes "
-               "(1 label byte + 3072 pixel bytes)", quoted(file), kCifarRecord);
-    DDPH_CHECK(size % kCifarRecord == 0, "{}: record size not a multiple of {}: {} bytes hold {} whole "
-               "records and a partial record of {} bytes (truncated?)", quoted(file), kCifarRecord,
-               size, size / kCifarRecord, size % kCifarRecord);
+    DDPH_CHECK(size > 0,
+               "{}: empty (0 bytes); a CIFAR-10 batch holds records of {} bytes "
+               "(1 label byte + 3072 pixel bytes)",
+               pathOf(file), kCifarRecord);
+    DDPH_CHECK(size % kCifarRecord == 0,
+               "{}: record size not a multiple of {}: {} bytes hold {} whole "
+               "records and a partial record of {} bytes (truncated?)",
+               pathOf(file), kCifarRecord, size, size / kCifarRecord, size % kCifarRecord);
     const std::int64_t records = size / kCifarRecord;
     dataset.labels.reserve(dataset.labels.size() + static_cast<std::size_t>(records));
     dataset.pixels.reserve(dataset.pixels.size() + static_cast<std::size_t>(records * features));
     for (std::int64_t r = 0; r < records; ++r) {
       const auto* record = bytes.data() + r * kCifarRecord;
-      DDPH_CHECK(record[0] < kNumClasses, "{}: label {} of record {} out of range [0, {})", quoted(file),
-                 int{record[0]}, r, kNumClasses);
+      DDPH_CHECK(record[0] < kNumClasses, "{}: label {} of record {} out of range [0, {})",
+                 pathOf(file), int{record[0]}, r, kNumClasses);
       dataset.labels.push_back(record[0]);
       dataset.pixels.insert(dataset.pixels.end(), record + 1, record + kCifarRecord);
     }
@@ -278,33 +288,26 @@ ImageDataset makeSynthetic(std::int64_t size, std::uint64_t seed, Split split) {
   dataset.numClasses = kNumClasses;
   const std::int64_t features = dataset.shape.features();
 
-  // The teacher: integer weights in [-128, 127] (exact arithmetic, no floating point to differ
-  // between machines), applied to centred pixels (p - 128) so that no class wins by its weights'
-  // sum alone and the labels spread over all classes.
+  // The teacher: one prototype image per class. A sample of class c is its prototype blended
+  // with uniform noise, x = (prototype_c + noise) / 2, in integers (the same bytes on every
+  // machine): far enough from the other classes to be learned in a few hundred steps, noisy
+  // enough that it takes some.
   SplitMix64 teacherRng(streamSeed(seed, kTeacherStream));
-  std::vector<std::int32_t> weights(static_cast<std::size_t>(kNumClasses * features));
-  for (auto& w : weights) w = static_cast<std::int32_t>(teacherRng.next() >> 56) - 128;
+  std::vector<std::uint8_t> prototypes(static_cast<std::size_t>(kNumClasses * features));
+  for (auto& p : prototypes) p = static_cast<std::uint8_t>(teacherRng.next() >> 56);
 
   SplitMix64 rng(streamSeed(seed, split == Split::kTrain ? kTrainStream : kTestStream));
   dataset.pixels.resize(static_cast<std::size_t>(size * features));
   dataset.labels.resize(static_cast<std::size_t>(size));
   for (std::int64_t i = 0; i < size; ++i) {
+    const auto label = static_cast<int>(rng.next() % kNumClasses);
+    const std::uint8_t* prototype = prototypes.data() + label * features;
     std::uint8_t* x = dataset.pixels.data() + i * features;
     for (std::int64_t f = 0; f < features; f += 8) {
       std::uint64_t bits = rng.next();
       for (std::int64_t b = 0; b < 8 && f + b < features; ++b, bits >>= 8) {
-        x[f + b] = static_cast<std::uint8_t>(bits);
-      }
-    }
-    std::int64_t best = 0;
-    int label = 0;
-    for (int c = 0; c < kNumClasses; ++c) {
-      const std::int32_t* w = weights.data() + c * features;
-      std::int64_t score = 0;
-      for (std::int64_t f = 0; f < features; ++f) score += std::int64_t{w[f]} * (int{x[f]} - 128);
-      if (c == 0 || score > best) {
-        best = score;
-        label = c;
+        const int noise = static_cast<int>(bits & 0xff);
+        x[f + b] = static_cast<std::uint8_t>((int{prototype[f + b]} + noise) / 2);
       }
     }
     dataset.labels[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(label);
@@ -314,8 +317,9 @@ ImageDataset makeSynthetic(std::int64_t size, std::uint64_t seed, Split split) {
 
 void writeCifar10Batch(const fs::path& file, const ImageDataset& dataset) {
   checkWritable(dataset);
-  DDPH_CHECK(dataset.shape == kCifarShape, "{}: dataset '{}' has shape {}x{}x{}, a CIFAR-10 batch holds 3x32x32",
-             quoted(file), dataset.name, dataset.shape.channels, dataset.shape.height, dataset.shape.width);
+  DDPH_CHECK(dataset.shape == kCifarShape,
+             "{}: dataset '{}' has shape {}x{}x{}, a CIFAR-10 batch holds 3x32x32", pathOf(file),
+             dataset.name, dataset.shape.channels, dataset.shape.height, dataset.shape.width);
   const std::int64_t features = kCifarShape.features();
   std::vector<std::uint8_t> bytes;
   bytes.reserve(static_cast<std::size_t>(dataset.size() * kCifarRecord));
@@ -327,13 +331,15 @@ void writeCifar10Batch(const fs::path& file, const ImageDataset& dataset) {
   commitTemps({{writeTemp(file, bytes), file}});
 }
 
-void writeMnistIdx(const fs::path& imagesFile, const fs::path& labelsFile, const ImageDataset& dataset) {
+void writeMnistIdx(const fs::path& imagesFile, const fs::path& labelsFile,
+                   const ImageDataset& dataset) {
   checkWritable(dataset);
-  DDPH_CHECK(dataset.shape.channels == 1, "{}: dataset '{}' has {} channels, an IDX images file holds 1",
-             quoted(imagesFile), dataset.name, dataset.shape.channels);
+  DDPH_CHECK(dataset.shape.channels == 1,
+             "{}: dataset '{}' has {} channels, an IDX images file holds 1", pathOf(imagesFile),
+             dataset.name, dataset.shape.channels);
   const auto count = static_cast<std::uint32_t>(dataset.size());
-  DDPH_CHECK(static_cast<std::int64_t>(count) == dataset.size(), "{}: {} samples do not fit an IDX header",
-             quoted(imagesFile), dataset.size());
+  DDPH_CHECK(static_cast<std::int64_t>(count) == dataset.size(),
+             "{}: {} samples do not fit an IDX header", pathOf(imagesFile), dataset.size());
   std::vector<std::uint8_t> images;
   images.reserve(static_cast<std::size_t>(kIdxImagesHeader) + dataset.pixels.size());
   appendBigEndian32(images, kIdxImagesMagic);

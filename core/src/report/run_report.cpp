@@ -90,24 +90,4 @@ std::string reportText(const RunReport& r) {
   return out;
 }
 
-void writeFileAtomically(const std::string& path, const std::string& content) {
-  const std::string temp = fmt::format("{}.tmp.{}", path, ::getpid());
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) throw ConfigError(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
-    out << content;
-    out.flush();
-    if (!out) {
-      out.close();
-      std::remove(temp.c_str());
-      throw Error(fmt::format("cannot write '{}'", path));
-    }
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(temp.c_str());
-    throw Error(fmt::format("cannot write '{}': {}", path, why));
-  }
-}
-
 }  // namespace ddph

@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <system_error>
 
+#include "ddph/common/atomic_file.h"
 #include "ddph/common/error.h"
 
 namespace ddph::train {
@@ -46,7 +46,6 @@ std::int64_t readInt(torch::serialize::InputArchive& archive, const std::string&
 void saveCheckpoint(const std::string& path, torch::nn::Module& model,
                     torch::optim::Optimizer& optimizer, const TrainingPosition& position,
                     const Fingerprint& fingerprint) {
-  namespace fs = std::filesystem;
   torch::serialize::OutputArchive archive;
   torch::serialize::OutputArchive modelArchive, optimizerArchive;
   model.save(modelArchive);
@@ -60,21 +59,15 @@ void saveCheckpoint(const std::string& path, torch::nn::Module& model,
   archive.write("model", modelArchive);
   archive.write("optimizer", optimizerArchive);
 
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  const auto temp = tempPathFor(path);
   try {
-    archive.save_to(tmp);
+    archive.save_to(temp.string());
   } catch (const std::exception& e) {
     std::error_code ignored;
-    fs::remove(tmp, ignored);
+    std::filesystem::remove(temp, ignored);
     throw Error(fmt::format("{}: cannot write the checkpoint: {}", path, e.what()));
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw Error(fmt::format("{}: cannot write the checkpoint: {}", path, ec.message()));
-  }
+  commitTempFile(temp, path);
 }
 
 TrainingPosition loadCheckpoint(const std::string& path, torch::nn::Module& model,

@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
 
 #include "ddph/common/error.h"
 #include "ddph/data/image_dataset.h"
@@ -40,6 +42,15 @@ constexpr std::pair<const char*, ProgressMode> kProgress[] = {{"auto", ProgressM
                                                               {"none", ProgressMode::kNone}};
 constexpr std::pair<const char*, DType> kDTypes[] = {{"float32", DType::kFloat32},
                                                      {"float64", DType::kFloat64}};
+
+/// The folder `path` is written into exists: found before training, not after it.
+void checkOutputFolder(const char* option, const std::string& path) {
+  if (path.empty()) return;
+  const auto folder = std::filesystem::absolute(path).parent_path();
+  std::error_code ec;
+  DDPH_CHECK(std::filesystem::is_directory(folder, ec), "{} {}: folder {} does not exist", option,
+             path, folder.string());
+}
 
 }  // namespace
 
@@ -80,6 +91,9 @@ void validate(const TrainConfig& config) {
   DDPH_CHECK(config.checkpointEvery == 0 || !config.checkpointPath.empty(),
              "--checkpoint-every needs --checkpoint PATH");
   DDPH_CHECK(config.threads >= 0, "--threads must be >= 0, got {}", config.threads);
+  checkOutputFolder("--report-json", config.reportJsonPath);
+  checkOutputFolder("--checkpoint", config.checkpointPath);
+  checkOutputFolder("--trace-samples", config.traceSamplesPath);
   DDPH_CHECK(config.timeoutSeconds > 0, "--timeout must be positive, got {}",
              config.timeoutSeconds);
 }

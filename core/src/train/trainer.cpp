@@ -18,6 +18,7 @@
 #include "checkpoint.h"
 #include "ddph/comm/gloo_communicator.h"
 #include "ddph/comm/nccl_communicator.h"
+#include "ddph/common/atomic_file.h"
 #include "ddph/common/error.h"
 #include "ddph/config.h"
 #include "ddph/data/dataset_mix.h"
@@ -252,26 +253,7 @@ class SampleTrace {
     text_ += fmt::format("epoch {} step {} {}: {}\n", epoch, step, dataset, fmt::join(batch, " "));
   }
   void write() const {
-    if (!enabled()) return;
-    namespace fs = std::filesystem;
-    const std::string tmp = fmt::format("{}.tmp.{}", path_, ::getpid());
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out << text_;
-      out.flush();
-      if (!out) {
-        std::error_code ignored;
-        fs::remove(tmp, ignored);
-        throw Error(fmt::format("{}: cannot write the sample trace", path_));
-      }
-    }
-    std::error_code ec;
-    fs::rename(tmp, path_, ec);
-    if (ec) {
-      std::error_code ignored;
-      fs::remove(tmp, ignored);
-      throw Error(fmt::format("{}: cannot write the sample trace: {}", path_, ec.message()));
-    }
+    if (enabled()) writeFileAtomically(path_, text_);
   }
 
  private:
@@ -323,6 +305,23 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
     ddp = std::make_unique<DistributedDataParallel>(model.ptr(), *world.comm, options);
   }
 
+  if (isRank0) {
+    std::string what;
+    for (std::size_t d = 0; d < datasets.size(); ++d) {
+      what += fmt::format("{}{} ({} train", d ? ", " : "", config.datasets[d], datasets[d].train.size());
+      what += datasets[d].test ? fmt::format(" / {} test)", datasets[d].test->size()) : ")";
+    }
+    if (datasets.size() > 1) what += fmt::format(", mixed by {}", data::mixName(config.mix));
+    fmt::print("ddp-train: {} rank{} ({}), {}; batch {} per rank ({} global), {} lr {}{}\n",
+               world.size, world.size == 1 ? "" : "s",
+               world.comm ? world.comm->backendName() : "single process", what, config.batchSize,
+               config.batchSize * world.size, optimizerName(config.optimizer), config.lr,
+               config.resumePath.empty()
+                   ? ""
+                   : fmt::format("; resumed from {} at epoch {} step {}", config.resumePath,
+                                 position.epoch + 1, position.stepInEpoch));
+    std::fflush(stdout);
+  }
   TrainingReport report;
   report.worldSize = world.size;
   report.backend = world.comm ? world.comm->backendName() : "none";

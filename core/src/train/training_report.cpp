@@ -2,14 +2,9 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <system_error>
 
-#include "ddph/common/error.h"
+#include "ddph/common/atomic_file.h"
 
 namespace ddph::train {
 namespace {
@@ -79,27 +74,7 @@ std::string toJson(const TrainingReport& report) {
 }
 
 void writeReport(const TrainingReport& report, const std::string& path) {
-  namespace fs = std::filesystem;
-  const std::string text = toJson(report);
-  const fs::path target(path);
-  const fs::path tmp = target.string() + fmt::format(".tmp.{}", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ignored;
-      fs::remove(tmp, ignored);
-      throw Error(fmt::format("{}: cannot write the report", path));
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw Error(fmt::format("{}: cannot write the report: {}", path, ec.message()));
-  }
+  writeFileAtomically(path, toJson(report));
 }
 
 std::string epochSummaryLine(const EpochRecord& r, std::int64_t epochs) {

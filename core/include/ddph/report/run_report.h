@@ -36,8 +36,5 @@ std::string reportJson(const RunReport& report);
 /// Which property broke, on which ranks, at which epoch and step, with the likely cause and fix.
 std::string reportText(const RunReport& report);
 
-/// Writes `content` to `path` through a temp file in the same directory and a rename, so a
-/// reader never sees half a file; the temp file is removed on failure.
-void writeFileAtomically(const std::string& path, const std::string& content);
 
 }  // namespace ddph

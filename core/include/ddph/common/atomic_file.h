@@ -1,0 +1,22 @@
+#pragma once
+// Atomic writes: a file the user had is replaced whole or not at all. Every writer of reports,
+// checkpoints, traces and datasets goes through here: write `<path>.tmp.<pid>` in the same folder,
+// then rename it onto `path` (atomic on POSIX within one file system); on any failure the temp
+// file is removed and the old `path` is untouched.
+
+#include <filesystem>
+#include <string_view>
+
+namespace ddph {
+
+/// "<path>.tmp.<pid>": where a writer puts the new content before committing it.
+std::filesystem::path tempPathFor(const std::filesystem::path& path);
+
+/// Renames `temp` onto `path`; on failure removes `temp` and throws Error naming `path`.
+void commitTempFile(const std::filesystem::path& temp, const std::filesystem::path& path);
+
+/// Writes `content` to tempPathFor(path) and commits it. Throws ConfigError when the folder
+/// cannot be written to, Error for the rest; both name `path`.
+void writeFileAtomically(const std::filesystem::path& path, std::string_view content);
+
+}  // namespace ddph
