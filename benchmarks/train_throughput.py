@@ -329,7 +329,7 @@ def main():
           f"{args.steps} timed steps; ddp-train: --steps {args.warmup + args.steps}, whole run; "
           f"median of {args.repeats}; torch {torch.__version__}, {os.cpu_count()} CPUs; "
           f"BLAS {blas_in_use()}; {torchvision_note()}")
-    print("global training samples/s (all ranks)")
+    print(f"global training samples/s (all ranks), median of {args.repeats}")
     cols = (["ddp-train"] if with_cpp else []) + [f"py-{v}" for v in args.variants]
     header = f"{'':6}" + "".join(f"{c:>15}" for c in cols)
     if with_cpp:

@@ -40,7 +40,7 @@ if [ -n "${DDPH_TORCH_CMAKE_PREFIX:-}" ]; then
   libdir=$(cd "$(dirname "$cfg")/../../.." 2>/dev/null && pwd)
   compgen -G "$libdir/lib/libtorch_cuda*.so" >/dev/null || compgen -G "$prefix/lib/libtorch_cuda*.so" >/dev/null ||
     die2 "DDPH_TORCH_CMAKE_PREFIX=$prefix is a LibTorch without CUDA (no libtorch_cuda.so)"
-  grep -q '_GLIBCXX_USE_CXX11_ABI=0' "$cfg" &&
+  grep -q 'TORCH_CXX_FLAGS "-D_GLIBCXX_USE_CXX11_ABI=0"' "$cfg" &&
     die2 "the LibTorch at $prefix uses the pre-C++11 ABI; fmt, Boost, GTest here use the new one (take the cxx11-abi LibTorch)"
   tried+=("DDPH_TORCH_CMAKE_PREFIX")
 else
@@ -57,7 +57,7 @@ else
   old_abi=""
   for c in "${candidates[@]}"; do
     if ! out=$(timeout 120 "$c" -c "$probe" 2>/dev/null); then
-      tried+=("$c: no torch")
+      tried+=("$c: cannot import torch")
       continue
     fi
     { read -r p; read -r cuda; read -r abi; read -r version; read -r ninc; } <<<"$out"
