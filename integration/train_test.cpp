@@ -8,6 +8,7 @@
 //  - evaluation counts every test sample once whatever W;
 //  - bad input: one line, exit code 2, nothing half-written.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ddph/data/image_dataset.h"
@@ -185,6 +187,55 @@ TEST(TrainResume, StoppedAndResumedRunMatchesUninterruptedSampleBySample) {
   // No temp files next to the checkpoint.
   for (const auto& entry : fs::directory_iterator(d)) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+  }
+}
+
+TEST(TrainResume, SigtermStopsEveryRankAtOneStepWithACheckpoint) {
+  // SIGTERM to the launcher (as Ctrl-C or a scheduler's preemption would): it forwards it to the
+  // ranks, they agree on a step, rank 0 checkpoints, all exit 128 + 15; the resumed run then
+  // visits exactly what the uninterrupted one did.
+  TempDir dir;
+  const std::string d = dir.path();
+  const std::vector<std::string> args = {kTrain, "--dataset", "mnist", "--mnist-dir", kMnistDir,
+                                         "--steps", "150", "--no-eval", "--threads", "1",
+                                         "--progress", "none"};
+  auto launch = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = {kSim, "launch", "-n", "2", "--timeout", "240", "--grace", "20",
+                                     "--"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  };
+  ASSERT_EQ(runCommand(launch({"--trace-samples", d + "/full"}), 300s).exitCode, 0);
+
+  const std::string marker = uniqueMarker();
+  const pid_t launcher = startCommand(launch({"--checkpoint", d + "/ckpt", "--checkpoint-every",
+                                              "10", "--trace-samples", d + "/first"}),
+                                      marker, d + "/out", d + "/err");
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (!fs::exists(d + "/ckpt") && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(fs::exists(d + "/ckpt")) << readFile(d + "/err");
+  ::kill(launcher, SIGTERM);
+  const int rc = waitFor(launcher, 120s);
+  EXPECT_EQ(rc, 128 + SIGTERM) << readFile(d + "/err");
+  EXPECT_TRUE(waitNoProcessesWithMarker(marker, 10s).empty());
+  const std::string err = readFile(d + "/err");
+  EXPECT_NE(err.find("stopped by signal 15 before step"), std::string::npos) << err;
+  const auto first0 = lines(d + "/first.rank0"), first1 = lines(d + "/first.rank1");
+  ASSERT_FALSE(first0.empty()) << err;
+  ASSERT_LT(first0.size(), 150u) << "the run ended before the signal: nothing was interrupted";
+  EXPECT_EQ(first0.size(), first1.size()) << "the ranks stopped at different steps";
+
+  ASSERT_EQ(runCommand(launch({"--resume", d + "/ckpt", "--trace-samples", d + "/second"}), 300s)
+                .exitCode,
+            0);
+  for (const char* rank : {".rank0", ".rank1"}) {
+    EXPECT_EQ(traceMismatch(lines(d + "/full" + rank),
+                            concat(lines(d + "/first" + rank), lines(d + "/second" + rank))),
+              "")
+        << rank;
   }
 }
 

@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
                                         DDPH_TORCH_VERSION + ")");
   app.footer(
       "Exit codes: 0 trained, 1 a peer failed or a collective ran past --timeout, 2 bad "
-      "arguments, data or checkpoint, 3 internal or I/O error.");
+      "arguments, data or checkpoint, 3 internal or I/O error, 128+N stopped by signal N after "
+      "writing the checkpoint (with --checkpoint).");
   TrainConfig config;
   std::string mix = "zip", optimizer = "sgd", backend = "auto", progress = "auto",
               dtype = "float32";
@@ -121,8 +122,9 @@ int main(int argc, char** argv) {
       env = ddph::rankEnvFromEnvironment();
       prefix = fmt::format("ddp-train: rank {}", env->rank);
     }
-    ddph::train::runTraining(config, env);
-    return ddph::kExitOk;
+    const auto report = ddph::train::runTraining(config, env);
+    // Stopped by SIGINT/SIGTERM after checkpointing: the shell's convention for a signal.
+    return report.stoppedBySignal != 0 ? 128 + report.stoppedBySignal : ddph::kExitOk;
   } catch (const ddph::ConfigError& e) {
     fmt::print(stderr, "{}: error: {}\n", prefix, e.what());
     return ddph::kExitUsage;

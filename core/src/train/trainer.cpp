@@ -5,6 +5,9 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <signal.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -261,6 +264,43 @@ class SampleTrace {
   std::string text_;
 };
 
+// NOTE [Stopping on a signal]: with --checkpoint, SIGINT and SIGTERM do not kill the rank: the
+// handler only records the signal, and before every step the ranks allreduce (max) what they
+// recorded, so that all of them stop before the same step even when the signal reached them at
+// different moments (or reached only one). Rank 0 then writes the checkpoint at that position and
+// every rank exits with 128 + the signal. Without --checkpoint there is nothing to save and the
+// default action (terminate) stays.
+std::atomic<int> gStopSignal{0};
+extern "C" void recordStopSignal(int signal) { gStopSignal.store(signal); }
+
+class StopSignals {
+ public:
+  explicit StopSignals(bool install) : installed_(install) {
+    if (!installed_) return;
+    gStopSignal.store(0);
+    struct sigaction action {};
+    action.sa_handler = recordStopSignal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    ::sigaction(SIGINT, &action, &previousInt_);
+    ::sigaction(SIGTERM, &action, &previousTerm_);
+  }
+  ~StopSignals() {
+    if (!installed_) return;
+    ::sigaction(SIGINT, &previousInt_, nullptr);
+    ::sigaction(SIGTERM, &previousTerm_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  bool installed() const { return installed_; }
+
+ private:
+  bool installed_;
+  struct sigaction previousInt_ {};
+  struct sigaction previousTerm_ {};
+};
+
 int defaultThreads(const World& world) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   return std::max(1, static_cast<int>(cores) / std::max(1, world.localSize));
@@ -333,7 +373,22 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
   std::int64_t globalStep = position.globalStep;
   TrainingPosition current = position;  // where a checkpoint written now would resume
   std::int64_t checkpointedAt = -1;      // globalStep of this run's last checkpoint
-  auto limitReached = [&] { return config.steps > 0 && globalStep >= config.steps; };
+  StopSignals stopSignals(!config.checkpointPath.empty());
+  int stoppedBy = 0;  // the signal every rank agreed to stop on
+  auto limitReached = [&] {
+    return stoppedBy != 0 || (config.steps > 0 && globalStep >= config.steps);
+  };
+  // Collective when the handlers are installed: see NOTE [Stopping on a signal].
+  auto signalled = [&](std::int64_t epoch, std::int64_t step) {
+    if (!stopSignals.installed()) return false;
+    std::vector<std::int64_t> signal{gStopSignal.load()};
+    if (world.comm) {
+      world.comm->allreduce(signal, ReduceOp::kMax,
+                            fmt::format("epoch {} step {} stop check", epoch, step));
+    }
+    stoppedBy = static_cast<int>(signal[0]);
+    return stoppedBy != 0;
+  };
   auto writeCheckpoint = [&](const TrainingPosition& at) {
     if (isRank0) saveCheckpoint(config.checkpointPath, *model, *optimizer, at, fingerprint);
     checkpointedAt = at.globalStep;
@@ -379,6 +434,7 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
     const auto start = Clock::now();
     std::int64_t step = firstStep;
     for (; step < stepsInEpoch && !limitReached(); ++step) {
+      if (signalled(epoch, step)) break;
       clearGradients(*model);
       torch::Tensor loss;
       for (std::size_t d = 0; d < datasets.size(); ++d) {
@@ -409,7 +465,7 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
     current = step >= stepsInEpoch ? TrainingPosition{epoch + 1, 0, globalStep, 0.0}
                                    : TrainingPosition{epoch, step, globalStep, 0.0};
     if (step < stepsInEpoch && !config.checkpointPath.empty() && checkpointedAt != globalStep) {
-      checkpointAt(step);  // stopped by --steps inside the epoch
+      checkpointAt(step);  // stopped by --steps or a signal inside the epoch
     }
 
     // The epoch's record, summed over ranks.
@@ -432,7 +488,7 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
       if (world.comm) world.comm->allreduce(visits[d].counts(), ReduceOp::kSum, label);
       record.datasets.push_back({config.datasets[d], data::summarize(visits[d].counts())});
     }
-    if (config.eval) {
+    if (config.eval && stoppedBy == 0) {
       record.eval = evaluate(model, datasets, config, world, dtype, epoch);
       std::int64_t correct = 0, total = 0;
       for (const auto& ev : record.eval) {
@@ -452,6 +508,13 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
   // The final checkpoint, at an epoch boundary (or where a resumed run found nothing left to do).
   if (!config.checkpointPath.empty() && checkpointedAt != globalStep) writeCheckpoint(current);
   report.globalSteps = globalStep;
+  report.stoppedBySignal = stoppedBy;
+  if (isRank0 && stoppedBy != 0) {
+    fmt::print(stderr, "ddp-train: stopped by signal {} before step {}{}\n", stoppedBy, globalStep,
+               config.checkpointPath.empty() ? ""
+                                             : fmt::format("; resume with --resume {}",
+                                                           config.checkpointPath));
+  }
   report.parameters = summarizeParameters(*model);
   trace.write();
   if (isRank0 && !config.reportJsonPath.empty()) writeReport(report, config.reportJsonPath);

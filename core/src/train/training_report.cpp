@@ -66,6 +66,7 @@ std::string toJson(const TrainingReport& report) {
   doc["train_seconds"] = report.trainSeconds;
   doc["train_samples"] = report.trainSamples;
   doc["samples_per_s"] = report.samplesPerSecond();
+  doc["stopped_by_signal"] = report.stoppedBySignal;
   doc["parameters"] = nlohmann::json::array();
   for (const auto& p : report.parameters) {
     doc["parameters"].push_back({{"name", p.name}, {"sum", p.sum}, {"norm", p.norm}});

@@ -55,6 +55,8 @@ struct TrainingReport {
   double trainSeconds = 0;
   std::int64_t trainSamples = 0;
   std::vector<ParameterSummary> parameters;
+  /// Non-zero when SIGINT/SIGTERM stopped the run (the checkpoint was written first).
+  int stoppedBySignal = 0;
 
   double samplesPerSecond() const {
     return trainSeconds > 0 ? static_cast<double>(trainSamples) / trainSeconds : 0.0;
