@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "child_process.h"
 #include "ddph/comm/gloo_communicator.h"
 #include "ddph/common/error.h"
 #include "ddph/ddp/distributed_data_parallel.h"
+#include "test_support.h"
 
 using namespace std::chrono_literals;
 
@@ -83,13 +83,13 @@ int runRank(int rank, int world, int port, const Config& config, const std::stri
 }
 
 double runWorld(const std::string& self, int world, const Config& config) {
-  ddph::support::TempDir dir("ddph-ddp-bench");
+  ddph::test::TempDir dir("ddph-ddp-bench");
   auto store = ddph::makeTcpStore("127.0.0.1", 0, true, world, 60s);
   const std::string port = std::to_string(ddph::tcpStorePort(*store));
-  const std::string out = (dir.path() / "rank0.ms").string();
-  std::vector<std::unique_ptr<ddph::support::ChildProcess>> ranks;
+  const std::string out = dir.path() + "/rank0.ms";
+  std::vector<std::unique_ptr<ddph::test::ChildProcess>> ranks;
   for (int r = 0; r < world; ++r) {
-    ranks.push_back(std::make_unique<ddph::support::ChildProcess>(std::vector<std::string>{
+    ranks.push_back(std::make_unique<ddph::test::ChildProcess>(std::vector<std::string>{
         self, "--rank", std::to_string(r), "--world", std::to_string(world), "--port", port,
         "--steps", std::to_string(config.steps), "--warmup", std::to_string(config.warmup),
         "--out", out}));

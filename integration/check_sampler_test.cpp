@@ -4,24 +4,26 @@
 // without any command, and broken samplers and bad arguments exit 2 with one clear line.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
-#include "check_test_support.h"
+#include "test_support.h"
 
 namespace ddph {
 namespace {
 
 using namespace std::chrono_literals;
+using test::CommandResult;
 using test::countLines;
-using test::RunResult;
 using test::runCommand;
 
 const std::string kDdpSim = DDPH_DDP_SIM;
 const std::string kPython = DDPH_PYTHON;  // "" when no interpreter imports torch
 const std::string kExamples = DDPH_EXAMPLES_DIR;
 
-RunResult checkSampler(std::vector<std::string> args, std::chrono::seconds timeout = 240s) {
+CommandResult checkSampler(std::vector<std::string> args, std::chrono::seconds timeout = 240s) {
   args.insert(args.begin(), {kDdpSim, "check-sampler"});
   return runCommand(args, timeout);
 }
@@ -29,14 +31,14 @@ RunResult checkSampler(std::vector<std::string> args, std::chrono::seconds timeo
 #define REQUIRE_TORCH_PYTHON() \
   if (kPython.empty()) GTEST_SKIP() << "no Python that imports torch (DDPH_PYTHON)"
 
-std::string diagnostics(const RunResult& r) {
+std::string diagnostics(const CommandResult& r) {
   return "exit " + std::to_string(r.exitCode) + "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
 }
 
 TEST(CheckSampler, TorchDistributedSamplerKeepsPytorchContract) {
   REQUIRE_TORCH_PYTHON();
   // The default run: 100 cases a property. The issue's budget is 60 s on this machine.
-  const RunResult r = checkSampler({"--", kPython, kExamples + "/python/torch_sampler.py"});
+  const CommandResult r = checkSampler({"--", kPython, kExamples + "/python/torch_sampler.py"});
   ASSERT_EQ(r.exitCode, 0) << diagnostics(r);
   EXPECT_EQ(countLines(r.out, "  ok   "), 6) << r.out;
   EXPECT_NE(r.out.find("check-sampler: PASSED: contract 'pytorch' holds"), std::string::npos);
@@ -47,8 +49,8 @@ TEST(CheckSampler, TorchDistributedSamplerKeepsPytorchContract) {
 TEST(CheckSampler, TorchDistributedSamplerVariantsKeepTheirContracts) {
   REQUIRE_TORCH_PYTHON();
   const auto adapter = kExamples + "/python/torch_sampler.py";
-  RunResult r = checkSampler({"--contract", "drop-last", "--cases", "25", "--", kPython, adapter,
-                              "--drop-last"});
+  CommandResult r = checkSampler(
+      {"--contract", "drop-last", "--cases", "25", "--", kPython, adapter, "--drop-last"});
   EXPECT_EQ(r.exitCode, 0) << diagnostics(r);
   r = checkSampler({"--no-shuffle", "--cases", "25", "--", kPython, adapter, "--no-shuffle"});
   EXPECT_EQ(r.exitCode, 0) << diagnostics(r);
@@ -65,7 +67,7 @@ TEST(CheckSampler, TorchDistributedSamplerVariantsKeepTheirContracts) {
 TEST(CheckSampler, BuggyExampleFailsWithMinimalCounterexampleAndReplay) {
   REQUIRE_TORCH_PYTHON();
   const auto buggy = kExamples + "/python/buggy_sampler.py";
-  const RunResult r = checkSampler({"--seed", "3", "--", kPython, buggy});
+  const CommandResult r = checkSampler({"--seed", "3", "--", kPython, buggy});
   ASSERT_EQ(r.exitCode, 1) << diagnostics(r);
   // Exactly one property fails, with the smallest case: one sample, two ranks.
   EXPECT_EQ(countLines(r.out, "  FAIL "), 1) << r.out;
@@ -91,20 +93,20 @@ TEST(CheckSampler, BuggyExampleFailsWithMinimalCounterexampleAndReplay) {
   ASSERT_NE(at, std::string::npos) << r.out;
   const std::string replay = r.out.substr(at + 8, r.out.find('\n', at) - at - 8);
   EXPECT_EQ(replay.rfind("printf '%s\\n' '" + req0 + "' '" + req1 + "' | ", 0), 0u) << replay;
-  const RunResult replayed = runCommand({"/bin/sh", "-c", replay}, 60s);
+  const CommandResult replayed = runCommand({"/bin/sh", "-c", replay}, 60s);
   EXPECT_EQ(replayed.exitCode, 0) << diagnostics(replayed);
   EXPECT_EQ(replayed.out, "{\"indices\": [0]}\n{\"indices\": []}\n");
 }
 
 TEST(CheckSampler, BuggyExampleIsRightForEvaluation) {
   REQUIRE_TORCH_PYTHON();
-  const RunResult r = checkSampler(
+  const CommandResult r = checkSampler(
       {"--contract", "exactly-once", "--cases", "50", "--", kPython, kExamples + "/python/buggy_sampler.py"});
   EXPECT_EQ(r.exitCode, 0) << diagnostics(r);
 }
 
 TEST(CheckSampler, BuiltinsNeedNoCommand) {
-  RunResult r = checkSampler({"--builtin", "pytorch"});
+  CommandResult r = checkSampler({"--builtin", "pytorch"});
   EXPECT_EQ(r.exitCode, 0) << diagnostics(r);
   r = checkSampler({"--builtin", "pytorch", "--contract", "drop-last"});
   EXPECT_EQ(r.exitCode, 0) << diagnostics(r);
@@ -134,7 +136,7 @@ for line in sys.stdin:
         n, w, r = q["dataset_size"], q["num_replicas"], q["rank"]
         print(json.dumps({"indices": [i % max(n, 1) for i in range(r, -(-n // w) * w, w)] if n else []}), flush=True)
 )";
-  const RunResult r = checkSampler({"--properties", "valid-range", "--", "/usr/bin/python3", "-c", refuses});
+  const CommandResult r = checkSampler({"--properties", "valid-range", "--", "/usr/bin/python3", "-c", refuses});
   EXPECT_EQ(r.exitCode, 1) << diagnostics(r);
   EXPECT_NE(r.out.find("FAIL valid-range     minimal case N=0 W=4 epoch=0 seed=0"), std::string::npos)
       << r.out;
@@ -146,7 +148,7 @@ for line in sys.stdin:
 // the deadline and reports exit -1 (the hanging sampler below sleeps 600 s, far past it); the
 // deadline is generous because a start of ddp-sim (loading LibTorch) takes seconds on a busy
 // machine.
-std::vector<RunResult> checkSamplers(const std::vector<std::vector<std::string>>& argss) {
+std::vector<CommandResult> checkSamplers(const std::vector<std::vector<std::string>>& argss) {
   std::vector<std::vector<std::string>> argvs;
   for (auto args : argss) {
     args.insert(args.begin(), {kDdpSim, "check-sampler"});
@@ -170,7 +172,7 @@ TEST(CheckSampler, BrokenSamplersExit2) {
   for (const auto& c : cases) argss.push_back(c.first);
   const auto results = checkSamplers(argss);
   for (std::size_t k = 0; k < cases.size(); ++k) {
-    const RunResult& r = results[k];
+    const CommandResult& r = results[k];
     EXPECT_EQ(r.exitCode, 2) << cases[k].second << "\n" << diagnostics(r);
     EXPECT_EQ(countLines(r.err, "ddp-sim: error: "), 1) << r.err;
     EXPECT_NE(r.err.find(cases[k].second), std::string::npos) << r.err;
@@ -186,14 +188,14 @@ TEST(CheckSampler, UsageErrorsExit2) {
       {"--builtin", "pytorch", "--", "/bin/cat"},  // both
       {"--", "ddph-no-such-command"},
       {"--cases", "0", "--builtin", "pytorch"}});
-  for (const RunResult& r : results) {
+  for (const CommandResult& r : results) {
     EXPECT_EQ(r.exitCode, 2) << diagnostics(r);
     EXPECT_EQ(countLines(r.err, "ddp-sim: error: "), 1) << r.err;
   }
 }
 
 TEST(CheckSampler, ListShowsContractsAndProperties) {
-  const RunResult r = checkSampler({"--list"});
+  const CommandResult r = checkSampler({"--list"});
   EXPECT_EQ(r.exitCode, 0);
   for (const char* name : {"pytorch", "drop-last", "exactly-once", "with-replacement",
                            "no-duplicates", "balanced-length", "ranks-agree"}) {

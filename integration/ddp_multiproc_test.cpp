@@ -6,15 +6,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "child_process.h"
 #include "ddph/comm/gloo_communicator.h"
 #include "ddph/ddp/gradient_equivalence.h"
+#include "test_support.h"
 
 using namespace std::chrono_literals;
 
@@ -36,16 +37,16 @@ struct Outcome {
 
 Outcome runWorld(int world, const std::string& model, const std::string& optimizer, int steps,
                  int killRank = -1) {
-  support::TempDir dir("ddph-ddp-multiproc");
+  test::TempDir dir("ddph-ddp-multiproc");
   auto store = makeTcpStore("127.0.0.1", 0, true, world, 30s);
   const auto port = std::to_string(tcpStorePort(*store));
-  std::vector<std::unique_ptr<support::ChildProcess>> children;
+  std::vector<std::unique_ptr<test::ChildProcess>> children;
   for (int r = 0; r < world; ++r) {
-    children.push_back(std::make_unique<support::ChildProcess>(std::vector<std::string>{
+    children.push_back(std::make_unique<test::ChildProcess>(std::vector<std::string>{
         DDPH_RANK_WORKER, "--port", port, "--rank", std::to_string(r), "--world",
         std::to_string(world), "--model", model, "--optimizer", optimizer, "--steps",
         std::to_string(steps), "--seed", "7", "--timeout-ms", "5000", "--out",
-        (dir.path() / ("rank" + std::to_string(r))).string()}));
+        dir.path() + "/rank" + std::to_string(r)}));
   }
   if (killRank >= 0) children[static_cast<std::size_t>(killRank)].reset();  // SIGKILL at once
   Outcome outcome;
@@ -57,7 +58,7 @@ Outcome runWorld(int world, const std::string& model, const std::string& optimiz
       continue;
     }
     outcome.exitCodes.push_back(children[static_cast<std::size_t>(r)]->wait(deadline));
-    outcome.params.push_back(readDoubles(dir.path() / ("rank" + std::to_string(r))));
+    outcome.params.push_back(readDoubles(dir.path() + "/rank" + std::to_string(r)));
   }
   return outcome;
 }

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "child_process.h"
+#include "test_support.h"
 #include "ddph/config.h"
 
 #if DDPH_TORCH_HAS_CUDA
@@ -248,9 +248,9 @@ TEST(GpuTrain, DdpTrainWithNcclBackend) {
   const std::string sim = DDPH_DDP_SIM;
   if (train.empty()) GTEST_SKIP() << "ddp-train is not a target of this tree (reference/)";
   const int world = std::min(gpuCount(), 8);
-  ddph::support::TempDir dir("ddph-gpu-train");
-  const std::string report = (dir.path() / "report.json").string();
-  ddph::support::ChildProcess child(
+  ddph::test::TempDir dir("ddph-gpu-train");
+  const std::string report = dir.path() + "/report.json";
+  ddph::test::ChildProcess child(
       {sim, "launch", "-n", std::to_string(world), "--timeout", "240", "--", train, "--backend",
        "nccl", "--dataset", "synthetic", "--dataset-size", "4096", "--steps", "20",
        "--batch-size", "32", "--seed", "1", "--no-eval", "--progress", "none", "--report-json",

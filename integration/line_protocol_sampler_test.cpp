@@ -5,13 +5,14 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "check_test_support.h"
 #include "ddph/common/error.h"
 #include "ddph/contract/contract.h"
 #include "ddph/sampler/distributed_sampler.h"
 #include "ddph/sampler/line_protocol_sampler.h"
+#include "test_support.h"
 
 namespace ddph {
 namespace {
@@ -155,7 +156,7 @@ TEST(LineProtocolSampler, CrashReportsTheExitStatus) {
 
 TEST(LineProtocolSampler, HangTimesOutAndKillsTheProcessGroup) {
   TempDir dir;
-  const auto pidFile = (dir.path() / "pid").string();
+  const std::string pidFile = dir.path() + "/pid";
   LineProtocolOptions o = fast();
   o.requestTimeout = 300ms;
   o.startupTimeout = 300ms;
@@ -234,7 +235,7 @@ TEST(LineProtocolSampler, BadCommandsAreConfigErrors) {
 
 TEST(LineProtocolSampler, DestructorKillsASamplerThatIgnoresEof) {
   TempDir dir;
-  const auto pidFile = (dir.path() / "pid").string();
+  const std::string pidFile = dir.path() + "/pid";
   LineProtocolOptions o = fast();
   o.exitGrace = 200ms;
   const auto start = std::chrono::steady_clock::now();

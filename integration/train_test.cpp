@@ -209,16 +209,16 @@ TEST(TrainResume, SigtermStopsEveryRankAtOneStepWithACheckpoint) {
   ASSERT_EQ(runCommand(launch({"--trace-samples", d + "/full"}), 300s).exitCode, 0);
 
   const std::string marker = uniqueMarker();
-  const pid_t launcher = startCommand(launch({"--checkpoint", d + "/ckpt", "--checkpoint-every",
-                                              "10", "--trace-samples", d + "/first"}),
-                                      marker, d + "/out", d + "/err");
+  ChildProcess launcher(launch({"--checkpoint", d + "/ckpt", "--checkpoint-every", "10",
+                                "--trace-samples", d + "/first"}),
+                        {{kMarkerVariable, marker}}, d + "/out", d + "/err");
   const auto deadline = std::chrono::steady_clock::now() + 120s;
   while (!fs::exists(d + "/ckpt") && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(20ms);
   }
   ASSERT_TRUE(fs::exists(d + "/ckpt")) << readFile(d + "/err");
-  ::kill(launcher, SIGTERM);
-  const int rc = waitFor(launcher, 120s);
+  launcher.sendSignal(SIGTERM);
+  const int rc = launcher.wait(std::chrono::steady_clock::now() + 120s);
   EXPECT_EQ(rc, 128 + SIGTERM) << readFile(d + "/err");
   EXPECT_TRUE(waitNoProcessesWithMarker(marker, 10s).empty());
   const std::string err = readFile(d + "/err");

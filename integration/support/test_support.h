@@ -1,0 +1,99 @@
+#pragma once
+// Test and benchmark support (not part of the ddph package; target ddph_test_support): a private
+// temp dir, a guard for child processes (every wait has a deadline; whatever still runs when the
+// guard goes away is killed and reaped, so a failed ASSERT leaves no orphan), running commands with
+// their output captured, and scanning the process table for processes a test started.
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddph::test {
+
+/// The environment variable that marks a test's children (see processesWithMarker).
+inline constexpr const char* kMarkerVariable = "DDPH_TEST_MARKER";
+
+/// A fresh directory `<prefix>-XXXXXX` under $TMPDIR (or /tmp), removed with everything in it on
+/// destruction (no leftovers, unique per run).
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "ddph-test");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+/// One child process, started with posix_spawn: argv[0] is a path (no PATH search), `env` is added
+/// to (or overrides in) this process's environment, stdin is /dev/null, stdout and stderr go to
+/// `outPath` and `errPath` (created or truncated) or, when empty, are inherited. Throws
+/// std::system_error when it cannot be started. The destructor kills (SIGKILL) and reaps the child
+/// if it is still running. One owner, one thread.
+class ChildProcess {
+ public:
+  explicit ChildProcess(const std::vector<std::string>& argv,
+                        const std::map<std::string, std::string>& env = {},
+                        const std::string& outPath = "", const std::string& errPath = "");
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  /// The child's pid while it is not reaped; -1 afterwards.
+  pid_t pid() const { return pid_; }
+  /// Sends `signal` to the child; does nothing once it is reaped (never signals pid -1).
+  void sendSignal(int signal);
+  /// Waits until `deadline`; returns the exit code, 128 + signal when a signal ended it, or -1
+  /// when the deadline passed (the child is then killed and reaped). Later calls return the same.
+  int wait(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  void killAndReap();
+
+  pid_t pid_ = -1;
+  std::optional<int> exitCode_;
+};
+
+struct CommandResult {
+  int exitCode = -1;  ///< exit code, 128 + signal, or -1: killed at the deadline
+  std::string out;
+  std::string err;
+  double seconds = 0;
+};
+
+/// A marker unique to this test process and call: put it in a child's environment as
+/// kMarkerVariable (runCommand's `marker`) and find its descendants with processesWithMarker.
+std::string uniqueMarker();
+
+/// Runs argv (argv[0] a path) to completion with stdout and stderr captured, `env` added to the
+/// environment and, when `marker` is set, kMarkerVariable=marker. Killed and reaped when it
+/// outlives `timeout` (exitCode -1).
+CommandResult runCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                         const std::string& marker = "",
+                         const std::map<std::string, std::string>& env = {});
+
+/// Runs the commands at the same time (each start of a LibTorch-linked tool loads the same
+/// libraries: concurrently they share one read of them) under one deadline; results in order.
+std::vector<CommandResult> runCommands(const std::vector<std::vector<std::string>>& argvs,
+                                       std::chrono::milliseconds timeout);
+
+/// Live (non-zombie) processes whose environment holds kMarkerVariable=marker, from /proc;
+/// with `comm`, only those whose /proc/PID/comm is `comm` (e.g. ranks that exec'd "sleep").
+std::vector<pid_t> processesWithMarker(const std::string& marker, const std::string& comm = "");
+/// Polls processesWithMarker until it is empty or `timeout` passes; returns what is left.
+std::vector<pid_t> waitNoProcessesWithMarker(const std::string& marker,
+                                             std::chrono::milliseconds timeout);
+/// True once `pid` no longer exists or is a zombie (e.g. a grandchild nobody reaps), waiting up
+/// to `within`.
+bool processGone(pid_t pid, std::chrono::milliseconds within = std::chrono::seconds(3));
+
+std::string readFile(const std::string& path);
+/// Number of lines in `text` that contain `needle`.
+int countLines(const std::string& text, const std::string& needle);
+
+}  // namespace ddph::test
