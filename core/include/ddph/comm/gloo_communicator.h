@@ -1,11 +1,13 @@
 #pragma once
-// Gloo communicators (c10d's ProcessGroupGloo) and the rendezvous stores they meet through.
+// Gloo communicators and the rendezvous stores they meet through. Two engines (NOTE [Gloo
+// engines]): libgloo directly (gloo_direct_communicator.cpp, the default) or c10d's
+// ProcessGroupGloo (gloo_communicator.cpp, PyTorch's own path).
 //
 // Two ways to build a world:
 //  - thread-per-rank: one process, a shared in-process store (c10d HashStore), one thread per rank
 //    calling connectGloo(store, rank, W): fast unit tests, no ports;
 //  - process-per-rank: a TCPStore hosted by rank 0 (as PyTorch's env:// does), see rank_env.h.
-// Each rank may bind its own loopback address (127.0.x.y): with every rank on 127.0.0.1 Gloo's full
+// Each rank may bind its own loopback address (127.0.x.y): with every rank on 127.0.0.1 c10d's full
 // mesh runs out of ephemeral ports near 256 ranks (NOTE [Loopback address per rank]).
 
 #include <chrono>
@@ -80,7 +82,9 @@ struct GlooOptions {
   /// rounds in which every rank must run, O(W^2) process wake-ups per collective. With hundreds
   /// of rank processes on 2 cores that is seconds per collective. Above this world size,
   /// allreduce and allgather run as a Gloo gather to rank 0 (a star: W-1 messages) followed by a
-  /// Gloo broadcast, O(W) wake-ups; results are identical (same data, same reduction).
+  /// Gloo broadcast, O(W) wake-ups; results are identical (same data, same reduction). The direct
+  /// engine also sends every payload of at most 64 KiB (gathered) through rank 0 at any W
+  /// (NOTE [Star for small payloads]); its broadcast and barrier always go through rank 0.
   int starCollectivesAbove = 32;
 };
 
