@@ -14,41 +14,19 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <string>
 
 #include "ddph/common/error.h"
+#include "collective_errors.h"
+#include "gloo_direct_communicator.h"
 #include "rendezvous_store_impl.h"
 
 namespace ddph {
 
 namespace {
 
-bool looksLikeTimeout(const std::string& message) {
-  std::string lower(message);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return lower.find("timed out") != std::string::npos ||
-         lower.find("timeout") != std::string::npos;
-}
-
-std::string firstLine(const std::string& message) {
-  const auto end = message.find('\n');
-  return end == std::string::npos ? message : message.substr(0, end);
-}
-
-// Maps whatever c10d or Gloo threw to our typed errors, naming the operation and the step.
-[[noreturn]] void rethrowTyped(const std::exception& e, std::string_view operation,
-                               std::string_view step, std::chrono::milliseconds timeout) {
-  const std::string what = firstLine(e.what());
-  if (looksLikeTimeout(what)) {
-    throw TimeoutError(fmt::format("{} at {} timed out after {} ms: {}", operation, step,
-                                   timeout.count(), what));
-  }
-  throw ProtocolError(fmt::format("{} at {} failed (a peer died or left): {}", operation, step,
-                                  what));
-}
+using detail::rethrowTyped;
 
 c10d::ReduceOp toC10d(ReduceOp op) {
   switch (op) {
@@ -370,6 +348,16 @@ std::unique_ptr<Communicator> connectGloo(std::shared_ptr<RendezvousStore> store
                                           int size, const GlooOptions& options,
                                           const std::string& groupName) {
   DDPH_CHECK(size > 0 && rank >= 0 && rank < size, "rank {} is outside a world of {}", rank, size);
+  GlooEngine engine = options.engine;
+  if (const char* forced = std::getenv("DDPH_GLOO_ENGINE"); forced != nullptr && *forced != '\0') {
+    const std::string_view name(forced);
+    DDPH_CHECK(name == "direct" || name == "process-group",
+               "DDPH_GLOO_ENGINE={} is neither 'direct' nor 'process-group'", name);
+    engine = name == "direct" ? GlooEngine::kDirect : GlooEngine::kProcessGroup;
+  }
+  if (engine == GlooEngine::kDirect) {
+    return connectGlooDirect(std::move(store), rank, size, options, groupName);
+  }
   try {
     auto opts = c10d::ProcessGroupGloo::Options::create(options.timeout);
     opts->devices.push_back(

@@ -47,10 +47,11 @@ class PipeObserver final : public RankObserver {
 int rankMain(const Scenario& s, int rank, int fd, SharedProgress& progress) {
   PipeObserver observer(fd, progress.slot(rank));
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(s.timeoutS * 1000));
-  // NOTE [Connect deadline]: Gloo's full-mesh connect makes W(W-1)/2 TCP connections and W^2
-  // store lookups, all ranks on the same cores: about 0.4 s per rank at W = 512 on 2 cores. The
-  // store waits, the connect and a barrier after it get max(timeout_s, 0.5 s x W); every
-  // collective after that gets timeout_s.
+  // NOTE [Connect deadline]: ranks are forked one after another and all connect on the same
+  // cores, so the last rank arrives seconds after the first at large W (about 13 s at W = 512 on 2
+  // loaded cores with the direct engine's sparse connect; c10d's full mesh took 240 s, NOTE [Gloo
+  // engines]). The store waits, the connect and a barrier after it get max(timeout_s, 0.5 s x W);
+  // every collective after that gets timeout_s.
   const auto connectTimeout =
       std::max(timeout, std::chrono::milliseconds(500 * static_cast<std::int64_t>(s.worldSize)));
   const auto start = Clock::now();

@@ -85,7 +85,10 @@ class Communicator {
 
   /// Starts an in-place allreduce of `count` elements at `data` and returns without waiting, so
   /// that communication overlaps computation (DDP launches one per gradient bucket from autograd
-  /// hooks). Collectives still complete in the order they were started, on every rank.
+  /// hooks). Collectives still complete in the order they were started, on every rank. An
+  /// implementation may complete the collective before returning (the direct Gloo engine does:
+  /// on 2 shared cores a hand-off to another thread costs more than the overlap gains); its
+  /// TimeoutError or ProtocolError then comes from this call instead of from wait().
   virtual std::unique_ptr<PendingCollective> allreduceAsync(float* data, std::size_t count,
                                                             ReduceOp op, std::string_view step) {
     unsupported("allreduceAsync(float*)");

@@ -1,11 +1,13 @@
 #pragma once
-// Gloo communicators (c10d's ProcessGroupGloo) and the rendezvous stores they meet through.
+// Gloo communicators and the rendezvous stores they meet through. Two engines (NOTE [Gloo
+// engines]): libgloo directly (gloo_direct_communicator.cpp, the default) or c10d's
+// ProcessGroupGloo (gloo_communicator.cpp, PyTorch's own path).
 //
 // Two ways to build a world:
 //  - thread-per-rank: one process, a shared in-process store (c10d HashStore), one thread per rank
 //    calling connectGloo(store, rank, W): fast unit tests, no ports;
 //  - process-per-rank: a TCPStore hosted by rank 0 (as PyTorch's env:// does), see rank_env.h.
-// Each rank may bind its own loopback address (127.0.x.y): with every rank on 127.0.0.1 Gloo's full
+// Each rank may bind its own loopback address (127.0.x.y): with every rank on 127.0.0.1 c10d's full
 // mesh runs out of ephemeral ports near 256 ranks (NOTE [Loopback address per rank]).
 
 #include <chrono>
@@ -50,18 +52,39 @@ std::shared_ptr<RendezvousStore> makeTcpStore(const std::string& host, std::uint
 /// The port a TCP store listens on (0 for other stores).
 std::uint16_t tcpStorePort(const RendezvousStore& store);
 
+/// Which code runs the collectives (NOTE [Gloo engines]).
+enum class GlooEngine {
+  /// libgloo directly, on the calling thread, over a sparse set of connected pairs
+  /// (gloo_direct_communicator.cpp).
+  kDirect,
+  /// c10d's ProcessGroupGloo over a full mesh, collectives on its worker thread (as PyTorch).
+  kProcessGroup,
+};
+
+/// NOTE [Gloo engines]: both engines meet through the same RendezvousStore and give identical
+/// results. kProcessGroup is PyTorch's own path: W(W-1)/2 connections made through W^2 store
+/// reads of W addresses each (O(W^3) bytes through the store: 32 s of connecting at W = 256 on 2
+/// cores), and every collective handed to a worker thread and back. kDirect connects only the pairs
+/// its collectives use (rank 0 to every rank, each rank to its ring neighbours: under 3W
+/// connections, one store key each) and runs each collective on the calling thread. Data-parallel
+/// buffers at small W go round Gloo's ring (gloo::allreduce, gloo::allgather); small payloads and
+/// every collective above starCollectivesAbove go through rank 0 (NOTE [Collectives at scale]).
+/// The environment variable DDPH_GLOO_ENGINE=process-group|direct overrides the option.
 struct GlooOptions {
+  GlooEngine engine = GlooEngine::kDirect;
   /// Deadline of connecting and of every collective.
   std::chrono::milliseconds timeout{30000};
   /// Address Gloo binds for this rank ("127.0.0.1", or loopbackAddressForRank(rank)).
   std::string hostname = "127.0.0.1";
-  /// Gloo worker threads of the process group (1 keeps hundreds of ranks cheap).
+  /// Gloo worker threads of the process group (1 keeps hundreds of ranks cheap; kProcessGroup only).
   int threads = 1;
   /// NOTE [Collectives at scale]: Gloo's allreduce and allgather are rings: 2(W-1) (or W-1)
   /// rounds in which every rank must run, O(W^2) process wake-ups per collective. With hundreds
   /// of rank processes on 2 cores that is seconds per collective. Above this world size,
   /// allreduce and allgather run as a Gloo gather to rank 0 (a star: W-1 messages) followed by a
-  /// Gloo broadcast, O(W) wake-ups; results are identical (same data, same reduction).
+  /// Gloo broadcast, O(W) wake-ups; results are identical (same data, same reduction). The direct
+  /// engine also sends every payload of at most 64 KiB (gathered) through rank 0 at any W
+  /// (NOTE [Star for small payloads]); its broadcast and barrier always go through rank 0.
   int starCollectivesAbove = 32;
 };
 

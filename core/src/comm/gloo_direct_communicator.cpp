@@ -1,0 +1,427 @@
+// The direct Gloo engine: libgloo's collectives on the calling thread, over only the pairs they
+// use (NOTE [Gloo engines] in gloo_communicator.h). No c10d here: the rendezvous goes through
+// RendezvousStore's public API, and Gloo's errors map to ours as c10d's do (collective_errors.h).
+#include "gloo_direct_communicator.h"
+
+#include <fmt/format.h>
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/context.h>
+#include <gloo/math.h>
+#include <gloo/transport/context.h>
+#include <gloo/transport/device.h>
+#include <gloo/transport/pair.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <stdexcept>
+
+#include "collective_errors.h"
+#include "ddph/common/error.h"
+
+namespace ddph {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using detail::rethrowTyped;
+
+// Slot prefixes of the star collectives; Gloo's own prefixes are 0x01..0x08 (gloo/types.h).
+constexpr std::uint8_t kStarGatherSlot = 0x40;
+constexpr std::uint8_t kStarBroadcastSlot = 0x41;
+constexpr std::uint8_t kRelaySlot = 0x42;
+
+// NOTE [Star for small payloads]: a ring needs 2(W-1) rounds in which every rank runs; a star
+// needs every rank to run twice and rank 0 W times. On 2 cores shared by W rank processes the
+// number of wake-ups decides, so payloads up to this many bytes (gathered at rank 0) go through
+// the star at every W; larger ones (DDP's gradient buckets) use Gloo's ring up to
+// starCollectivesAbove ranks, which moves 2(W-1)/W of the data per rank instead of W times it at
+// rank 0.
+constexpr std::size_t kStarMaxBytes = 64 * 1024;
+
+// NOTE [Exchange allreduce]: up to this world size every pair is connected, and an allreduce of a
+// large payload is one exchange: every rank sends its buffer to every other rank and reduces the
+// W buffers itself, in rank order (so every rank gets the same bits). One round instead of the
+// ring's 2(W-1) rounds of at least two segments each: a rank blocks once per allreduce, not
+// 4(W-1) times, which is what a step costs when W rank processes share 2 cores.
+constexpr int kFullMeshUpTo = 8;
+constexpr int kExchangeUpTo = 4;
+constexpr std::uint8_t kExchangeSlot = 0x43;
+
+std::string pairKey(const std::string& prefix, int from, int to) {
+  return fmt::format("{}/gloo-direct/{}/{}", prefix, from, to);
+}
+
+/// NOTE [Sparse connect]: the pairs a rank connects: rank 0 with every rank (the star collectives
+/// and the barrier) and each rank with its ring neighbours (gloo::allreduce and gloo::allgather's
+/// ring). Sorted: every rank connects its pairs in increasing peer order, so pair (a, b), a < b,
+/// waits only for pairs that come before it in (min, max) order and the connect cannot deadlock
+/// (the listening side of a pair is decided by Gloo from the two addresses, either side may wait).
+std::vector<int> connectedPeers(int rank, int size) {
+  std::set<int> peers;
+  if (size <= kFullMeshUpTo) {
+    for (int r = 0; r < size; ++r) peers.insert(r);
+  } else if (rank == 0) {
+    for (int r = 1; r < size; ++r) peers.insert(r);
+  } else {
+    peers.insert(0);
+    peers.insert((rank + 1) % size);
+    peers.insert((rank + size - 1) % size);
+  }
+  peers.erase(rank);
+  return {peers.begin(), peers.end()};
+}
+
+/// A gloo::Context whose transport holds only the pairs of connectedPeers(); getPair() of any
+/// other rank is null, so only collectives that stay on those pairs may run on it.
+class SparseContext final : public gloo::Context {
+ public:
+  SparseContext(int rank, int size) : gloo::Context(rank, size) {}
+
+  void connect(RendezvousStore& store, const std::string& prefix,
+               std::shared_ptr<gloo::transport::Device> device, std::chrono::milliseconds timeout) {
+    setTimeout(timeout);
+    auto transport = device->createContext(rank, size);
+    transport->setTimeout(timeout);
+    const std::vector<int> peers = connectedPeers(rank, size);
+    // One small key per pair and direction: a rank reads only its peers' addresses for it
+    // (c10d's full mesh reads every rank's whole address list).
+    for (int peer : peers) {
+      const std::vector<char> address = transport->createPair(peer)->address().bytes();
+      store.set(pairKey(prefix, rank, peer),
+                std::vector<std::uint8_t>(address.begin(), address.end()));
+    }
+    const auto deadline = Clock::now() + timeout;
+    for (int peer : peers) {
+      const auto left = std::max(std::chrono::milliseconds(1),
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     deadline - Clock::now()));
+      const auto bytes = store.get(pairKey(prefix, peer, rank), left, "init");
+      transport->getPair(peer)->connect(std::vector<char>(bytes.begin(), bytes.end()));
+    }
+    device_ = std::move(device);
+    transportContext_ = std::move(transport);
+  }
+};
+
+template <typename T>
+void (*reduceFunction(ReduceOp op))(void*, const void*, const void*, std::size_t) {
+  switch (op) {
+    case ReduceOp::kSum: return &gloo::sum<T>;
+    case ReduceOp::kMax: return &gloo::max<T>;
+    case ReduceOp::kMin: return &gloo::min<T>;
+  }
+  return &gloo::sum<T>;
+}
+
+class DonePending final : public PendingCollective {
+ public:
+  void wait() override {}
+};
+
+/// Role: a Communicator over a SparseContext. Every collective runs to completion on the calling
+/// thread (Gloo's device thread only moves bytes), so allreduceAsync completes before it returns.
+/// Concurrency: one thread per communicator (communicator.h); Gloo's tags follow the order of calls,
+/// which is the same on every rank.
+class GlooDirectCommunicator final : public Communicator {
+ public:
+  GlooDirectCommunicator(std::shared_ptr<SparseContext> context,
+                         std::shared_ptr<RendezvousStore> store, const GlooOptions& options)
+      : context_(std::move(context)),
+        store_(std::move(store)),
+        timeout_(options.timeout),
+        starAbove_(options.starCollectivesAbove) {}
+
+  int rank() const override { return context_->rank; }
+  int size() const override { return context_->size; }
+  void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+
+  void allreduce(std::vector<float>& data, ReduceOp op, std::string_view step) override {
+    allreduceRaw(data.data(), data.size(), op, step);
+  }
+  void allreduce(std::vector<std::int64_t>& data, ReduceOp op, std::string_view step) override {
+    allreduceRaw(data.data(), data.size(), op, step);
+  }
+
+  std::vector<std::vector<std::int64_t>> allgather(const std::vector<std::int64_t>& mine,
+                                                   std::string_view step) override {
+    // Gloo's allgather needs equal sizes: agree on the lengths first, then pad.
+    const std::vector<std::int64_t> lengths =
+        gatherFixed({static_cast<std::int64_t>(mine.size())}, step);
+    return allgather(mine, lengths, step);
+  }
+
+  std::vector<std::vector<std::int64_t>> allgather(const std::vector<std::int64_t>& mine,
+                                                   const std::vector<std::int64_t>& lengths,
+                                                   std::string_view step) override {
+    DDPH_CHECK(static_cast<int>(lengths.size()) == size() &&
+                   lengths[static_cast<std::size_t>(rank())] ==
+                       static_cast<std::int64_t>(mine.size()),
+               "allgather at {}: rank {} passes {} values but the agreed lengths say {}", step,
+               rank(), mine.size(),
+               lengths.size() > static_cast<std::size_t>(rank()) ? lengths[rank()] : -1);
+    const std::int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+    std::vector<std::int64_t> padded(mine);
+    padded.resize(static_cast<std::size_t>(std::max<std::int64_t>(longest, 1)), 0);
+    const std::vector<std::int64_t> flat = gatherFixed(std::move(padded), step);
+    std::vector<std::vector<std::int64_t>> out(static_cast<std::size_t>(size()));
+    const std::size_t stride = flat.size() / out.size();
+    for (std::size_t r = 0; r < out.size(); ++r) {
+      const auto begin = flat.begin() + static_cast<long>(r * stride);
+      out[r].assign(begin, begin + lengths[r]);
+    }
+    return out;
+  }
+
+  void broadcast(std::vector<std::int64_t>& data, int root, std::string_view step) override {
+    broadcastRaw(data.data(), data.size(), root, step);
+  }
+  void broadcast(float* data, std::size_t count, int root, std::string_view step) override {
+    broadcastRaw(data, count, root, step);
+  }
+  void broadcast(double* data, std::size_t count, int root, std::string_view step) override {
+    broadcastRaw(data, count, root, step);
+  }
+
+  void barrier(std::string_view step) override {
+    if (size() == 1) return;
+    guard("barrier", step, [&] {
+      char token = 0;
+      const auto deadline = Clock::now() + timeout_;
+      const std::uint32_t tag = nextTag();
+      starGatherBytes(&token, 1, nullptr, tag, deadline);
+      starBroadcastBytes(&token, 1, 0, tag, deadline);
+    });
+  }
+
+  std::unique_ptr<PendingCollective> allreduceAsync(float* data, std::size_t count, ReduceOp op,
+                                                    std::string_view step) override {
+    allreduceRaw(data, count, op, step);
+    return std::make_unique<DonePending>();
+  }
+  std::unique_ptr<PendingCollective> allreduceAsync(double* data, std::size_t count, ReduceOp op,
+                                                    std::string_view step) override {
+    allreduceRaw(data, count, op, step);
+    return std::make_unique<DonePending>();
+  }
+
+  std::string backendName() const override { return "gloo"; }
+
+ private:
+  std::uint32_t nextTag() { return tag_++; }
+
+  bool useStar(std::size_t gatheredBytes) const {
+    return size() > starAbove_ || gatheredBytes <= kStarMaxBytes;
+  }
+
+  std::chrono::milliseconds left(Clock::time_point deadline) const {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                          Clock::now()));
+  }
+
+  template <typename T>
+  void allreduceRaw(T* data, std::size_t n, ReduceOp op, std::string_view step) {
+    if (size() == 1 || n == 0) return;
+    guard("allreduce", step, [&] {
+      const std::uint32_t tag = nextTag();
+      if (!useStar(n * sizeof(T) * static_cast<std::size_t>(size())) && useExchange()) {
+        exchangeAllreduce(data, n, op, tag);
+        return;
+      }
+      if (!useStar(n * sizeof(T) * static_cast<std::size_t>(size()))) {
+        gloo::AllreduceOptions opts(context_);
+        opts.setOutput(data, n);
+        opts.setReduceFunction(reduceFunction<T>(op));
+        opts.setTag(tag);
+        opts.setTimeout(timeout_);
+        gloo::allreduce(opts);
+        return;
+      }
+      // NOTE [Collectives at scale]: gather to rank 0, reduce there in rank order, broadcast.
+      const auto deadline = Clock::now() + timeout_;
+      const std::size_t bytes = n * sizeof(T);
+      std::vector<T> all(rank() == 0 ? n * static_cast<std::size_t>(size()) : 0);
+      starGatherBytes(data, bytes, all.data(), tag, deadline);
+      if (rank() == 0) {
+        const auto reduce = reduceFunction<T>(op);
+        for (int r = 1; r < size(); ++r) reduce(data, data, all.data() + r * n, n);
+      }
+      starBroadcastBytes(data, bytes, 0, tag, deadline);
+    });
+  }
+
+  bool useExchange() const { return size() <= kExchangeUpTo; }
+
+  // NOTE [Exchange allreduce].
+  template <typename T>
+  void exchangeAllreduce(T* data, std::size_t n, ReduceOp op, std::uint32_t tag) {
+    const auto deadline = Clock::now() + timeout_;
+    const std::size_t bytes = n * sizeof(T);
+    const auto slot = gloo::Slot::build(kExchangeSlot, tag);
+    const auto w = static_cast<std::size_t>(size());
+    scratch_.resize(std::max(scratch_.size(), bytes * w));
+    auto all = context_->createUnboundBuffer(scratch_.data(), bytes * w);
+    auto mine = context_->createUnboundBuffer(data, bytes);
+    for (int r = 0; r < size(); ++r) {
+      if (r != rank()) all->recv(r, slot, static_cast<std::size_t>(r) * bytes, bytes);
+    }
+    for (int r = 0; r < size(); ++r) {
+      if (r != rank()) mine->send(r, slot, 0, bytes);
+    }
+    for (int i = 1; i < size(); ++i) checkDone(all->waitRecv(left(deadline)));
+    for (int i = 1; i < size(); ++i) checkDone(mine->waitSend(left(deadline)));
+    std::memcpy(scratch_.data() + static_cast<std::size_t>(rank()) * bytes, data, bytes);
+    const auto reduce = reduceFunction<T>(op);
+    const T* in = reinterpret_cast<const T*>(scratch_.data());
+    std::memcpy(data, in, bytes);
+    for (std::size_t r = 1; r < w; ++r) reduce(data, data, in + r * n, n);
+  }
+
+  template <typename T>
+  void broadcastRaw(T* data, std::size_t n, int root, std::string_view step) {
+    DDPH_CHECK(root >= 0 && root < size(), "broadcast at {}: root {} is outside a world of {}",
+               step, root, size());
+    if (size() == 1 || n == 0) return;
+    guard("broadcast", step, [&] {
+      starBroadcastBytes(data, n * sizeof(T), root, nextTag(), Clock::now() + timeout_);
+    });
+  }
+
+  // Every rank's `mine` (all of the same length), concatenated in rank order.
+  std::vector<std::int64_t> gatherFixed(std::vector<std::int64_t> mine, std::string_view step) {
+    const std::size_t n = mine.size();
+    std::vector<std::int64_t> flat(n * static_cast<std::size_t>(size()));
+    if (size() == 1) return mine;
+    guard("allgather", step, [&] {
+      const std::uint32_t tag = nextTag();
+      const std::size_t bytes = n * sizeof(std::int64_t);
+      if (!useStar(bytes * static_cast<std::size_t>(size()))) {
+        gloo::AllgatherOptions opts(context_);
+        opts.setInput(mine.data(), n);
+        opts.setOutput(flat.data(), flat.size());
+        opts.setTag(tag);
+        opts.setTimeout(timeout_);
+        gloo::allgather(opts);
+        return;
+      }
+      const auto deadline = Clock::now() + timeout_;
+      starGatherBytes(mine.data(), bytes, flat.data(), tag, deadline);
+      starBroadcastBytes(flat.data(), bytes * static_cast<std::size_t>(size()), 0, tag, deadline);
+    });
+    return flat;
+  }
+
+  // Rank 0 receives every rank's `bytes` at `mine` into `all` (rank r at r * bytes; rank 0's own
+  // copied); the others only send. `all` is used on rank 0 only (may be null on the others).
+  void starGatherBytes(const void* mine, std::size_t bytes, void* all, std::uint32_t tag,
+                       Clock::time_point deadline) {
+    const auto slot = gloo::Slot::build(kStarGatherSlot, tag);
+    if (rank() == 0) {
+      char* out = static_cast<char*>(all);
+      std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+      char token = 0;
+      if (out == nullptr) {  // a barrier: every rank's byte lands on the same one
+        buffer = context_->createUnboundBuffer(&token, 1);
+        for (int r = 1; r < size(); ++r) buffer->recv(r, slot, 0, bytes);
+      } else {
+        std::memcpy(out, mine, bytes);
+        buffer = context_->createUnboundBuffer(out, bytes * static_cast<std::size_t>(size()));
+        for (int r = 1; r < size(); ++r) buffer->recv(r, slot, r * bytes, bytes);
+      }
+      for (int r = 1; r < size(); ++r) checkDone(buffer->waitRecv(left(deadline)));
+    } else {
+      auto buffer = context_->createUnboundBuffer(const_cast<void*>(mine), bytes);
+      buffer->send(0, slot, 0, bytes);
+      checkDone(buffer->waitSend(left(deadline)));
+    }
+  }
+
+  // Every rank ends with `root`'s `bytes` at `data`: root sends to rank 0 when it is not rank 0
+  // itself, rank 0 sends to every other rank (only rank 0 has a pair with every rank).
+  void starBroadcastBytes(void* data, std::size_t bytes, int root, std::uint32_t tag,
+                          Clock::time_point deadline) {
+    auto buffer = context_->createUnboundBuffer(data, bytes);
+    if (root != 0) {
+      const auto relay = gloo::Slot::build(kRelaySlot, tag);
+      if (rank() == root) {
+        buffer->send(0, relay, 0, bytes);
+        checkDone(buffer->waitSend(left(deadline)));
+      } else if (rank() == 0) {
+        buffer->recv(root, relay, 0, bytes);
+        checkDone(buffer->waitRecv(left(deadline)));
+      }
+    }
+    const auto slot = gloo::Slot::build(kStarBroadcastSlot, tag);
+    if (rank() == 0) {
+      int sends = 0;
+      for (int r = 1; r < size(); ++r) {
+        if (r == root) continue;
+        buffer->send(r, slot, 0, bytes);
+        ++sends;
+      }
+      for (int i = 0; i < sends; ++i) checkDone(buffer->waitSend(left(deadline)));
+    } else if (rank() != root) {
+      buffer->recv(0, slot, 0, bytes);
+      checkDone(buffer->waitRecv(left(deadline)));
+    }
+  }
+
+  static void checkDone(bool completed) {
+    if (!completed) throw std::runtime_error("the Gloo operation was aborted");
+  }
+
+  template <typename Body>
+  void guard(std::string_view operation, std::string_view step, Body&& body) {
+    try {
+      const auto start = Clock::now();
+      body();
+      if (trace_) {
+        fmt::print(stderr, "[rank {}] {} at {}: {:.1f} ms\n", rank(), operation, step,
+                   std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+      }
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      rethrowTyped(e, operation, step, timeout_);
+    }
+  }
+
+  std::shared_ptr<SparseContext> context_;
+  std::shared_ptr<RendezvousStore> store_;  // keeps the store alive as long as the context
+  std::chrono::milliseconds timeout_;
+  int starAbove_;
+  std::uint32_t tag_ = 0;
+  std::vector<char> scratch_;  // the exchange allreduce's receive buffer, kept between calls
+  // DDPH_TRACE_COLLECTIVES=1: every collective's duration on stderr (rank 0 only).
+  bool trace_ = std::getenv("DDPH_TRACE_COLLECTIVES") != nullptr && context_->rank == 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> connectGlooDirect(std::shared_ptr<RendezvousStore> store, int rank,
+                                                int size, const GlooOptions& options,
+                                                const std::string& groupName) {
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.hostname;
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<SparseContext>(rank, size);
+    if (size > 1) context->connect(*store, groupName, std::move(device), options.timeout);
+    return std::make_unique<GlooDirectCommunicator>(std::move(context), std::move(store), options);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    rethrowTyped(e, fmt::format("connecting rank {} of {} (Gloo on {})", rank, size,
+                                options.hostname),
+                 "init", options.timeout);
+  }
+}
+
+}  // namespace ddph
