@@ -7,6 +7,8 @@
 // case starts W Gloo thread ranks and trains twice); RC_PARAMS="max_success=N" raises them all,
 // RC_PARAMS="reproduce=…" replays a printed counterexample.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
@@ -178,8 +180,12 @@ DDPH_RC_PROP(GradientEquivalenceControls, SumReducedLossIsNotEquivalent, 5, ()) 
 }
 
 DDPH_RC_PROP(GradientEquivalenceControls, UnsyncedBatchNormIsNotEquivalent, 5, ()) {
-  TrainingSetup s = *genControl(2, 2);
+  // Per-rank statistics must be able to differ from global ones: at least 3 samples a rank and 4
+  // units a layer (with 1 unit and 2 samples, BatchNorm maps any pair to -1, +1 on every rank, and
+  // unsynced statistics legitimately give the global gradients).
+  TrainingSetup s = *genControl(2, 3);
   if (s.model.hidden.empty()) s.model.hidden = {4};
+  for (auto& width : s.model.hidden) width = std::max(width, 4);
   s.model.batchNorm = true;
   assertNotEquivalent(s, checkGradientEquivalence(s), "BatchNorm");
 }
