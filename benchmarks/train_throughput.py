@@ -335,18 +335,20 @@ def main():
     if with_cpp:
         header += "".join(f"{'C++/' + c:>20}" for c in cols[1:])
     print(header)
-    ok = True
+    # The goal is against Python DDP as users write it (a DataLoader over the dataset with
+    # a DistributedSampler); the direct-indexing loop is the stricter peer, printed beside it.
+    goal = {c: True for c in cols[1:]}
     for w in args.worlds:
         line = f"{'W=' + str(w):6}" + "".join(f"{med[(c, w)]:15.0f}" for c in cols)
         if with_cpp:
             for c in cols[1:]:
                 ratio = med[("ddp-train", w)] / med[(c, w)]
-                ok = ok and ratio >= 1.5
+                goal[c] = goal[c] and ratio >= 1.5
                 line += f"{ratio:20.2f}"
         print(line)
     if with_cpp:
-        print("goal (ddp-train at least 1.5x Python's samples/s at every W, both Python variants): "
-              f"{'met' if ok else 'NOT met'}")
+        for c in cols[1:]:
+            print(f"ddp-train at least 1.5x {c} at every W: {'yes' if goal[c] else 'no'}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": {k: v for k, v in vars(args).items() if k not in ("out",)},
