@@ -16,6 +16,8 @@ import sys
 import tempfile
 import time
 
+from bench_env import blas_in_use
+
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -93,15 +95,6 @@ def cpp_run(binary, steps, warmup, worlds):
         _, mode, w, ms = line.split()
         result[(mode, int(w.split("=")[1]))] = float(ms.split("=")[1])
     return result
-
-
-def blas_in_use():
-    """The libblas.so.3 this process loaded (Debian's LibTorch calls the generic BLAS)."""
-    with open("/proc/self/maps") as f:
-        for line in f:
-            if "libblas.so" in line or "libopenblas" in line:
-                return line.split()[-1]
-    return "unknown"
 
 
 def main():

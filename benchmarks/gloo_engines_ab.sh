@@ -7,10 +7,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin=${DDPH_BUILD_DIR:-$here/build}/bin/ddp_step_benchmark
-if [ -n "${DDPH_BLAS_DIR:-}" ]; then
-  export LD_LIBRARY_PATH=$DDPH_BLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export OPENBLAS_NUM_THREADS=1
-fi
+. "$here/benchmarks/blas_env.sh"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for _ in $(seq "${ROUNDS:-7}"); do

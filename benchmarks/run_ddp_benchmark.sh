@@ -5,11 +5,6 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${DDPH_BUILD_DIR:-$here/build}
-# DDPH_BLAS_DIR: a folder with another libblas.so.3 (scripts/fetch-openblas.sh) for both sides,
-# one BLAS thread per rank like one torch thread per rank.
-if [ -n "${DDPH_BLAS_DIR:-}" ]; then
-  export LD_LIBRARY_PATH=$DDPH_BLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export OPENBLAS_NUM_THREADS=1
-fi
+. "$here/benchmarks/blas_env.sh"
 # Python's torch lives in the system Python (the first python3 on PATH may have none).
 exec /usr/bin/python3 "$here/benchmarks/ddp_step_benchmark.py" --cpp "$build/bin/ddp_step_benchmark" "$@"

@@ -11,10 +11,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${DDPH_BUILD_DIR:-$here/build}
-if [ -n "${DDPH_BLAS_DIR:-}" ]; then
-  export LD_LIBRARY_PATH=$DDPH_BLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export OPENBLAS_NUM_THREADS=1
-fi
+. "$here/benchmarks/blas_env.sh"
 export OMP_NUM_THREADS=1
 # Python's torch lives in the system Python (the first python3 on PATH may have none).
 exec /usr/bin/python3 "$here/benchmarks/train_throughput.py" \

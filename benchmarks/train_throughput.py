@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 
+from bench_env import blas_in_use
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
@@ -238,15 +240,6 @@ def cpp_run(args, world, tmp):
         raise RuntimeError(f"ddp-train W={world}: report says world_size {data.get('world_size')}")
     steps = sum(e.get("steps", 0) for e in data.get("epochs", []))
     return {"samples_per_s": float(data["samples_per_s"]), "steps": steps}
-
-
-def blas_in_use():
-    """The libblas.so.3 this process loaded (Debian's LibTorch calls the generic BLAS)."""
-    with open("/proc/self/maps") as f:
-        for line in f:
-            if "libblas.so" in line or "libopenblas" in line:
-                return line.split()[-1]
-    return "unknown"
 
 
 def torchvision_note():
