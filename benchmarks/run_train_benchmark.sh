@@ -14,6 +14,7 @@ build=${DDPH_BUILD_DIR:-$here/build}
 . "$here/benchmarks/blas_env.sh"
 export OMP_NUM_THREADS=1
 # Python's torch lives in the system Python (the first python3 on PATH may have none).
-exec /usr/bin/python3 "$here/benchmarks/train_throughput.py" \
+# DDPH_BENCH_PYTHON: another one (scripts/gpu-check.sh passes the CUDA torch's interpreter).
+exec "${DDPH_BENCH_PYTHON:-/usr/bin/python3}" "$here/benchmarks/train_throughput.py" \
   --ddp-train "$build/bin/ddp-train" --ddp-sim "$build/bin/ddp-sim" \
   --mnist-dir "${DDPH_MNIST_DIR:-$here/data/mnist}" "$@"

@@ -69,7 +69,7 @@ def batches(variant, x, y, sampler, batch_size):
         from torch.utils.data import DataLoader, TensorDataset
         yield from DataLoader(TensorDataset(x, y), batch_size=batch_size, sampler=sampler)
     else:
-        indices = torch.tensor(list(sampler), dtype=torch.long)
+        indices = torch.tensor(list(sampler), dtype=torch.long, device=x.device)
         for start in range(0, len(indices), batch_size):
             idx = indices[start:start + batch_size]
             yield x[idx], y[idx]
@@ -82,17 +82,28 @@ def rank_main(args):
     from torch.utils.data.distributed import DistributedSampler
 
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.set_num_threads(1)
     timeout = datetime.timedelta(seconds=args.timeout)
     t0 = time.perf_counter()
+    # --backend nccl (a GPU machine, scripts/gpu-check.sh): one GPU per rank, the data on it for
+    # the index variant; the DataLoader variant moves each batch, as users' loops do.
+    device = torch.device("cuda", local_rank) if args.backend == "nccl" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     if world > 1:
-        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
+        dist.init_process_group(args.backend, init_method="env://", rank=rank, world_size=world,
                                 timeout=timeout)
     x, y = load_mnist(args.mnist_dir)
+    if args.variant == "index":
+        x, y = x.to(device), y.to(device)
     torch.manual_seed(args.seed)
     model = nn.Sequential(nn.Linear(784, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 10))
+    model = model.to(device)
     if world > 1:
-        model = nn.parallel.DistributedDataParallel(model)
+        model = nn.parallel.DistributedDataParallel(
+            model, device_ids=[local_rank] if device.type == "cuda" else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     loss_fn = nn.CrossEntropyLoss()
     sampler = DistributedSampler(x, num_replicas=world, rank=rank, shuffle=True, seed=args.seed,
@@ -107,9 +118,11 @@ def rank_main(args):
         sampler.set_epoch(epoch)
         for inputs, targets in batches(args.variant, x, y, sampler, args.batch_size):
             if step == args.warmup:
+                sync()
                 if world > 1:
                     dist.barrier()
                 start = time.perf_counter()
+            inputs, targets = inputs.to(device), targets.to(device)
             optimizer.zero_grad()
             loss = loss_fn(model(inputs), targets)
             loss.backward()
@@ -121,6 +134,7 @@ def rank_main(args):
             if step == total:
                 break
         epoch += 1
+    sync()
     if world > 1:
         dist.barrier()
     end = time.perf_counter()
@@ -205,7 +219,8 @@ def python_run(args, world, variant, tmp):
         cmds.append(([sys.executable, os.path.abspath(__file__), "--rank-worker",
                       "--variant", variant, "--steps", str(args.steps), "--warmup",
                       str(args.warmup), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
-                      "--seed", str(args.seed), "--hidden", str(args.hidden), "--mnist-dir",
+                      "--seed", str(args.seed), "--hidden", str(args.hidden),
+                      "--backend", args.backend, "--mnist-dir",
                       args.mnist_dir, "--timeout", str(args.timeout), "--out", out], env))
     reason = run_bounded(cmds, args.run_deadline, f"python {variant} W={world}", tmp)
     if reason:
@@ -222,6 +237,7 @@ def cpp_run(args, world, tmp):
              "--epochs", "1000", "--steps", str(args.warmup + args.steps), "--batch-size",
              str(args.batch_size), "--lr", str(args.lr), "--seed", str(args.seed),
              "--hidden", str(args.hidden), "--threads", "1", "--no-eval", "--progress", "none",
+             "--backend", args.backend,
              "--report-json", report]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
@@ -264,6 +280,8 @@ def main():
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--backend", choices=["gloo", "nccl"], default="gloo",
+                        help="gloo: CPU ranks (default); nccl: one GPU per rank (both sides)")
     parser.add_argument("--mnist-dir", default=os.path.join(REPO, "data", "mnist"))
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="deadline of process-group init and every collective, s")
@@ -318,7 +336,7 @@ def main():
 
     med = {k: statistics.median(v) for k, v in measured.items()}
     print(f"MNIST MLP 784-{args.hidden}-10, SGD lr {args.lr}, batch {args.batch_size} per rank, "
-          f"1 torch thread per rank, gloo on 127.0.0.1; Python: {args.warmup} warm-up + "
+          f"1 torch thread per rank, {args.backend} on 127.0.0.1; Python: {args.warmup} warm-up + "
           f"{args.steps} timed steps; ddp-train: --steps {args.warmup + args.steps}, whole run; "
           f"median of {args.repeats}; torch {torch.__version__}, {os.cpu_count()} CPUs; "
           f"BLAS {blas_in_use()}; {torchvision_note()}")

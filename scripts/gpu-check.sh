@@ -164,6 +164,17 @@ EOF
     ) && record "ddp-train report" PASS "$summary" || record "ddp-train report" FAIL "$summary"
   fi
 
+  # ---- 4b. Throughput: ddp-train against Python DDP, both on NCCL ---------------------------------
+  if [ -s "$here/data/mnist/train-images-idx3-ubyte" ]; then
+    worlds=(1); [ "$world" -gt 1 ] && worlds+=("$world")
+    step "throughput ddp-train vs Python DDP (nccl, W=${worlds[*]})" 900 "$logs/train-bench.log" \
+      env DDPH_BUILD_DIR="$build" DDPH_BENCH_PYTHON="$python" \
+      "$here/benchmarks/run_train_benchmark.sh" --backend nccl --worlds "${worlds[@]}" --repeats 1 &&
+      grep -E '^(W=|ddp-train at least)' "$logs/train-bench.log"
+  else
+    record "throughput vs Python DDP (nccl)" SKIP "no MNIST in data/mnist (scripts/fetch-mnist.sh)"
+  fi
+
   # ---- 5. Allreduce bus bandwidth: ddph against nccl-tests -------------------------------------
   sizes=(-b 1M -e 256M -f 4 -w 5 -n 20)
   if step "ddph allreduce bandwidth (W=$world)" 600 "$logs/ddph-allreduce.log" \
