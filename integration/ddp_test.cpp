@@ -7,6 +7,7 @@
 #include <iostream>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,13 @@ std::vector<std::string> runRanks(int world, const std::function<void(Communicat
   return out;
 }
 
+// Thread ranks build their replicas at the same time, and torch's default generator is
+// process-wide: seeding and initialisation are serialised, or one replica's draws interleave with
+// another's and a rank's initial parameters differ from the single-process reference.
+std::mutex gInitMutex;
+
 torch::nn::Sequential mlp(int seed) {
+  std::lock_guard<std::mutex> lock(gInitMutex);
   torch::manual_seed(seed);
   return torch::nn::Sequential(torch::nn::Linear(6, 16), torch::nn::ReLU(), torch::nn::Linear(16, 16),
                                torch::nn::ReLU(), torch::nn::Linear(16, 3));
@@ -174,6 +181,7 @@ TEST(DistributedDataParallel, NoSyncAccumulatesThenAveragesTheSum) {
 
 struct TwoHeads : torch::nn::Module {
   TwoHeads() {
+    std::lock_guard<std::mutex> lock(gInitMutex);
     torch::manual_seed(4);
     trunk = register_module("trunk", torch::nn::Linear(6, 4));
     used = register_module("used", torch::nn::Linear(4, 2));

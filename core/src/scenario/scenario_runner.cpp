@@ -242,7 +242,12 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
           "was rank {} at epoch {} step {}",
           deadline, slowest->rank, slowest->lastEpoch, slowest->lastStep);
     }
-    report.violations.push_back(std::move(v));
+    // A run stopped by its deadline is reported as that first: what the finished ranks found
+    // (a straggler, say) is secondary to the run not finishing. A rank's own failure follows the
+    // violations the ranks reported (a collective mismatch explains the failure it causes).
+    const bool stoppedByDeadline = primary == nullptr;
+    report.violations.insert(stoppedByDeadline ? report.violations.begin() : report.violations.end(),
+                             std::move(v));
   }
   report.passed = report.violations.empty() && result.interruptedBy == 0;
 
