@@ -150,6 +150,10 @@ rc::Gen<TrainingSetup> genControl(int minWorld, int minBatch) {
   return rc::gen::exec([=] {
     TrainingSetup s;
     s.model = *genModel(false, 6);
+    // A control must be able to fail: no hidden ReLU layers that could all be dead (zero
+    // gradients make every reduction "equivalent"; seen with MLP 1-[1,1]-1), and a bias.
+    s.model.hidden.clear();
+    s.model.bias = true;
     s.worldSize = *rc::gen::inRange(minWorld, 6).as("world size");
     s.batchPerRank = *rc::gen::inRange(minBatch, 5).as("batch per rank");
     s.steps = 2;
