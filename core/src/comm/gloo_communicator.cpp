@@ -15,9 +15,11 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 #include "ddph/common/error.h"
+#include "padded_allgather.h"
 #include "collective_errors.h"
 #include "gloo_direct_communicator.h"
 #include "rendezvous_store_impl.h"
@@ -63,34 +65,22 @@ class GlooCommunicator final : public Communicator {
                     op, step);
   }
 
+  // Gloo's allgather needs equal lengths: comm_detail::paddedAllgather pads through this.
+  std::function<std::vector<std::int64_t>(std::vector<std::int64_t>, std::string_view)> gatherFn() {
+    return [this](std::vector<std::int64_t> block, std::string_view step) {
+      return gatherFixed(std::move(block), step);
+    };
+  }
+
   std::vector<std::vector<std::int64_t>> allgather(const std::vector<std::int64_t>& mine,
                                                    std::string_view step) override {
-    // Gloo's allgather needs equal sizes: agree on the longest first, then pad.
-    const std::vector<std::int64_t> lengths =
-        gatherFixed({static_cast<std::int64_t>(mine.size())}, step);
-    return allgather(mine, lengths, step);
+    return comm_detail::paddedAllgather(mine, rank(), size(), step, gatherFn());
   }
 
   std::vector<std::vector<std::int64_t>> allgather(const std::vector<std::int64_t>& mine,
                                                    const std::vector<std::int64_t>& lengths,
                                                    std::string_view step) override {
-    DDPH_CHECK(static_cast<int>(lengths.size()) == size() &&
-                   lengths[static_cast<std::size_t>(rank())] ==
-                       static_cast<std::int64_t>(mine.size()),
-               "allgather at {}: rank {} passes {} values but the agreed lengths say {}", step,
-               rank(), mine.size(),
-               lengths.size() > static_cast<std::size_t>(rank()) ? lengths[rank()] : -1);
-    const std::int64_t longest = *std::max_element(lengths.begin(), lengths.end());
-    std::vector<std::int64_t> padded(mine);
-    padded.resize(static_cast<std::size_t>(std::max<std::int64_t>(longest, 1)), 0);
-    std::vector<std::int64_t> flat = gatherFixed(padded, step);
-    std::vector<std::vector<std::int64_t>> out(static_cast<std::size_t>(size()));
-    const std::size_t stride = padded.size();
-    for (std::size_t r = 0; r < out.size(); ++r) {
-      const auto begin = flat.begin() + static_cast<long>(r * stride);
-      out[r].assign(begin, begin + lengths[r]);
-    }
-    return out;
+    return comm_detail::paddedAllgather(mine, lengths, rank(), size(), step, gatherFn());
   }
 
   void broadcast(std::vector<std::int64_t>& data, int root, std::string_view step) override {

@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include "ddph/common/error.h"
+#include "padded_allgather.h"
 #include "rendezvous_store_impl.h"
 
 namespace ddph {
@@ -69,12 +70,7 @@ class NcclCommunicator final : public Communicator {
   std::vector<std::vector<std::int64_t>> allgather(const std::vector<std::int64_t>& mine,
                                                    const std::vector<std::int64_t>& lengths,
                                                    std::string_view step) override {
-    DDPH_CHECK(static_cast<int>(lengths.size()) == size() &&
-                   lengths[static_cast<std::size_t>(rank())] ==
-                       static_cast<std::int64_t>(mine.size()),
-               "allgather at {}: rank {} passes {} values but the agreed lengths say {}", step,
-               rank(), mine.size(),
-               lengths.size() > static_cast<std::size_t>(rank()) ? lengths[rank()] : -1);
+    comm_detail::checkAgreedLengths(lengths, rank(), size(), mine.size(), step);
     std::vector<std::vector<std::int64_t>> out(static_cast<std::size_t>(size()));
     for (int r = 0; r < size(); ++r) {
       auto& slot = out[static_cast<std::size_t>(r)];
