@@ -9,8 +9,11 @@
 #      `ddp-sim launch -n W` (torchrun's variables), MNIST from data/mnist if present, else synthetic;
 #   5. measures ddph's NCCL allreduce bus bandwidth and, when nccl-tests' `all_reduce_perf` is on
 #      PATH, puts NCCL's own figures beside it.
+# DDPH_DEPS_PREFIX: a folder holding the other dependencies (CMake configs under it), for a GPU
+# machine with no package registry: scripts/pack-deps.sh packs them on Debian and unpacks them there.
 # Every step has a hard deadline (timeout); logs go to $DDPH_GPU_CHECK_LOGS (default
 # build-gpu/gpu-check/). A summary at the end, one line a step.
+# --build-only: stop after step 2 (the build tree is build-gpu/, or $DDPH_GPU_BUILD_DIR).
 # Exit: 0 every step passed (or was skipped for a stated reason), 1 a step failed,
 #       2 nothing to check here: no CUDA LibTorch found, or no GPU visible (one line on stderr).
 set -uo pipefail
@@ -20,6 +23,12 @@ logs=${DDPH_GPU_CHECK_LOGS:-$build/gpu-check}
 jobs=${DDPH_GPU_CHECK_JOBS:-$(nproc)}
 
 die2() { echo "gpu-check: $*" >&2; exit 2; }
+build_only=0
+case "${1:-}" in
+  "") ;;
+  --build-only) build_only=1 ;;
+  *) die2 "unknown argument '$1' (usage: gpu-check.sh [--build-only])" ;;
+esac
 
 # ---- 1. A CUDA LibTorch ------------------------------------------------------------------------
 prefix="" python="" nccl_include="" tried=()
@@ -111,8 +120,20 @@ step() {
 }
 
 # ---- 2. Configure and build ----------------------------------------------------------------------
-config=(-S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefix"
-        -DDDPH_BUILD_BENCHMARKS=ON -DDDPH_BUILD_TESTS=ON)
+prefixes=$prefix
+[ -n "${DDPH_DEPS_PREFIX:-}" ] && prefixes="$prefix;$DDPH_DEPS_PREFIX"
+# CMAKE_POLICY_VERSION_MINIMUM: CMake 4 (pip's cmake) refuses package configs written for < 3.5.
+config=(-S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefixes"
+        -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DDDPH_BUILD_BENCHMARKS=ON -DDDPH_BUILD_TESTS=ON)
+# NOTE [Which Gloo]: a LibTorch with Gloo inside can still keep Gloo's symbols to itself; then
+# the direct engine has nothing to link against and is left out.
+torch_cpu=$(find "$prefix/../.." "$prefix/../../.." -maxdepth 2 -name 'libtorch_cpu.so' 2>/dev/null | head -n 1)
+# (grep -c, not grep -q: under pipefail grep -q's early exit fails nm with SIGPIPE.)
+if [ -n "$torch_cpu" ] && command -v nm >/dev/null 2>&1 &&
+   [ "$(nm -DC --defined-only "$torch_cpu" 2>/dev/null | grep -c 'gloo::allreduce(')" = 0 ]; then
+  config+=(-DDDPH_DIRECT_GLOO=OFF)
+  echo "gpu-check: $torch_cpu exports no gloo::allreduce: building without the direct Gloo engine"
+fi
 [ -n "$python" ] && config+=("-DDDPH_PYTHON=$python")
 [ -n "$nccl_include" ] && [ -e "$nccl_include/nccl.h" ] && config+=("-DDDPH_NCCL_INCLUDE_DIR=$nccl_include")
 if [ -z "${CUDACXX:-}" ] && ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
@@ -126,11 +147,16 @@ if step configure 600 "$logs/configure.log" cmake "${config[@]}"; then
     targets=(gpu_test ddp-sim ddp-train)
     # nccl_allreduce_benchmark exists only where CMake found CUDA in LibTorch.
     grep -q 'NCCL: built' "$logs/configure.log" && targets+=(nccl_allreduce_benchmark)
-    step build 2400 "$logs/build.log" cmake --build "$build" -j "$jobs" --target "${targets[@]}" &&
+    # -k 0: every compile error in one log, not only the first target's.
+    step build 2400 "$logs/build.log" cmake --build "$build" -j "$jobs" --target "${targets[@]}" -- -k 0 &&
       built=1
   fi
 fi
 
+if [ $built -eq 1 ] && [ $build_only -eq 1 ]; then
+  echo "gpu-check: --build-only: built in $build"
+  exit 0
+fi
 if [ $built -eq 1 ]; then
   bin=$build/bin
   # ---- 3. ctest -L gpu ---------------------------------------------------------------------------

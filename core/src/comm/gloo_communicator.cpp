@@ -21,6 +21,7 @@
 #include "ddph/common/error.h"
 #include "padded_allgather.h"
 #include "collective_errors.h"
+#include "ddph/config.h"
 #include "gloo_direct_communicator.h"
 #include "rendezvous_store_impl.h"
 
@@ -346,7 +347,16 @@ std::unique_ptr<Communicator> connectGloo(std::shared_ptr<RendezvousStore> store
     engine = name == "direct" ? GlooEngine::kDirect : GlooEngine::kProcessGroup;
   }
   if (engine == GlooEngine::kDirect) {
+#if DDPH_HAVE_DIRECT_GLOO
     return connectGlooDirect(std::move(store), rank, size, options, groupName);
+#else
+    // NOTE [Which Gloo]: this build's LibTorch carries its own Gloo without headers for it.
+    DDPH_CHECK(std::getenv("DDPH_GLOO_ENGINE") == nullptr,
+               "DDPH_GLOO_ENGINE=direct: this build has no direct Gloo engine (LibTorch {} ships "
+               "no Gloo headers); use process-group",
+               DDPH_TORCH_VERSION);
+    engine = GlooEngine::kProcessGroup;
+#endif
   }
   try {
     auto opts = c10d::ProcessGroupGloo::Options::create(options.timeout);

@@ -69,7 +69,8 @@ enum class GlooEngine {
 /// connections, one store key each) and runs each collective on the calling thread. Data-parallel
 /// buffers at small W go round Gloo's ring (gloo::allreduce, gloo::allgather); small payloads and
 /// every collective above starCollectivesAbove go through rank 0 (NOTE [Collectives at scale]).
-/// The environment variable DDPH_GLOO_ENGINE=process-group|direct overrides the option.
+/// The environment variable DDPH_GLOO_ENGINE=process-group|direct overrides the option. A build
+/// without the direct engine (NOTE [Which Gloo] in CMakeLists.txt) runs kDirect on c10d's engine.
 struct GlooOptions {
   GlooEngine engine = GlooEngine::kDirect;
   /// Deadline of connecting and of every collective.
