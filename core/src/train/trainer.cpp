@@ -149,11 +149,38 @@ std::vector<LoadedDataset> loadDatasets(const TrainConfig& config, torch::Device
   return out;
 }
 
-torch::Tensor indexTensor(const std::vector<Index>& indices, torch::Device device) {
-  auto idx = torch::from_blob(const_cast<Index*>(indices.data()),
-                              {static_cast<std::int64_t>(indices.size())}, torch::kLong);
-  return device.is_cpu() ? idx : idx.to(device);
-}
+/// NOTE [Indices on the device]: the epoch's indices of one dataset, every step's batch one after
+/// the other, uploaded once per epoch; a step takes its batch as a slice. One host-to-device copy
+/// a step (from pageable memory, so synchronous) would make the host wait for the GPU every step;
+/// Python's hand-written loop in benchmarks/train_throughput.py also indexes on the device.
+static_assert(sizeof(Index) == sizeof(std::int64_t), "indices are uploaded as int64 tensors");
+class EpochIndices {
+ public:
+  EpochIndices(const std::vector<data::MixedStep>& plan, std::size_t dataset, torch::Device device) {
+    for (const auto& step : plan) {
+      offsets_.push_back(static_cast<std::int64_t>(flat_.size()));
+      const auto& batch = step.batches[dataset];
+      flat_.insert(flat_.end(), batch.begin(), batch.end());
+    }
+    all_ = torch::from_blob(flat_.data(), {static_cast<std::int64_t>(flat_.size())}, torch::kLong);
+    if (!device.is_cpu()) all_ = all_.to(device);
+  }
+  // On the CPU all_ points into flat_: a move keeps flat_'s buffer, a copy would not.
+  EpochIndices(const EpochIndices&) = delete;
+  EpochIndices& operator=(const EpochIndices&) = delete;
+  EpochIndices(EpochIndices&&) = default;
+  EpochIndices& operator=(EpochIndices&&) = default;
+
+  /// Step `step`'s batch (plan[step].batches[dataset]) as a tensor on the device.
+  torch::Tensor batch(std::size_t step, std::size_t size) const {
+    return all_.narrow(0, offsets_[step], static_cast<std::int64_t>(size));
+  }
+
+ private:
+  std::vector<Index> flat_;  ///< backs all_ on the CPU
+  std::vector<std::int64_t> offsets_;
+  torch::Tensor all_;
+};
 
 torch::Tensor batchInputs(const LoadedDataset& ds, const torch::Tensor& idx, torch::ScalarType dtype) {
   return ds.trainX.index_select(0, idx).to(dtype).div_(255.0);
@@ -405,6 +432,8 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
     const bool resumedHere = epoch == position.epoch && position.stepInEpoch > 0;
     const std::int64_t firstStep = resumedHere ? std::min(position.stepInEpoch, stepsInEpoch) : 0;
 
+    std::vector<EpochIndices> onDevice;
+    for (std::size_t d = 0; d < datasets.size(); ++d) onDevice.emplace_back(plan, d, world.device);
     std::vector<data::VisitCounter> visits;
     for (const auto& ds : datasets) visits.emplace_back(ds.train.size());
     // The steps before the checkpoint were taken by the interrupted run: they count as visited.
@@ -443,7 +472,7 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
         visits[d].visit(batch);
         if (trace.enabled()) trace.record(epoch, step, config.datasets[d], batch);
         samples += static_cast<std::int64_t>(batch.size());
-        auto idx = indexTensor(batch, world.device);
+        auto idx = onDevice[d].batch(static_cast<std::size_t>(step), batch.size());
         auto logits = model->forward(d, batchInputs(datasets[d], idx, dtype));
         auto l = torch::nn::functional::cross_entropy(logits, datasets[d].trainY.index_select(0, idx));
         loss = loss.defined() ? loss + l : l;  // loss1 + loss2
