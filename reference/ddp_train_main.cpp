@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ddph/comm/rank_env.h"
+#include "ddph/common/command_line.h"
 #include "ddph/common/error.h"
 #include "ddph/config.h"
 #include "ddph/train/trainer.h"
@@ -95,18 +96,7 @@ int main(int argc, char** argv) {
                  "seconds: deadline of joining the world and of every collective")
       ->capture_default_str();
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "ddp-train: error: {}\n", e.what());
-    return ddph::kExitUsage;
-  }
+  if (const auto exitCode = ddph::parseCommandLine(app, argc, argv, "ddp-train")) return *exitCode;
 
   std::string prefix = "ddp-train";
   try {

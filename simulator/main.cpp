@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "ddph/common/command_line.h"
 #include "ddph/common/error.h"
 #include "ddph/config.h"
 
@@ -30,18 +31,7 @@ int main(int argc, char** argv) {
       ddph::sim::addScenariosCommand(app),
   };
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "ddp-sim: error: {}\n", e.what());
-    return ddph::kExitUsage;
-  }
+  if (const auto exitCode = ddph::parseCommandLine(app, argc, argv, "ddp-sim")) return *exitCode;
 
   try {
     for (const auto& command : commands) {
