@@ -14,6 +14,8 @@
 # Every step has a hard deadline (timeout); logs go to $DDPH_GPU_CHECK_LOGS (default
 # build-gpu/gpu-check/). A summary at the end, one line a step.
 # --build-only: stop after step 2 (the build tree is build-gpu/, or $DDPH_GPU_BUILD_DIR).
+# --all-tests: then also build everything and run the whole CPU suite (ctest -LE gpu) against
+#   this LibTorch: the one way to see the rest of ddp-harness work with a pip / 2.x LibTorch.
 # Exit: 0 every step passed (or was skipped for a stated reason), 1 a step failed,
 #       2 nothing to check here: no CUDA LibTorch found, or no GPU visible (one line on stderr).
 set -uo pipefail
@@ -23,11 +25,12 @@ logs=${DDPH_GPU_CHECK_LOGS:-$build/gpu-check}
 jobs=${DDPH_GPU_CHECK_JOBS:-$(nproc)}
 
 die2() { echo "gpu-check: $*" >&2; exit 2; }
-build_only=0
+build_only=0 all_tests=0
 case "${1:-}" in
   "") ;;
   --build-only) build_only=1 ;;
-  *) die2 "unknown argument '$1' (usage: gpu-check.sh [--build-only])" ;;
+  --all-tests) all_tests=1 ;;
+  *) die2 "unknown argument '$1' (usage: gpu-check.sh [--build-only | --all-tests])" ;;
 esac
 
 # ---- 1. A CUDA LibTorch ------------------------------------------------------------------------
@@ -228,6 +231,15 @@ EOF
       echo "(ddph's allreduce, in nccl-tests' in-place columns; log: $logs/ddph-allreduce.log)"
       record "nccl-tests comparison" SKIP "all_reduce_perf (nccl-tests) is not on PATH"
     fi
+  fi
+fi
+
+# ---- 6. The whole CPU suite against this LibTorch (--all-tests) --------------------------------
+if [ $built -eq 1 ] && [ $all_tests -eq 1 ]; then
+  if step "build all" 2400 "$logs/build-all.log" cmake --build "$build" -j "$jobs" -- -k 0; then
+    step "ctest -LE gpu" 3000 "$logs/ctest-all.log" \
+      ctest --test-dir "$build" -LE gpu -j "$(( jobs > 8 ? 8 : jobs ))" --timeout 600 --output-on-failure &&
+      grep -E 'tests passed' "$logs/ctest-all.log"
   fi
 fi
 
