@@ -16,10 +16,7 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
-#include <pthread.h>
-
 #include <algorithm>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -78,7 +75,9 @@ constexpr std::uint8_t kExchangeSlot = 0x43;
 // no cycle of writers waiting for each other, whatever the socket buffer sizes.
 // Deadlines: the pairs' sockets carry SO_RCVTIMEO / SO_SNDTIMEO of the connect timeout (Gloo sets
 // them; a busy-polling read checks the same bound itself), so no read or write waits longer than
-// that without progress; a peer that died closes its sockets (EOF, EPIPE: ProtocolError at once).
+// that without progress. A peer that died has its sockets closed by the kernel: a read sees EOF, a
+// write (even one blocked on full buffers) fails with ECONNRESET, both a ProtocolError at once
+// (comm_test's ExchangeWaits); a write never follows that reset, so no SIGPIPE is raised.
 // Only while the communicator's timeout is still the one the sockets carry does the exchange use
 // these pairs; after setTimeout to another value it goes back to the asynchronous pairs, whose
 // waits take the new timeout.
@@ -122,30 +121,6 @@ WaitMode resolveWait(GlooWait wait, int size) {
   return {};
 }
 
-/// Blocks SIGPIPE on this thread while alive; a SIGPIPE raised meanwhile (a write to a peer that
-/// died) is consumed before the old mask returns, so the write fails with EPIPE and Gloo throws,
-/// instead of the signal killing the rank (NOTE [SIGPIPE] in line_protocol_sampler.cpp). Threads
-/// started meanwhile (Gloo's device loop) inherit the blocked mask.
-class SigpipeBlocked {
- public:
-  SigpipeBlocked() {
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
-  }
-  ~SigpipeBlocked() {
-    const timespec zero{0, 0};
-    while (sigtimedwait(&pipe_, nullptr, &zero) > 0) {
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  SigpipeBlocked(const SigpipeBlocked&) = delete;
-  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
-
- private:
-  sigset_t pipe_;
-  sigset_t old_;
-};
 
 /// NOTE [Sparse connect]: the pairs a rank connects: rank 0 with every rank (the star collectives
 /// and the barrier) and each rank with its ring neighbours (gloo::allreduce and gloo::allgather's
@@ -404,7 +379,6 @@ class GlooDirectCommunicator final : public Communicator {
     const std::size_t bytes = n * sizeof(T);
     const auto w = static_cast<std::size_t>(size());
     scratch_.resize(std::max(scratch_.size(), bytes * w));
-    SigpipeBlocked noSigpipe;
     int rounds = 1;
     while (rounds < size()) rounds *= 2;
     for (int k = 1; k < rounds; ++k) {
@@ -571,11 +545,7 @@ std::unique_ptr<Communicator> connectGlooDirect(std::shared_ptr<RendezvousStore>
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
-    std::shared_ptr<gloo::transport::Device> device;
-    {
-      SigpipeBlocked inherited;  // by the device's loop thread, which writes to peers too
-      device = gloo::transport::tcp::CreateDevice(attr);
-    }
+    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<SparseContext>(rank, size);
     if (size > 1) {
       context->connect(*store, groupName, std::move(device), options.timeout,
