@@ -121,7 +121,6 @@ WaitMode resolveWait(GlooWait wait, int size) {
   return {};
 }
 
-
 /// NOTE [Sparse connect]: the pairs a rank connects: rank 0 with every rank (the star collectives
 /// and the barrier) and each rank with its ring neighbours (gloo::allreduce and gloo::allgather's
 /// ring). Sorted: every rank connects its pairs in increasing peer order, so pair (a, b), a < b,

@@ -88,8 +88,10 @@ enum class GlooWait {
 /// cores), and every collective handed to a worker thread and back. kDirect connects only the pairs
 /// its collectives use (rank 0 to every rank, each rank to its ring neighbours: under 3W
 /// connections, one store key each) and runs each collective on the calling thread. Data-parallel
-/// buffers at small W go round Gloo's ring (gloo::allreduce, gloo::allgather); small payloads and
-/// every collective above starCollectivesAbove go through rank 0 (NOTE [Collectives at scale]).
+/// buffers at W <= 4 are allreduced as one exchange over a second set of pairs in Gloo's
+/// synchronous mode (NOTE [Exchange allreduce], NOTE [Sync pairs]; GlooWait), above 4 ranks round
+/// Gloo's ring (gloo::allreduce, gloo::allgather); small payloads and every collective above
+/// starCollectivesAbove go through rank 0 (NOTE [Collectives at scale]).
 /// The environment variable DDPH_GLOO_ENGINE=process-group|direct overrides the option.
 struct GlooOptions {
   GlooEngine engine = GlooEngine::kDirect;
