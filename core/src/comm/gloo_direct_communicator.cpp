@@ -404,15 +404,20 @@ class GlooDirectCommunicator final : public Communicator {
   }
 
   // scratch_ holds every other rank's n elements at rank * n; data becomes their reduction with
-  // this rank's, in rank order (every rank computes the same bits).
+  // this rank's, in rank order: ((x0 op x1) op x2) op ..., the partial result always the first
+  // operand, so every rank computes the same bits (NaNs in max and min included). No copies: the
+  // partial result up to this rank accumulates in rank 0's slot of scratch_ (received, free to
+  // overwrite), the step with this rank's own x writes into data, the rest follows in data.
   template <typename T>
   void reduceInRankOrder(T* data, std::size_t n, ReduceOp op) {
-    const std::size_t bytes = n * sizeof(T);
-    std::memcpy(scratch_.data() + static_cast<std::size_t>(rank()) * bytes, data, bytes);
     const auto reduce = reduceFunction<T>(op);
-    const T* in = reinterpret_cast<const T*>(scratch_.data());
-    std::memcpy(data, in, bytes);
-    for (std::size_t r = 1; r < static_cast<std::size_t>(size()); ++r) {
+    T* in = reinterpret_cast<T*>(scratch_.data());
+    const auto me = static_cast<std::size_t>(rank());
+    if (me > 0) {
+      for (std::size_t r = 1; r < me; ++r) reduce(in, in, in + r * n, n);
+      reduce(data, in, data, n);
+    }
+    for (std::size_t r = me + 1; r < static_cast<std::size_t>(size()); ++r) {
       reduce(data, data, in + r * n, n);
     }
   }
