@@ -85,8 +85,12 @@ constexpr std::uint8_t kExchangeSlot = 0x43;
 // a core while the peer still computes, so it is never used where ranks outnumber the hardware
 // threads (std::thread::hardware_concurrency(); kBusyPoll then falls back to kSync): with W = 4
 // ranks on 2 cores a spinning rank takes the core its peer needs to produce what it waits for
-// (13.5 ms per allreduce against 2.5 ms sleeping). Even at W = 2 on 2 cores it measured slower
-// than sleeping (0.45-0.47 ms against 0.31-0.33 ms), so GlooWait::kAuto is kSync.
+// (13.5 ms per allreduce against 2.5 ms sleeping, before that fallback existed). At W = 2 on 2
+// quiet cores it gains little and not reliably (DDP step of benchmarks/ddp_step_benchmark.cpp,
+// 4 alternating runs: 1.18-1.96 ms, median 1.48, against 1.58-1.76 ms, median 1.64), and with one
+// other busy process on the machine it loses badly (2.65-3.26 ms sleeping, 4.75-5.60 ms
+// spinning): the spinner holds a core the peer or the other process needs. Machines that run
+// other work beside the ranks are the usual case here, so GlooWait::kAuto is kSync.
 constexpr int kSyncSlotBase = 0x100;  // bound buffers: slot kSyncSlotBase + sender's rank
 
 std::string pairKey(const std::string& prefix, int from, int to) {

@@ -67,7 +67,8 @@ enum class GlooEngine {
 /// must agree on loop-thread or not (sync and busy-poll mix): ranks that disagree fail their
 /// connect with a TimeoutError.
 enum class GlooWait {
-  /// kSync (busy polling measured slower even with a core per rank: NOTE [Sync pairs]).
+  /// kSync: busy polling gained under 10 % with a core per rank on a quiet machine and lost
+  /// 1.8x beside one other busy process (NOTE [Sync pairs]).
   kAuto,
   /// Gloo's asynchronous pairs: its device loop thread reads every message (after a
   /// ready-to-receive notice from the receiver) and wakes the waiting caller.
