@@ -297,6 +297,22 @@ TEST_P(ExchangeWaits, LeavingPeerFailsTheOthersAtOnce) {
   EXPECT_EQ(results[2], "ok");
 }
 
+// Payloads larger than the kernel's socket buffers hold (64 MiB each way; sndbuf is capped by
+// net.core.wmem_max, the receive window does not grow while nobody reads): the exchange's writes
+// block until the peer reads, so two ranks that wrote to each other at once would both wait until
+// the deadline (NOTE [Sync pairs]: the lower rank writes first). Exact results, well within it.
+TEST_P(ExchangeWaits, PayloadsLargerThanSocketBuffersComplete) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto results = runThreads(2, makeOptions(20s, 32, GlooEngine::kDirect, GetParam()),
+                                  [](Communicator& c) {
+    std::vector<float> huge(16u << 20, static_cast<float>(c.rank() + 1));
+    c.allreduce(huge, ReduceOp::kSum, "huge");
+    if (huge.front() != 3.0f || huge.back() != 3.0f) throw std::runtime_error("wrong sum");
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+  for (const auto& r : results) EXPECT_EQ(r, "ok");
+}
+
 // A peer that leaves while this rank is blocked writing more than the kernel's socket buffers hold
 // (32 MiB; the lower rank of a pair writes first): the blocked write fails at once with a
 // ProtocolError (a reset), neither waiting for the deadline nor raising SIGPIPE (which would kill
