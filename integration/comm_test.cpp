@@ -371,6 +371,26 @@ INSTANTIATE_TEST_SUITE_P(EveryWait, ExchangeWaits,
                            return waitName(info.param);
                          });
 
+// Ranks that disagree on loop-thread or not: the one that wants synchronous pairs runs into its
+// connect deadline (documented on GlooWait), the other connects; neither hangs.
+TEST(GlooCommunicator, RanksThatDisagreeOnSyncPairsFailTheConnect) {
+  auto store = makeInProcessStore();
+  auto connect = [store](int rank, GlooWait wait) {
+    try {
+      connectGloo(store, rank, 2, makeOptions(1000ms, 32, GlooEngine::kDirect, wait));
+      return std::string("ok");
+    } catch (const TimeoutError& e) {
+      return std::string("timeout: ") + e.what();
+    }
+  };
+  const auto start = std::chrono::steady_clock::now();
+  auto loopThread = std::async(std::launch::async, connect, 0, GlooWait::kLoopThread);
+  auto sync = std::async(std::launch::async, connect, 1, GlooWait::kSync);
+  EXPECT_EQ(loopThread.get(), "ok");
+  EXPECT_EQ(sync.get().rfind("timeout: ", 0), 0u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
 TEST(GlooCommunicator, UnknownWaitInTheEnvironmentIsAConfigError) {
   ::setenv("DDPH_GLOO_WAIT", "spin", 1);
   auto store = makeInProcessStore();

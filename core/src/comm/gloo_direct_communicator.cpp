@@ -174,10 +174,10 @@ class SparseContext final : public gloo::Context {
     }
   }
 
-  /// The synchronous pair to `peer`, or null when there are none (NOTE [Sync pairs]).
-  gloo::transport::Pair* syncPair(int peer) const {
-    return syncPairs_ ? syncPairs_->getPair(peer).get() : nullptr;
-  }
+  /// Whether connect() made the synchronous pairs (NOTE [Sync pairs]).
+  bool hasSyncPairs() const { return syncPairs_ != nullptr; }
+  /// The synchronous pair to `peer`; only when hasSyncPairs().
+  gloo::transport::Pair* syncPair(int peer) const { return syncPairs_->getPair(peer).get(); }
   /// The timeout the synchronous pairs' sockets carry.
   std::chrono::milliseconds syncTimeout() const { return syncTimeout_; }
 
@@ -323,8 +323,8 @@ class GlooDirectCommunicator final : public Communicator {
     guard("allreduce", step, [&] {
       const std::uint32_t tag = nextTag();
       if (!useStar(n * sizeof(T) * static_cast<std::size_t>(size())) && useExchange()) {
-        if (context_->syncPair((rank() + 1) % size()) != nullptr &&
-            timeout_ == context_->syncTimeout()) {
+        // NOTE [Sync pairs]: only while the sockets' timeout is still the communicator's.
+        if (context_->hasSyncPairs() && timeout_ == context_->syncTimeout()) {
           syncExchangeAllreduce(data, n, op);
         } else {
           exchangeAllreduce(data, n, op, tag);

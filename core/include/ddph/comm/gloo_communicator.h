@@ -63,9 +63,9 @@ enum class GlooEngine {
 
 /// How the direct engine's exchange allreduce (W <= 4, payloads over 64 KiB gathered) waits for
 /// the bytes of its peers (NOTE [Sync pairs] in gloo_direct_communicator.cpp). The environment
-/// variable DDPH_GLOO_WAIT=loop-thread|sync|busy-poll overrides the option. Every rank of a world
-/// must agree on loop-thread or not (sync and busy-poll mix): ranks that disagree fail their
-/// connect with a TimeoutError.
+/// variable DDPH_GLOO_WAIT=auto|loop-thread|sync|busy-poll overrides the option. Every rank of a
+/// world must agree on loop-thread or not (sync and busy-poll mix): where they disagree, the ranks
+/// that want synchronous pairs fail their connect with a TimeoutError.
 enum class GlooWait {
   /// kSync: busy polling gained under 10 % with a core per rank on a quiet machine and lost
   /// 1.8x beside one other busy process (NOTE [Sync pairs]).
