@@ -1,8 +1,13 @@
 // The Gloo communicator, thread-per-rank over an in-process store: every collective gives exactly
-// predictable results, and a missing peer turns into a TimeoutError naming the operation and step.
+// predictable results with every engine and wait mode (GlooWait), a missing peer turns into a
+// TimeoutError naming the operation and step, and a peer that leaves into a ProtocolError.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <future>
 #include <string>
@@ -17,24 +22,32 @@ using namespace std::chrono_literals;
 namespace ddph {
 namespace {
 
+GlooOptions makeOptions(std::chrono::milliseconds timeout, int starAbove = 32,
+                        GlooEngine engine = GlooEngine::kDirect,
+                        GlooWait wait = GlooWait::kAuto) {
+  GlooOptions options;
+  options.engine = engine;
+  options.timeout = timeout;
+  options.starCollectivesAbove = starAbove;
+  options.wait = wait;
+  return options;
+}
+
 // Runs body(rank, comm) on `world` thread ranks; returns what each rank's body returned (or threw).
-std::vector<std::string> runThreads(int world, std::chrono::milliseconds timeout,
-                                    const std::function<void(Communicator&)>& body,
-                                    int starAbove = 32, GlooEngine engine = GlooEngine::kDirect) {
+std::vector<std::string> runThreads(int world, const GlooOptions& options,
+                                    const std::function<void(Communicator&)>& body) {
   auto store = makeInProcessStore();
   std::vector<std::future<std::string>> results;
   for (int r = 0; r < world; ++r) {
     results.push_back(std::async(std::launch::async, [=] {
       try {
-        GlooOptions options;
-        options.engine = engine;
-        options.timeout = timeout;
-        options.starCollectivesAbove = starAbove;
         auto comm = connectGloo(store, r, world, options);
         body(*comm);
         return std::string("ok");
       } catch (const TimeoutError& e) {
         return std::string("timeout: ") + e.what();
+      } catch (const ProtocolError& e) {
+        return std::string("peer: ") + e.what();
       } catch (const std::exception& e) {
         return std::string("error: ") + e.what();
       }
@@ -45,16 +58,44 @@ std::vector<std::string> runThreads(int world, std::chrono::milliseconds timeout
   return out;
 }
 
+std::string waitName(GlooWait wait) {
+  switch (wait) {
+    case GlooWait::kAuto: return "Auto";
+    case GlooWait::kLoopThread: return "LoopThread";
+    case GlooWait::kSync: return "Sync";
+    case GlooWait::kBusyPoll: return "BusyPoll";
+  }
+  return "?";
+}
+
 struct CollectiveCase {
   GlooEngine engine;
   int world;
   int starAbove;
+  GlooWait wait = GlooWait::kAuto;
 };
 
 std::string caseName(const ::testing::TestParamInfo<CollectiveCase>& info) {
   return std::string(info.param.engine == GlooEngine::kDirect ? "Direct" : "ProcessGroup") +
          "W" + std::to_string(info.param.world) + "StarAbove" +
-         std::to_string(info.param.starAbove);
+         std::to_string(info.param.starAbove) + waitName(info.param.wait);
+}
+
+// Every rank's 64-bit FNV-1a hash of `values`' bits, gathered: equal on every rank or not.
+template <typename T>
+bool sameBitsEverywhere(Communicator& c, const std::vector<T>& values, std::string_view step) {
+  std::uint64_t hash = 14695981039346656037ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+  for (std::size_t i = 0; i < values.size() * sizeof(T); ++i) {
+    hash = (hash ^ bytes[i]) * 1099511628211ull;
+  }
+  std::int64_t mine;
+  std::memcpy(&mine, &hash, sizeof mine);
+  const auto all = c.allgather(std::vector<std::int64_t>{mine}, step);
+  for (const auto& other : all) {
+    if (other != all[0]) return false;
+  }
+  return true;
 }
 
 class GlooCollectives : public ::testing::TestWithParam<CollectiveCase> {};
@@ -65,7 +106,9 @@ class GlooCollectives : public ::testing::TestWithParam<CollectiveCase> {};
 // DDP's bucket size; 20k int64 per rank gathered), with every rank getting the same bits.
 TEST_P(GlooCollectives, GiveExactResults) {
   const int world = GetParam().world;
-  const auto results = runThreads(world, 20s, [world](Communicator& c) {
+  const CollectiveCase& param = GetParam();
+  const GlooOptions options = makeOptions(20s, param.starAbove, param.engine, param.wait);
+  const auto results = runThreads(world, options, [world](Communicator& c) {
     const int r = c.rank();
     const std::int64_t w = world;
     std::vector<float> f{static_cast<float>(r), 1.0f};
@@ -81,8 +124,8 @@ TEST_P(GlooCollectives, GiveExactResults) {
       if (all[q] != std::vector<std::int64_t>(static_cast<std::size_t>(q), q))
         throw std::runtime_error("allgather");
     }
-    std::vector<std::int64_t> b{r == 2 ? 42 : 0};
-    c.broadcast(b, 2, "t3");
+    std::vector<std::int64_t> b{r == world - 1 ? 42 : 0};
+    c.broadcast(b, world - 1, "t3");
     if (b[0] != 42) throw std::runtime_error("broadcast");
     c.barrier("t4");
     std::vector<std::int64_t> lengths(static_cast<std::size_t>(world));
@@ -115,7 +158,26 @@ TEST_P(GlooCollectives, GiveExactResults) {
       if (gathered[q] != std::vector<std::int64_t>(kLongs, q))
         throw std::runtime_error("large allgather");
     }
-  }, GetParam().starAbove, GetParam().engine);
+    // Back-to-back large allreduces of changing sizes and types over the same pairs, min and max
+    // included: element k of rank r is k + 1000 r (exact), results known.
+    for (const std::size_t n : {kFloats, std::size_t{50001}, kFloats}) {
+      std::vector<std::int64_t> ints(n);
+      for (std::size_t k = 0; k < n; ++k) ints[k] = static_cast<std::int64_t>(k) + 1000 * r;
+      auto low = ints;
+      c.allreduce(ints, ReduceOp::kMax, "t10");
+      c.allreduce(low, ReduceOp::kMin, "t11");
+      if (ints[n - 1] != static_cast<std::int64_t>(n - 1) + 1000 * (w - 1) || low[n - 1] !=
+          static_cast<std::int64_t>(n - 1))
+        throw std::runtime_error("large int max/min at n = " + std::to_string(n));
+    }
+    // Sums that round: every rank must still get the same bits (one reduction order).
+    std::vector<float> inexact(kFloats);
+    for (std::size_t k = 0; k < kFloats; ++k) {
+      inexact[k] = 0.1f * static_cast<float>(k % 13 + 1) / static_cast<float>(r + 3);
+    }
+    c.allreduce(inexact, ReduceOp::kSum, "t12");
+    if (!sameBitsEverywhere(c, inexact, "t13")) throw std::runtime_error("ranks differ in bits");
+  });
   for (const auto& r : results) EXPECT_EQ(r, "ok");
 }
 
@@ -123,8 +185,14 @@ INSTANTIATE_TEST_SUITE_P(
     RingExchangeAndStar, GlooCollectives,
     ::testing::Values(CollectiveCase{GlooEngine::kProcessGroup, 4, 32},
                       CollectiveCase{GlooEngine::kProcessGroup, 4, 0},
+                      CollectiveCase{GlooEngine::kDirect, 2, 32},
+                      CollectiveCase{GlooEngine::kDirect, 2, 32, GlooWait::kLoopThread},
+                      CollectiveCase{GlooEngine::kDirect, 2, 32, GlooWait::kBusyPoll},
                       CollectiveCase{GlooEngine::kDirect, 3, 32},
+                      CollectiveCase{GlooEngine::kDirect, 3, 32, GlooWait::kLoopThread},
                       CollectiveCase{GlooEngine::kDirect, 4, 32},
+                      CollectiveCase{GlooEngine::kDirect, 4, 32, GlooWait::kLoopThread},
+                      CollectiveCase{GlooEngine::kDirect, 4, 32, GlooWait::kBusyPoll},
                       CollectiveCase{GlooEngine::kDirect, 4, 0},
                       CollectiveCase{GlooEngine::kDirect, 6, 32},
                       CollectiveCase{GlooEngine::kDirect, 11, 32},
@@ -135,7 +203,7 @@ class GlooEngines : public ::testing::TestWithParam<GlooEngine> {};
 
 TEST_P(GlooEngines, MissingPeerTimesOutNamingOperationAndStep) {
   const auto start = std::chrono::steady_clock::now();
-  const auto results = runThreads(3, 1500ms, [](Communicator& c) {
+  const auto results = runThreads(3, makeOptions(1500ms, 32, GetParam()), [](Communicator& c) {
     c.barrier("warm-up");
     if (c.rank() == 2) {
       std::this_thread::sleep_for(3s);  // never joins the allreduce below
@@ -143,7 +211,7 @@ TEST_P(GlooEngines, MissingPeerTimesOutNamingOperationAndStep) {
     }
     std::vector<float> f{1.0f};
     c.allreduce(f, ReduceOp::kSum, "epoch 0 step 5");
-  }, 32, GetParam());
+  });
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
   for (int r = 0; r < 2; ++r) {
     EXPECT_NE(results[r].find("timeout"), std::string::npos) << results[r];
@@ -169,6 +237,166 @@ INSTANTIATE_TEST_SUITE_P(BothEngines, GlooEngines,
                          [](const ::testing::TestParamInfo<GlooEngine>& info) {
                            return info.param == GlooEngine::kDirect ? "Direct" : "ProcessGroup";
                          });
+
+// The direct engine's exchange allreduce (W <= 4, payloads over 64 KiB) in every wait mode
+// (NOTE [Sync pairs]): a missing peer, a peer that leaves, and a timeout changed after connecting.
+class ExchangeWaits : public ::testing::TestWithParam<GlooWait> {};
+
+constexpr std::size_t kBucketFloats = 100000;  // DDP's bucket of the benchmark MLP, about
+
+TEST_P(ExchangeWaits, MissingPeerTimesOutNamingOperationAndStep) {
+  std::array<double, 3> seconds{};
+  const auto results = runThreads(3, makeOptions(1500ms, 32, GlooEngine::kDirect, GetParam()),
+                                   [&seconds](Communicator& c) {
+    c.barrier("warm-up");
+    if (c.rank() == 2) {
+      std::this_thread::sleep_for(4s);  // never joins the allreduce below
+      return;
+    }
+    std::vector<float> big(kBucketFloats, 1.0f);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      c.allreduce(big, ReduceOp::kSum, "epoch 0 step 5");
+    } catch (...) {
+      seconds[static_cast<std::size_t>(c.rank())] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      throw;
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(results[r].find("timeout"), std::string::npos) << results[r];
+    EXPECT_NE(results[r].find("allreduce"), std::string::npos) << results[r];
+    EXPECT_NE(results[r].find("epoch 0 step 5"), std::string::npos) << results[r];
+    // One deadline (a blocked write, then a blocked read, may each take one), not more.
+    EXPECT_LT(seconds[static_cast<std::size_t>(r)], 3.2) << "rank " << r;
+  }
+  EXPECT_EQ(results[2], "ok");
+}
+
+// A peer that leaves (its sockets closed, as when its process dies) fails the others' next large
+// allreduce with a ProtocolError long before the deadline.
+TEST_P(ExchangeWaits, LeavingPeerFailsTheOthersAtOnce) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto results = runThreads(3, makeOptions(30s, 32, GlooEngine::kDirect, GetParam()),
+                                  [](Communicator& c) {
+    std::vector<float> big(kBucketFloats, 1.0f);
+    const int calls = c.rank() == 2 ? 2 : 50;
+    for (int i = 0; i < calls; ++i) {
+      // Step 2 starts after rank 2's sockets are closed: the first write to it then meets a
+      // closed connection, not one still closing.
+      if (i == 2) std::this_thread::sleep_for(300ms);
+      std::fill(big.begin(), big.end(), 1.0f);
+      c.allreduce(big, ReduceOp::kSum, "step " + std::to_string(i));
+      if (big[0] != 3.0f) throw std::runtime_error("wrong sum");
+    }
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(results[r].rfind("peer: allreduce at step 2 failed", 0), 0u) << results[r];
+  }
+  EXPECT_EQ(results[2], "ok");
+}
+
+// Payloads larger than the kernel's socket buffers hold (64 MiB each way; sndbuf is capped by
+// net.core.wmem_max, the receive window does not grow while nobody reads): the exchange's writes
+// block until the peer reads, so two ranks that wrote to each other at once would both wait until
+// the deadline (NOTE [Sync pairs]: the lower rank writes first). Exact results, well within it.
+TEST_P(ExchangeWaits, PayloadsLargerThanSocketBuffersComplete) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto results = runThreads(2, makeOptions(20s, 32, GlooEngine::kDirect, GetParam()),
+                                  [](Communicator& c) {
+    std::vector<float> huge(16u << 20, static_cast<float>(c.rank() + 1));
+    c.allreduce(huge, ReduceOp::kSum, "huge");
+    if (huge.front() != 3.0f || huge.back() != 3.0f) throw std::runtime_error("wrong sum");
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+  for (const auto& r : results) EXPECT_EQ(r, "ok");
+}
+
+// A peer that leaves while this rank is blocked writing more than the kernel's socket buffers hold
+// (32 MiB; the lower rank of a pair writes first): the blocked write fails at once with a
+// ProtocolError (a reset), neither waiting for the deadline nor raising SIGPIPE (which would kill
+// this whole test process).
+TEST_P(ExchangeWaits, PeerLeavingDuringALargeWriteFailsTheWriter) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto results = runThreads(2, makeOptions(30s, 32, GlooEngine::kDirect, GetParam()),
+                                  [](Communicator& c) {
+    c.barrier("warm-up");
+    if (c.rank() == 1) {
+      std::this_thread::sleep_for(500ms);  // leaves without reading
+      return;
+    }
+    std::vector<float> huge(8u << 20, 1.0f);
+    c.allreduce(huge, ReduceOp::kSum, "huge");
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+  EXPECT_EQ(results[0].rfind("peer: allreduce at huge failed", 0), 0u) << results[0];
+  EXPECT_EQ(results[1], "ok");
+}
+
+// setTimeout after connecting: the new deadline holds for the large allreduce (the synchronous
+// pairs' sockets carry the connect timeout, so the exchange leaves them), and results stay exact.
+TEST_P(ExchangeWaits, TimeoutSetAfterConnectHolds) {
+  std::array<double, 3> seconds{};
+  const auto results = runThreads(3, makeOptions(30s, 32, GlooEngine::kDirect, GetParam()),
+                                   [&seconds](Communicator& c) {
+    c.setTimeout(1000ms);
+    std::vector<float> big(kBucketFloats, static_cast<float>(c.rank()));
+    c.allreduce(big, ReduceOp::kSum, "exact");
+    if (big[kBucketFloats - 1] != 3.0f) throw std::runtime_error("wrong sum");
+    if (c.rank() == 2) {
+      std::this_thread::sleep_for(5s);  // never joins the allreduce below
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      c.allreduce(big, ReduceOp::kSum, "stalled");
+    } catch (...) {
+      seconds[static_cast<std::size_t>(c.rank())] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      throw;
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(results[r].find("timeout: allreduce at stalled"), std::string::npos) << results[r];
+    EXPECT_LT(seconds[static_cast<std::size_t>(r)], 3.0) << "rank " << r;
+  }
+  EXPECT_EQ(results[2], "ok");
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryWait, ExchangeWaits,
+                         ::testing::Values(GlooWait::kSync, GlooWait::kBusyPoll,
+                                           GlooWait::kLoopThread),
+                         [](const ::testing::TestParamInfo<GlooWait>& info) {
+                           return waitName(info.param);
+                         });
+
+// Ranks that disagree on loop-thread or not: the one that wants synchronous pairs runs into its
+// connect deadline (documented on GlooWait), the other connects; neither hangs.
+TEST(GlooCommunicator, RanksThatDisagreeOnSyncPairsFailTheConnect) {
+  auto store = makeInProcessStore();
+  auto connect = [store](int rank, GlooWait wait) {
+    try {
+      connectGloo(store, rank, 2, makeOptions(1000ms, 32, GlooEngine::kDirect, wait));
+      return std::string("ok");
+    } catch (const TimeoutError& e) {
+      return std::string("timeout: ") + e.what();
+    }
+  };
+  const auto start = std::chrono::steady_clock::now();
+  auto loopThread = std::async(std::launch::async, connect, 0, GlooWait::kLoopThread);
+  auto sync = std::async(std::launch::async, connect, 1, GlooWait::kSync);
+  EXPECT_EQ(loopThread.get(), "ok");
+  EXPECT_EQ(sync.get().rfind("timeout: ", 0), 0u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+TEST(GlooCommunicator, UnknownWaitInTheEnvironmentIsAConfigError) {
+  ::setenv("DDPH_GLOO_WAIT", "spin", 1);
+  auto store = makeInProcessStore();
+  EXPECT_THROW(connectGloo(store, 0, 2, makeOptions(1000ms)), ConfigError);
+  ::unsetenv("DDPH_GLOO_WAIT");
+}
 
 TEST(GlooCommunicator, StoreWaitHasADeadline) {
   auto store = makeInProcessStore();

@@ -8,6 +8,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/context.h>
 #include <gloo/math.h>
+#include <gloo/transport/buffer.h>
 #include <gloo/transport/context.h>
 #include <gloo/transport/device.h>
 #include <gloo/transport/pair.h>
@@ -17,10 +18,11 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "collective_errors.h"
 #include "ddph/common/error.h"
@@ -55,8 +57,72 @@ constexpr int kFullMeshUpTo = 8;
 constexpr int kExchangeUpTo = 4;
 constexpr std::uint8_t kExchangeSlot = 0x43;
 
+// NOTE [Sync pairs]: the exchange allreduce (NOTE [Exchange allreduce]) is what a DDP step at
+// W = 2..4 spends its communication time in. On Gloo's asynchronous pairs every message goes:
+// receiver posts a ready-to-receive notice, the sender's device loop thread reads it and writes
+// the bytes, the receiver's loop thread reads them and wakes the caller. While the ranks compute
+// (every core busy), each of those hand-offs waits for the scheduler to let a woken loop thread
+// preempt a running rank: 0.4 ms per 400 KB allreduce with idle ranks became 1.3-1.7 ms with
+// ranks busy 0.7 ms between calls (benchmarks/gloo_allreduce_benchmark.cpp, W = 2, 2 cores).
+// So the exchange has its own pairs, switched to Gloo's synchronous mode (Pair::setSync): the
+// calling thread writes and reads the socket itself, with bound buffers (createSendBuffer /
+// createRecvBuffer; unbound buffers need the loop thread), no notices, no loop thread. Bytes that
+// arrive early wait in the kernel until the receiver reads them, so a recv buffer only has to be
+// registered before its owner reads, which is always the case (it reads right after).
+// Blocking writes: two ranks writing more than the kernel buffers hold to each other would both
+// block. So the exchange runs in rounds of disjoint pairs (round k pairs rank r with r XOR k) and
+// in each pair the lower rank writes first and reads second, the higher one the other way round:
+// no cycle of writers waiting for each other, whatever the socket buffer sizes.
+// Deadlines: the pairs' sockets carry SO_RCVTIMEO / SO_SNDTIMEO of the connect timeout (Gloo sets
+// them; a busy-polling read checks the same bound itself), so no read or write waits longer than
+// that without progress. A peer that died has its sockets closed by the kernel: a read sees EOF, a
+// write (even one blocked on full buffers) fails with ECONNRESET, both a ProtocolError at once
+// (comm_test's ExchangeWaits); a write never follows that reset, so no SIGPIPE is raised.
+// Only while the communicator's timeout is still the one the sockets carry does the exchange use
+// these pairs; after setTimeout to another value it goes back to the asynchronous pairs, whose
+// waits take the new timeout.
+// Busy polling (GlooWait::kBusyPoll) saves the wake-up of a reader sleeping in recv(2), but spins
+// a core while the peer still computes, so it is never used where ranks outnumber the hardware
+// threads (std::thread::hardware_concurrency(); kBusyPoll then falls back to kSync): with W = 4
+// ranks on 2 cores a spinning rank takes the core its peer needs to produce what it waits for
+// (13.5 ms per allreduce against 2.5 ms sleeping, before that fallback existed). At W = 2 on 2
+// quiet cores it gains little and not reliably (DDP step of benchmarks/ddp_step_benchmark.cpp,
+// 4 alternating runs: 1.18-1.96 ms, median 1.48, against 1.58-1.76 ms, median 1.64), and with one
+// other busy process on the machine it loses badly (2.65-3.26 ms sleeping, 4.75-5.60 ms
+// spinning): the spinner holds a core the peer or the other process needs. Machines that run
+// other work beside the ranks are the usual case here, so GlooWait::kAuto is kSync.
+constexpr int kSyncSlotBase = 0x100;  // bound buffers: slot kSyncSlotBase + sender's rank
+
 std::string pairKey(const std::string& prefix, int from, int to) {
   return fmt::format("{}/gloo-direct/{}/{}", prefix, from, to);
+}
+
+struct WaitMode {
+  bool syncPairs = false;
+  bool busyPoll = false;
+};
+
+// GlooOptions::wait, or DDPH_GLOO_WAIT, resolved for this world (NOTE [Sync pairs]).
+WaitMode resolveWait(GlooWait wait, int size) {
+  if (const char* forced = std::getenv("DDPH_GLOO_WAIT"); forced != nullptr && *forced != '\0') {
+    const std::string_view name(forced);
+    DDPH_CHECK(name == "loop-thread" || name == "sync" || name == "busy-poll" || name == "auto",
+               "DDPH_GLOO_WAIT={} is none of 'auto', 'loop-thread', 'sync', 'busy-poll'", name);
+    wait = name == "loop-thread" ? GlooWait::kLoopThread
+           : name == "sync"      ? GlooWait::kSync
+           : name == "busy-poll" ? GlooWait::kBusyPoll
+                                 : GlooWait::kAuto;
+  }
+  switch (wait) {
+    case GlooWait::kLoopThread: return {false, false};
+    case GlooWait::kSync: return {true, false};
+    case GlooWait::kAuto: return {true, false};
+    case GlooWait::kBusyPoll: {
+      const unsigned threads = std::thread::hardware_concurrency();  // 0: unknown
+      return {true, threads > 0 && static_cast<unsigned>(size) <= threads};
+    }
+  }
+  return {};
 }
 
 /// NOTE [Sparse connect]: the pairs a rank connects: rank 0 with every rank (the star collectives
@@ -85,12 +151,45 @@ class SparseContext final : public gloo::Context {
  public:
   SparseContext(int rank, int size) : gloo::Context(rank, size) {}
 
+  /// Connects the pairs of connectedPeers(); with `wait.syncPairs` and at most kExchangeUpTo
+  /// ranks also a second full mesh of synchronous pairs for the exchange (NOTE [Sync pairs]).
   void connect(RendezvousStore& store, const std::string& prefix,
-               std::shared_ptr<gloo::transport::Device> device, std::chrono::milliseconds timeout) {
+               std::shared_ptr<gloo::transport::Device> device, std::chrono::milliseconds timeout,
+               WaitMode wait) {
     setTimeout(timeout);
-    auto transport = device->createContext(rank, size);
+    // Held by the base before any pair exists: its pairs hold a raw pointer to it, and the base
+    // destroys its transport context before its device.
+    device_ = std::move(device);
+    const auto deadline = Clock::now() + timeout;
+    transportContext_ =
+        connectPairs(store, prefix, *device_, connectedPeers(rank, size), timeout, deadline);
+    if (wait.syncPairs && size <= kExchangeUpTo) {
+      std::vector<int> everyPeer;
+      for (int r = 0; r < size; ++r) {
+        if (r != rank) everyPeer.push_back(r);
+      }
+      syncPairs_ = connectPairs(store, prefix + "/sync", *device_, everyPeer, timeout, deadline);
+      for (int peer : everyPeer) syncPairs_->getPair(peer)->setSync(true, wait.busyPoll);
+      syncTimeout_ = timeout;
+    }
+  }
+
+  /// Whether connect() made the synchronous pairs (NOTE [Sync pairs]).
+  bool hasSyncPairs() const { return syncPairs_ != nullptr; }
+  /// The synchronous pair to `peer`; only when hasSyncPairs().
+  gloo::transport::Pair* syncPair(int peer) const { return syncPairs_->getPair(peer).get(); }
+  /// The timeout the synchronous pairs' sockets carry.
+  std::chrono::milliseconds syncTimeout() const { return syncTimeout_; }
+
+ private:
+  std::shared_ptr<gloo::transport::Context> connectPairs(RendezvousStore& store,
+                                                         const std::string& prefix,
+                                                         gloo::transport::Device& device,
+                                                         const std::vector<int>& peers,
+                                                         std::chrono::milliseconds timeout,
+                                                         Clock::time_point deadline) {
+    std::shared_ptr<gloo::transport::Context> transport = device.createContext(rank, size);
     transport->setTimeout(timeout);
-    const std::vector<int> peers = connectedPeers(rank, size);
     // One small key per pair and direction: a rank reads only its peers' addresses for it
     // (c10d's full mesh reads every rank's whole address list).
     for (int peer : peers) {
@@ -98,7 +197,6 @@ class SparseContext final : public gloo::Context {
       store.set(pairKey(prefix, rank, peer),
                 std::vector<std::uint8_t>(address.begin(), address.end()));
     }
-    const auto deadline = Clock::now() + timeout;
     for (int peer : peers) {
       const auto left = std::max(std::chrono::milliseconds(1),
                                  std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -106,9 +204,12 @@ class SparseContext final : public gloo::Context {
       const auto bytes = store.get(pairKey(prefix, peer, rank), left, "init");
       transport->getPair(peer)->connect(std::vector<char>(bytes.begin(), bytes.end()));
     }
-    device_ = std::move(device);
-    transportContext_ = std::move(transport);
+    return transport;
   }
+
+  // Declared after the base's device: destroyed (pairs closed) before it.
+  std::shared_ptr<gloo::transport::Context> syncPairs_;
+  std::chrono::milliseconds syncTimeout_{0};
 };
 
 template <typename T>
@@ -222,7 +323,12 @@ class GlooDirectCommunicator final : public Communicator {
     guard("allreduce", step, [&] {
       const std::uint32_t tag = nextTag();
       if (!useStar(n * sizeof(T) * static_cast<std::size_t>(size())) && useExchange()) {
-        exchangeAllreduce(data, n, op, tag);
+        // NOTE [Sync pairs]: only while the sockets' timeout is still the communicator's.
+        if (context_->hasSyncPairs() && timeout_ == context_->syncTimeout()) {
+          syncExchangeAllreduce(data, n, op);
+        } else {
+          exchangeAllreduce(data, n, op, tag);
+        }
         return;
       }
       if (!useStar(n * sizeof(T) * static_cast<std::size_t>(size()))) {
@@ -267,11 +373,57 @@ class GlooDirectCommunicator final : public Communicator {
     }
     for (int i = 1; i < size(); ++i) checkDone(all->waitRecv(left(deadline)));
     for (int i = 1; i < size(); ++i) checkDone(mine->waitSend(left(deadline)));
-    std::memcpy(scratch_.data() + static_cast<std::size_t>(rank()) * bytes, data, bytes);
+    reduceInRankOrder(data, n, op);
+  }
+
+  // NOTE [Sync pairs]: the exchange over the synchronous pairs, in rounds of disjoint pairs.
+  template <typename T>
+  void syncExchangeAllreduce(T* data, std::size_t n, ReduceOp op) {
+    const std::size_t bytes = n * sizeof(T);
+    const auto w = static_cast<std::size_t>(size());
+    scratch_.resize(std::max(scratch_.size(), bytes * w));
+    int rounds = 1;
+    while (rounds < size()) rounds *= 2;
+    for (int k = 1; k < rounds; ++k) {
+      const int peer = rank() ^ k;
+      if (peer >= size()) continue;
+      gloo::transport::Pair* pair = context_->syncPair(peer);
+      // Slot = sender's rank: the send buffer's slot is never registered here (a buffer's
+      // destructor unregisters its slot, whichever buffer holds it).
+      auto in = pair->createRecvBuffer(kSyncSlotBase + peer,
+                                       scratch_.data() + static_cast<std::size_t>(peer) * bytes,
+                                       bytes);
+      auto out = pair->createSendBuffer(kSyncSlotBase + rank(), data, bytes);
+      if (rank() < peer) {
+        out->send(0, bytes);
+        out->waitSend();
+        in->waitRecv();
+      } else {
+        in->waitRecv();
+        out->send(0, bytes);
+        out->waitSend();
+      }
+    }
+    reduceInRankOrder(data, n, op);
+  }
+
+  // scratch_ holds every other rank's n elements at rank * n; data becomes their reduction with
+  // this rank's, in rank order: ((x0 op x1) op x2) op ..., the partial result always the first
+  // operand, so every rank computes the same bits (NaNs in max and min included). No copies: the
+  // partial result up to this rank accumulates in rank 0's slot of scratch_ (received, free to
+  // overwrite), the step with this rank's own x writes into data, the rest follows in data.
+  template <typename T>
+  void reduceInRankOrder(T* data, std::size_t n, ReduceOp op) {
     const auto reduce = reduceFunction<T>(op);
-    const T* in = reinterpret_cast<const T*>(scratch_.data());
-    std::memcpy(data, in, bytes);
-    for (std::size_t r = 1; r < w; ++r) reduce(data, data, in + r * n, n);
+    T* in = reinterpret_cast<T*>(scratch_.data());
+    const auto me = static_cast<std::size_t>(rank());
+    if (me > 0) {
+      for (std::size_t r = 1; r < me; ++r) reduce(in, in, in + r * n, n);
+      reduce(data, in, data, n);
+    }
+    for (std::size_t r = me + 1; r < static_cast<std::size_t>(size()); ++r) {
+      reduce(data, data, in + r * n, n);
+    }
   }
 
   template <typename T>
@@ -401,9 +553,12 @@ std::unique_ptr<Communicator> connectGlooDirect(std::shared_ptr<RendezvousStore>
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
-    auto device = gloo::transport::tcp::CreateDevice(attr);
+    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<SparseContext>(rank, size);
-    if (size > 1) context->connect(*store, groupName, std::move(device), options.timeout);
+    if (size > 1) {
+      context->connect(*store, groupName, std::move(device), options.timeout,
+                       resolveWait(options.wait, size));
+    }
     return std::make_unique<GlooDirectCommunicator>(std::move(context), std::move(store), options);
   } catch (const Error&) {
     throw;

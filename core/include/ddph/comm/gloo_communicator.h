@@ -61,14 +61,38 @@ enum class GlooEngine {
   kProcessGroup,
 };
 
+/// How the direct engine's exchange allreduce (W <= 4, payloads over 64 KiB gathered) waits for
+/// the bytes of its peers (NOTE [Sync pairs] in gloo_direct_communicator.cpp). The environment
+/// variable DDPH_GLOO_WAIT=auto|loop-thread|sync|busy-poll overrides the option. Every rank of a
+/// world must agree on loop-thread or not (sync and busy-poll mix): where they disagree, the ranks
+/// that want synchronous pairs fail their connect with a TimeoutError.
+enum class GlooWait {
+  /// kSync: busy polling gained under 10 % with a core per rank on a quiet machine and lost
+  /// 1.8x beside one other busy process (NOTE [Sync pairs]).
+  kAuto,
+  /// Gloo's asynchronous pairs: its device loop thread reads every message (after a
+  /// ready-to-receive notice from the receiver) and wakes the waiting caller.
+  kLoopThread,
+  /// Gloo's synchronous pairs: the calling thread reads and writes the socket itself, blocking in
+  /// recv(2) until the bytes are there; no loop thread, no notices.
+  kSync,
+  /// kSync, but the caller spins on a non-blocking recv(2) instead of sleeping in it: no wake-up
+  /// at all, at the price of a core spinning while it waits. Only where the world has no more
+  /// ranks than this host has hardware threads (std::thread::hardware_concurrency()); kSync
+  /// above that.
+  kBusyPoll,
+};
+
 /// NOTE [Gloo engines]: both engines meet through the same RendezvousStore and give identical
 /// results. kProcessGroup is PyTorch's own path: W(W-1)/2 connections made through W^2 store
 /// reads of W addresses each (O(W^3) bytes through the store: 32 s of connecting at W = 256 on 2
 /// cores), and every collective handed to a worker thread and back. kDirect connects only the pairs
 /// its collectives use (rank 0 to every rank, each rank to its ring neighbours: under 3W
 /// connections, one store key each) and runs each collective on the calling thread. Data-parallel
-/// buffers at small W go round Gloo's ring (gloo::allreduce, gloo::allgather); small payloads and
-/// every collective above starCollectivesAbove go through rank 0 (NOTE [Collectives at scale]).
+/// buffers at W <= 4 are allreduced as one exchange over a second set of pairs in Gloo's
+/// synchronous mode (NOTE [Exchange allreduce], NOTE [Sync pairs]; GlooWait), above 4 ranks round
+/// Gloo's ring (gloo::allreduce, gloo::allgather); small payloads and every collective above
+/// starCollectivesAbove go through rank 0 (NOTE [Collectives at scale]).
 /// The environment variable DDPH_GLOO_ENGINE=process-group|direct overrides the option. A build
 /// without the direct engine (NOTE [Which Gloo] in CMakeLists.txt) runs kDirect on c10d's engine.
 struct GlooOptions {
@@ -87,6 +111,8 @@ struct GlooOptions {
   /// engine also sends every payload of at most 64 KiB (gathered) through rank 0 at any W
   /// (NOTE [Star for small payloads]); its broadcast and barrier always go through rank 0.
   int starCollectivesAbove = 32;
+  /// How the direct engine's exchange allreduce waits (GlooWait; kDirect only).
+  GlooWait wait = GlooWait::kAuto;
 };
 
 /// NOTE [Loopback address per rank]: 127.0.x.y with x = 1 + r / 250, y = 1 + r % 250, so every

@@ -1,0 +1,122 @@
+// gloo_allreduce_benchmark: the time of one Communicator::allreduce of DDP's gradient bucket
+// (101,770 floats, the MLP 784-128-10 of ddp_step_benchmark) between W rank processes on this
+// host, with an optional busy "compute" phase of --work-us before each one (as a training step has
+// its forward and backward), so the figure includes what a step sees: the wake-ups, not only the
+// bytes. Torch-free; the engine and wait mode come from GlooOptions' environment overrides
+// (DDPH_GLOO_ENGINE, DDPH_GLOO_WAIT). Not a test.
+//
+// Output, one line per world size: `allreduce W=<w> floats=<n> us=<mean microseconds per call>`
+// (rank 0's view: the call's time, compute excluded).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ddph/comm/gloo_communicator.h"
+#include "ddph/common/error.h"
+#include "test_support.h"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Config {
+  int calls = 1000;
+  int warmup = 50;
+  std::size_t floats = 101770;
+  int workUs = 0;
+};
+
+void spin(int us) {
+  const auto end = Clock::now() + std::chrono::microseconds(us);
+  while (Clock::now() < end) {
+  }
+}
+
+int runRank(int rank, int world, int port, const Config& config, const std::string& out) {
+  auto store = ddph::makeTcpStore("127.0.0.1", static_cast<std::uint16_t>(port), false, world, 60s);
+  ddph::GlooOptions options;
+  options.timeout = 60s;
+  auto comm = ddph::connectGloo(store, rank, world, options, "allreduce-benchmark");
+  std::vector<float> data(config.floats, static_cast<float>(rank));
+  for (int i = 0; i < config.warmup; ++i) comm->allreduce(data, ddph::ReduceOp::kSum, "warm-up");
+  comm->barrier("benchmark start");
+  Clock::duration inCalls{};
+  for (int i = 0; i < config.calls; ++i) {
+    spin(config.workUs);
+    const auto start = Clock::now();
+    comm->allreduce(data, ddph::ReduceOp::kSum, "benchmark");
+    inCalls += Clock::now() - start;
+  }
+  comm->barrier("benchmark end");
+  if (rank == 0) {
+    const double us = std::chrono::duration<double, std::micro>(inCalls).count() / config.calls;
+    const std::string tmp = out + ".tmp";
+    std::ofstream(tmp) << us << "\n";
+    std::filesystem::rename(tmp, out);
+  }
+  return 0;
+}
+
+double runWorld(const std::string& self, int world, const Config& config) {
+  ddph::test::TempDir dir("ddph-allreduce-bench");
+  auto store = ddph::makeTcpStore("127.0.0.1", 0, true, world, 60s);
+  const std::string port = std::to_string(ddph::tcpStorePort(*store));
+  const std::string out = dir.path() + "/rank0.us";
+  std::vector<std::unique_ptr<ddph::test::ChildProcess>> ranks;
+  for (int r = 0; r < world; ++r) {
+    ranks.push_back(std::make_unique<ddph::test::ChildProcess>(std::vector<std::string>{
+        self, "--rank", std::to_string(r), "--world", std::to_string(world), "--port", port,
+        "--calls", std::to_string(config.calls), "--warmup", std::to_string(config.warmup),
+        "--floats", std::to_string(config.floats), "--work-us", std::to_string(config.workUs),
+        "--out", out}));
+  }
+  const auto deadline = Clock::now() + 300s;
+  for (int r = 0; r < world; ++r) {
+    const int rc = ranks[static_cast<std::size_t>(r)]->wait(deadline);
+    if (rc != 0) throw ddph::Error(fmt::format("benchmark rank {} exited with {}", r, rc));
+  }
+  double us = 0;
+  std::ifstream(out) >> us;
+  return us;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("gloo_allreduce_benchmark: one gradient-bucket allreduce between rank processes");
+  Config config;
+  int rank = -1, world = 1, port = 0;
+  std::vector<int> worlds{2, 4};
+  std::string out;
+  app.add_option("--calls", config.calls, "timed allreduce calls")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", config.warmup, "untimed calls first")->check(CLI::NonNegativeNumber);
+  app.add_option("--floats", config.floats, "floats per allreduce")->check(CLI::PositiveNumber);
+  app.add_option("--work-us", config.workUs, "busy microseconds before each call")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--worlds", worlds, "world sizes to measure")->check(CLI::Range(2, 64));
+  app.add_option("--rank", rank, "internal: run as this rank");
+  app.add_option("--world", world, "internal");
+  app.add_option("--port", port, "internal");
+  app.add_option("--out", out, "internal");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (rank >= 0) return runRank(rank, world, port, config, out);
+    const std::string self = std::filesystem::canonical("/proc/self/exe").string();
+    for (int w : worlds) {
+      fmt::print("allreduce W={} floats={} us={:.1f}\n", w, config.floats,
+                 runWorld(self, w, config));
+      std::fflush(stdout);
+    }
+    return ddph::kExitOk;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "gloo_allreduce_benchmark: error: {}\n", e.what());
+    return ddph::kExitRuntime;
+  }
+}
