@@ -12,15 +12,13 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "ddph/comm/gloo_communicator.h"
 #include "ddph/common/error.h"
 #include "ddph/ddp/distributed_data_parallel.h"
-#include "test_support.h"
+#include "rank_world.h"
 
 using namespace std::chrono_literals;
 
@@ -74,34 +72,14 @@ int runRank(int rank, int world, int port, const Config& config, const std::stri
   auto net = makeModel();
   ddph::DistributedDataParallel ddp(net.ptr(), *comm);
   const double ms = trainLoop(net, config, rank, comm.get());
-  if (rank == 0) {
-    const std::string tmp = out + ".tmp";
-    std::ofstream(tmp) << ms << "\n";
-    std::filesystem::rename(tmp, out);
-  }
+  ddph::bench::reportFromRank0(rank, out, ms);
   return 0;
 }
 
 double runWorld(const std::string& self, int world, const Config& config) {
-  ddph::test::TempDir dir("ddph-ddp-bench");
-  auto store = ddph::makeTcpStore("127.0.0.1", 0, true, world, 60s);
-  const std::string port = std::to_string(ddph::tcpStorePort(*store));
-  const std::string out = dir.path() + "/rank0.ms";
-  std::vector<std::unique_ptr<ddph::test::ChildProcess>> ranks;
-  for (int r = 0; r < world; ++r) {
-    ranks.push_back(std::make_unique<ddph::test::ChildProcess>(std::vector<std::string>{
-        self, "--rank", std::to_string(r), "--world", std::to_string(world), "--port", port,
-        "--steps", std::to_string(config.steps), "--warmup", std::to_string(config.warmup),
-        "--out", out}));
-  }
-  const auto deadline = std::chrono::steady_clock::now() + 300s;
-  for (int r = 0; r < world; ++r) {
-    const int rc = ranks[static_cast<std::size_t>(r)]->wait(deadline);
-    if (rc != 0) throw ddph::Error(fmt::format("benchmark rank {} exited with {}", r, rc));
-  }
-  double ms = 0;
-  std::ifstream(out) >> ms;
-  return ms;
+  return ddph::bench::runRankWorld(
+      self, world,
+      {"--steps", std::to_string(config.steps), "--warmup", std::to_string(config.warmup)});
 }
 
 }  // namespace

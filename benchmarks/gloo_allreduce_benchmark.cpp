@@ -12,14 +12,12 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "ddph/comm/gloo_communicator.h"
 #include "ddph/common/error.h"
-#include "test_support.h"
+#include "rank_world.h"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -55,36 +53,16 @@ int runRank(int rank, int world, int port, const Config& config, const std::stri
     inCalls += Clock::now() - start;
   }
   comm->barrier("benchmark end");
-  if (rank == 0) {
-    const double us = std::chrono::duration<double, std::micro>(inCalls).count() / config.calls;
-    const std::string tmp = out + ".tmp";
-    std::ofstream(tmp) << us << "\n";
-    std::filesystem::rename(tmp, out);
-  }
+  ddph::bench::reportFromRank0(
+      rank, out, std::chrono::duration<double, std::micro>(inCalls).count() / config.calls);
   return 0;
 }
 
 double runWorld(const std::string& self, int world, const Config& config) {
-  ddph::test::TempDir dir("ddph-allreduce-bench");
-  auto store = ddph::makeTcpStore("127.0.0.1", 0, true, world, 60s);
-  const std::string port = std::to_string(ddph::tcpStorePort(*store));
-  const std::string out = dir.path() + "/rank0.us";
-  std::vector<std::unique_ptr<ddph::test::ChildProcess>> ranks;
-  for (int r = 0; r < world; ++r) {
-    ranks.push_back(std::make_unique<ddph::test::ChildProcess>(std::vector<std::string>{
-        self, "--rank", std::to_string(r), "--world", std::to_string(world), "--port", port,
-        "--calls", std::to_string(config.calls), "--warmup", std::to_string(config.warmup),
-        "--floats", std::to_string(config.floats), "--work-us", std::to_string(config.workUs),
-        "--out", out}));
-  }
-  const auto deadline = Clock::now() + 300s;
-  for (int r = 0; r < world; ++r) {
-    const int rc = ranks[static_cast<std::size_t>(r)]->wait(deadline);
-    if (rc != 0) throw ddph::Error(fmt::format("benchmark rank {} exited with {}", r, rc));
-  }
-  double us = 0;
-  std::ifstream(out) >> us;
-  return us;
+  return ddph::bench::runRankWorld(
+      self, world,
+      {"--calls", std::to_string(config.calls), "--warmup", std::to_string(config.warmup),
+       "--floats", std::to_string(config.floats), "--work-us", std::to_string(config.workUs)});
 }
 
 }  // namespace
