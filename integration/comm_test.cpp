@@ -5,6 +5,8 @@
 
 #include <array>
 #include <chrono>
+#include <mutex>
+#include <condition_variable>
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -202,16 +204,42 @@ INSTANTIATE_TEST_SUITE_P(
 
 class GlooEngines : public ::testing::TestWithParam<GlooEngine> {};
 
+// The missing-peer tests: ranks 0 and 1 each wait for rank 2 and must meet their own deadline.
+// A rank that gives up first would close its connections (its communicator goes with the thread's
+// scope) and could fail the other with "closed by peer" just before that one's own deadline (seen
+// under load); that case is LeavingPeerFailsTheOthersAtOnce's. So a rank that gave up holds its
+// connections until the other has given up too (10 s at most).
+class BothGiveUp {
+ public:
+  void arriveAndWait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ++arrived_;
+    changed_.notify_all();
+    changed_.wait_for(lock, 10s, [this] { return arrived_ >= 2; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int arrived_ = 0;
+};
+
 TEST_P(GlooEngines, MissingPeerTimesOutNamingOperationAndStep) {
   const auto start = std::chrono::steady_clock::now();
-  const auto results = runThreads(3, makeOptions(1500ms, 32, GetParam()), [](Communicator& c) {
+  BothGiveUp bothGiveUp;
+  const auto results = runThreads(3, makeOptions(1500ms, 32, GetParam()), [&](Communicator& c) {
     c.barrier("warm-up");
     if (c.rank() == 2) {
       std::this_thread::sleep_for(3s);  // never joins the allreduce below
       return;
     }
     std::vector<float> f{1.0f};
-    c.allreduce(f, ReduceOp::kSum, "epoch 0 step 5");
+    try {
+      c.allreduce(f, ReduceOp::kSum, "epoch 0 step 5");
+    } catch (...) {
+      bothGiveUp.arriveAndWait();
+      throw;
+    }
   });
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
   for (int r = 0; r < 2; ++r) {
@@ -256,8 +284,9 @@ constexpr std::size_t kBucketFloats = 100000;  // DDP's bucket of the benchmark 
 
 TEST_P(ExchangeWaits, MissingPeerTimesOutNamingOperationAndStep) {
   std::array<double, 3> seconds{};
+  BothGiveUp bothGiveUp;
   const auto results = runThreads(3, makeOptions(1500ms, 32, GlooEngine::kDirect, GetParam()),
-                                   [&seconds](Communicator& c) {
+                                   [&seconds, &bothGiveUp](Communicator& c) {
     c.barrier("warm-up");
     if (c.rank() == 2) {
       std::this_thread::sleep_for(4s);  // never joins the allreduce below
@@ -270,6 +299,7 @@ TEST_P(ExchangeWaits, MissingPeerTimesOutNamingOperationAndStep) {
     } catch (...) {
       seconds[static_cast<std::size_t>(c.rank())] =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      bothGiveUp.arriveAndWait();
       throw;
     }
   });
