@@ -5,8 +5,6 @@
 
 #include <array>
 #include <chrono>
-#include <mutex>
-#include <condition_variable>
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -204,49 +202,34 @@ INSTANTIATE_TEST_SUITE_P(
 
 class GlooEngines : public ::testing::TestWithParam<GlooEngine> {};
 
-// The missing-peer tests: ranks 0 and 1 each wait for rank 2 and must meet their own deadline.
-// A rank that gives up first would close its connections (its communicator goes with the thread's
-// scope) and could fail the other with "closed by peer" just before that one's own deadline (seen
-// under load); that case is LeavingPeerFailsTheOthersAtOnce's. So a rank that gave up holds its
-// connections until the other has given up too (10 s at most).
-class BothGiveUp {
- public:
-  void arriveAndWait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    ++arrived_;
-    changed_.notify_all();
-    changed_.wait_for(lock, 10s, [this] { return arrived_ >= 2; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  int arrived_ = 0;
-};
-
+// Ranks 0 and 1 run an allreduce that rank 2 never joins. The rank whose own wait is on rank 2
+// times out; Gloo then closes that rank's pairs (its timeout is signalled to every pair of the
+// context), so a rank still waiting on *it* may fail first with "a peer died or left" rather than
+// its own timeout: both are right, and which one comes first is scheduling (under load, a fresh
+// clone's ctest saw rank 1 get the closed pair every time). Every rank must fail, at least one by
+// the timeout, each naming the operation and the step.
 TEST_P(GlooEngines, MissingPeerTimesOutNamingOperationAndStep) {
   const auto start = std::chrono::steady_clock::now();
-  BothGiveUp bothGiveUp;
-  const auto results = runThreads(3, makeOptions(1500ms, 32, GetParam()), [&](Communicator& c) {
+  const auto results = runThreads(3, makeOptions(1500ms, 32, GetParam()), [](Communicator& c) {
     c.barrier("warm-up");
     if (c.rank() == 2) {
       std::this_thread::sleep_for(3s);  // never joins the allreduce below
       return;
     }
     std::vector<float> f{1.0f};
-    try {
-      c.allreduce(f, ReduceOp::kSum, "epoch 0 step 5");
-    } catch (...) {
-      bothGiveUp.arriveAndWait();
-      throw;
-    }
+    c.allreduce(f, ReduceOp::kSum, "epoch 0 step 5");
   });
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  int timedOut = 0;
   for (int r = 0; r < 2; ++r) {
-    EXPECT_NE(results[r].find("timeout"), std::string::npos) << results[r];
+    const bool timeout = results[r].rfind("timeout: ", 0) == 0;
+    const bool peerLeft = results[r].rfind("peer: ", 0) == 0;
+    timedOut += timeout ? 1 : 0;
+    EXPECT_TRUE(timeout || peerLeft) << results[r];
     EXPECT_NE(results[r].find("allreduce"), std::string::npos) << results[r];
     EXPECT_NE(results[r].find("epoch 0 step 5"), std::string::npos) << results[r];
   }
+  EXPECT_GE(timedOut, 1) << results[0] << "\n" << results[1];
   EXPECT_EQ(results[2], "ok");
 }
 
@@ -284,9 +267,8 @@ constexpr std::size_t kBucketFloats = 100000;  // DDP's bucket of the benchmark 
 
 TEST_P(ExchangeWaits, MissingPeerTimesOutNamingOperationAndStep) {
   std::array<double, 3> seconds{};
-  BothGiveUp bothGiveUp;
   const auto results = runThreads(3, makeOptions(1500ms, 32, GlooEngine::kDirect, GetParam()),
-                                   [&seconds, &bothGiveUp](Communicator& c) {
+                                   [&seconds](Communicator& c) {
     c.barrier("warm-up");
     if (c.rank() == 2) {
       std::this_thread::sleep_for(4s);  // never joins the allreduce below
@@ -299,7 +281,6 @@ TEST_P(ExchangeWaits, MissingPeerTimesOutNamingOperationAndStep) {
     } catch (...) {
       seconds[static_cast<std::size_t>(c.rank())] =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      bothGiveUp.arriveAndWait();
       throw;
     }
   });
