@@ -340,22 +340,24 @@ std::unique_ptr<Communicator> connectGloo(std::shared_ptr<RendezvousStore> store
                                           const std::string& groupName) {
   DDPH_CHECK(size > 0 && rank >= 0 && rank < size, "rank {} is outside a world of {}", rank, size);
   GlooEngine engine = options.engine;
-  if (const char* forced = std::getenv("DDPH_GLOO_ENGINE"); forced != nullptr && *forced != '\0') {
-    const std::string_view name(forced);
-    DDPH_CHECK(name == "direct" || name == "process-group",
-               "DDPH_GLOO_ENGINE={} is neither 'direct' nor 'process-group'", name);
-    engine = name == "direct" ? GlooEngine::kDirect : GlooEngine::kProcessGroup;
+  [[maybe_unused]] bool forced = false;  // read only without the direct engine
+  if (const char* name = std::getenv("DDPH_GLOO_ENGINE"); name != nullptr && *name != '\0') {
+    const std::string_view value(name);
+    DDPH_CHECK(value == "direct" || value == "process-group",
+               "DDPH_GLOO_ENGINE={} is neither 'direct' nor 'process-group'", value);
+    engine = value == "direct" ? GlooEngine::kDirect : GlooEngine::kProcessGroup;
+    forced = true;
   }
   if (engine == GlooEngine::kDirect) {
 #if DDPH_HAVE_DIRECT_GLOO
     return connectGlooDirect(std::move(store), rank, size, options, groupName);
 #else
-    // NOTE [Which Gloo]: this build's LibTorch carries its own Gloo without headers for it.
-    DDPH_CHECK(std::getenv("DDPH_GLOO_ENGINE") == nullptr,
+    // NOTE [Which Gloo]: this build's LibTorch carries its own Gloo without headers for it; an
+    // unforced kDirect (the default) runs on c10d's engine below.
+    DDPH_CHECK(!forced,
                "DDPH_GLOO_ENGINE=direct: this build has no direct Gloo engine (LibTorch {} ships "
                "no Gloo headers); use process-group",
                DDPH_TORCH_VERSION);
-    engine = GlooEngine::kProcessGroup;
 #endif
   }
   try {
