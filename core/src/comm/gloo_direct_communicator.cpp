@@ -322,7 +322,8 @@ class GlooDirectCommunicator final : public Communicator {
     if (size() == 1 || n == 0) return;
     guard("allreduce", step, [&] {
       const std::uint32_t tag = nextTag();
-      if (!useStar(n * sizeof(T) * static_cast<std::size_t>(size())) && useExchange()) {
+      const bool star = useStar(n * sizeof(T) * static_cast<std::size_t>(size()));
+      if (!star && useExchange()) {
         // NOTE [Sync pairs]: only while the sockets' timeout is still the communicator's.
         if (context_->hasSyncPairs() && timeout_ == context_->syncTimeout()) {
           syncExchangeAllreduce(data, n, op);
@@ -331,7 +332,7 @@ class GlooDirectCommunicator final : public Communicator {
         }
         return;
       }
-      if (!useStar(n * sizeof(T) * static_cast<std::size_t>(size()))) {
+      if (!star) {
         gloo::AllreduceOptions opts(context_);
         opts.setOutput(data, n);
         opts.setReduceFunction(reduceFunction<T>(op));
