@@ -4,7 +4,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace ddph::sim {
 
@@ -20,5 +25,15 @@ Command addRankSelfTestCommand(CLI::App& app);
 Command addRankRunCommand(CLI::App& app);
 Command addRunCommand(CLI::App& app);
 Command addScenariosCommand(CLI::App& app);
+Command addAuditCommand(CLI::App& app);
+
+/// Reads and audits a trace folder, prints the summary (unless quiet), writes the JSON report;
+/// returns kExitOk or kExitViolation. Throws ConfigError for an unreadable trace.
+int auditTraceFolder(const std::filesystem::path& dir, const std::optional<std::string>& reportPath,
+                     bool quiet);
+
+/// What every rank of `ddp-sim launch --audit` gets: DDPH_AUDIT_DIR, DDPH_AUDIT_RUN_ID and the
+/// recorder's folders at the head of PYTHONPATH (its sitecustomize loads it into Python ranks).
+std::vector<std::pair<std::string, std::string>> auditEnvironment(const std::filesystem::path& traceDir);
 
 }  // namespace ddph::sim

@@ -3,12 +3,16 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <stdlib.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
 
 #include "commands.h"
+#include "ddph/audit/launch_record.h"
 #include "ddph/comm/rank_env.h"
 #include "ddph/common/error.h"
 #include "ddph/launch/launcher.h"
@@ -25,6 +29,38 @@ struct LaunchArgs {
   double graceS = 3.0;
   int masterPort = 0;
   std::vector<std::string> command;
+  bool audit = false;
+  std::optional<std::string> traceDir;
+  std::optional<std::string> reportPath;
+};
+
+// The trace folder of `launch --audit`: the user's --trace-dir (kept), or a private temporary one
+// removed when the audit is done.
+class TraceFolder {
+ public:
+  explicit TraceFolder(const std::optional<std::string>& dir) {
+    if (dir) {
+      path_ = *dir;
+      audit::prepareTraceDir(path_);
+      return;
+    }
+    std::string pattern = (std::filesystem::temp_directory_path() / "ddph-audit-XXXXXX").string();
+    DDPH_CHECK(::mkdtemp(pattern.data()) != nullptr, "cannot create a trace folder in {}",
+               std::filesystem::temp_directory_path().string());
+    path_ = pattern;
+    temporary_ = true;
+  }
+  ~TraceFolder() {
+    std::error_code ignored;
+    if (temporary_) std::filesystem::remove_all(path_, ignored);
+  }
+  TraceFolder(const TraceFolder&) = delete;
+  TraceFolder& operator=(const TraceFolder&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  bool temporary_ = false;
 };
 
 std::chrono::milliseconds seconds(double s) {
@@ -42,6 +78,12 @@ int runLaunch(const LaunchArgs& a) {
   if (a.timeoutS) options.timeout = seconds(*a.timeoutS);
   options.grace = seconds(a.graceS);
   options.masterPort = static_cast<std::uint16_t>(a.masterPort);
+  DDPH_CHECK(a.audit || (!a.traceDir && !a.reportPath), "--trace-dir and --report need --audit");
+  std::optional<TraceFolder> traces;
+  if (a.audit) {
+    traces.emplace(a.traceDir);
+    options.extraEnv = auditEnvironment(traces->path());
+  }
   const LaunchResult result = launchRanks(options);
   std::cout << std::flush;
   if (result.exitCode == 0) {
@@ -49,7 +91,17 @@ int runLaunch(const LaunchArgs& a) {
   } else {
     fmt::print(stderr, "ddp-sim launch: error: {}\n", result.summary);
   }
-  return result.exitCode;
+  if (!traces) return result.exitCode;
+  audit::writeLaunchRecord(traces->path(), result, a.numRanks);
+  int audited = kExitOk;
+  try {
+    audited = auditTraceFolder(traces->path(), a.reportPath, /*quiet=*/false);
+  } catch (const ConfigError& e) {
+    fmt::print(stderr, "ddp-sim launch: error: cannot audit the run: {}\n", e.what());
+    return result.interruptedBy != 0 ? result.exitCode : kExitUsage;
+  }
+  if (result.interruptedBy != 0) return result.exitCode;  // 128 + N, after the audit
+  return audited == kExitOk && result.exitCode == 0 ? kExitOk : kExitViolation;
 }
 
 int runSelfTest(double timeoutS) {
@@ -118,10 +170,17 @@ Command addLaunchCommand(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--master-port", args->masterPort, "MASTER_PORT (0: a free port)")
       ->capture_default_str();
+  sub->add_flag("--audit", args->audit,
+                "watch the ranks (Python torch programs through the ddph_audit recorder, C++ ones "
+                "through DDPH_AUDIT_DIR) and audit their trace when they end");
+  sub->add_option("--trace-dir", args->traceDir,
+                  "with --audit: keep the trace in this folder (default: a temporary one)");
+  sub->add_option("--report", args->reportPath, "with --audit: write the audit report as JSON here");
   sub->add_option("command", args->command, "the rank program and its arguments (after --)")
       ->required();
-  sub->footer("Exit codes: 0 every rank exited 0, 1 a rank failed or timed out, 2 bad arguments, "
-              "128+N interrupted by signal N.");
+  sub->footer("Exit codes: 0 every rank exited 0 (and, with --audit, no finding), 1 a rank failed "
+              "or timed out (or the audit found a violation), 2 bad arguments or an unreadable "
+              "trace, 128+N interrupted by signal N (the audit still runs).");
   return {sub, [args] { return runLaunch(*args); }};
 }
 

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
       ddph::sim::addRankRunCommand(app),
       ddph::sim::addRunCommand(app),
       ddph::sim::addScenariosCommand(app),
+      ddph::sim::addAuditCommand(app),
   };
 
   if (const auto exitCode = ddph::parseCommandLine(app, argc, argv, "ddp-sim")) return *exitCode;

@@ -110,6 +110,7 @@ class Supervisor {
     rank->out.sink = options_.out ? options_.out : &std::cout;
     rank->err.sink = options_.err ? options_.err : &std::cerr;
     auto env = boost::this_process::environment();
+    for (const auto& [name, value] : options_.extraEnv) env[name] = value;
     env["RANK"] = std::to_string(r);
     env["LOCAL_RANK"] = std::to_string(r);
     env["WORLD_SIZE"] = std::to_string(options_.numRanks);

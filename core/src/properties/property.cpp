@@ -75,6 +75,15 @@ const std::vector<PropertyInfo>& trainingProperties() {
        "the loss is summed instead of averaged (gradients 1/W too small), ranks see batches of "
        "different sizes (uneven last batch), BatchNorm normalises with per-rank statistics, a rank "
        "skipped a step, or the replicas started from different weights (no broadcast from rank 0)"},
+      {property::kReplicaConsistency,
+       "every rank's model parameters and buffers are identical at the same point of the run",
+       "the replicas diverged: an optimizer step or a parameter change ran on some ranks only "
+       "(e.g. `if rank == 0: optimizer.step()`), or buffers were updated per rank; step the "
+       "optimizer on every rank"},
+      {property::kParameterUpdates,
+       "an epoch that ran backward passes changes the model's parameters",
+       "gradients are computed but never applied: no optimizer.step() after loss.backward() (or "
+       "a learning rate of 0); step the optimizer each iteration"},
   };
   return kProperties;
 }
@@ -86,6 +95,12 @@ const PropertyInfo* findProperty(std::string_view name) {
     }
   }
   return nullptr;
+}
+
+std::string likelyCauseOf(const Violation& v) {
+  if (!v.likelyCause.empty()) return v.likelyCause;
+  if (const PropertyInfo* info = findProperty(v.property)) return std::string(info->likelyCause);
+  return {};
 }
 
 std::string formatViolation(const Violation& v) {

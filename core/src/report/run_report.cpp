@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "ddph/common/error.h"
+#include "violation_json.h"
 
 namespace ddph {
 
@@ -22,15 +23,7 @@ std::string reportJson(const RunReport& r) {
   j["world_size"] = r.worldSize;
   j["passed"] = r.passed;
   auto& violations = j["violations"] = nlohmann::ordered_json::array();
-  for (const auto& v : r.violations) {
-    nlohmann::ordered_json jv = {{"property", v.property}, {"ranks", v.ranks},
-                                 {"epoch", v.epoch},       {"step", v.step},
-                                 {"detail", v.detail}};
-    if (const PropertyInfo* info = findProperty(v.property)) {
-      jv["likely_cause"] = std::string(info->likelyCause);
-    }
-    violations.push_back(std::move(jv));
-  }
+  for (const auto& v : r.violations) violations.push_back(violationJson(v));
   j["notes"] = r.notes;
   auto& timings = j["timings"] = nlohmann::ordered_json::object();
   for (const auto& [name, value] : r.timings) timings[name] = value;
@@ -39,6 +32,30 @@ std::string reportJson(const RunReport& r) {
                          {"peak_rss_mb", r.peakRssMb}};
   if (r.interruptedBy != 0) j["interrupted_by_signal"] = r.interruptedBy;
   return j.dump(2) + "\n";
+}
+
+std::string violationsText(const std::vector<Violation>& violations,
+                           const std::vector<std::string>& hints, std::size_t shown) {
+  std::string out;
+  for (std::size_t i = 0; i < violations.size() && i < shown; ++i) {
+    const Violation& v = violations[i];
+    out += fmt::format("  FAIL {}\n", formatViolation(v));
+    if (i == 0) {
+      for (const auto& hint : hints) out += fmt::format("       likely cause: {}\n", hint);
+    }
+    // A violation's own cause is always shown; the catalogue's once per property.
+    const bool repeated = std::any_of(violations.begin(), violations.begin() + static_cast<long>(i),
+                                      [&](const Violation& w) { return w.property == v.property; });
+    const std::string cause = likelyCauseOf(v);
+    if (!cause.empty() && (!v.likelyCause.empty() || !repeated)) {
+      const bool usual = !hints.empty() && v.likelyCause.empty();
+      out += fmt::format("       {}: {}\n", usual ? "usual cause" : "likely cause", cause);
+    }
+  }
+  if (violations.size() > shown) {
+    out += fmt::format("  … {} more violations (see --report)\n", violations.size() - shown);
+  }
+  return out;
 }
 
 std::string reportText(const RunReport& r) {
@@ -52,23 +69,7 @@ std::string reportText(const RunReport& r) {
   for (const auto& note : r.notes) {
     if (note.rfind("hint: ", 0) == 0) hints.push_back(note.substr(6));
   }
-  for (std::size_t i = 0; i < r.violations.size() && i < kShown; ++i) {
-    out += fmt::format("  FAIL {}\n", formatViolation(r.violations[i]));
-    if (i == 0) {
-      for (const auto& hint : hints) out += fmt::format("       likely cause: {}\n", hint);
-    }
-    if (const PropertyInfo* info = findProperty(r.violations[i].property)) {
-      const bool repeated = std::any_of(r.violations.begin(), r.violations.begin() + static_cast<long>(i),
-                                        [&](const Violation& v) { return v.property == r.violations[i].property; });
-      if (!repeated) {
-        out += fmt::format("       {}: {}\n", hints.empty() ? "likely cause" : "usual cause",
-                           info->likelyCause);
-      }
-    }
-  }
-  if (r.violations.size() > kShown) {
-    out += fmt::format("  … {} more violations (see --report)\n", r.violations.size() - kShown);
-  }
+  out += violationsText(r.violations, hints, kShown);
   for (std::size_t i = 0; i < r.notes.size() && i < kShown; ++i) {
     if (r.notes[i].rfind("hint: ", 0) == 0 && !r.violations.empty()) continue;  // shown above
     out += fmt::format("  note: {}\n", r.notes[i]);

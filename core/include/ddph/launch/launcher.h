@@ -15,6 +15,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ddph {
@@ -30,6 +31,9 @@ struct LaunchOptions {
   std::string masterAddr = "127.0.0.1";
   /// 0: a free port on masterAddr.
   std::uint16_t masterPort = 0;
+  /// Variables set for every rank on top of the launcher's environment and the torchrun ones
+  /// (`--audit`: the trace folder and the recorder's PYTHONPATH).
+  std::vector<std::pair<std::string, std::string>> extraEnv;
   /// Where the ranks' prefixed stdout / stderr lines go.
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;

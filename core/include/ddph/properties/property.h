@@ -28,6 +28,10 @@ inline constexpr std::string_view kRankFailure = "rank-failure";
 inline constexpr std::string_view kStraggler = "straggler";
 /// Training: W DDP ranks compute the gradients and parameters of one process on the global batch.
 inline constexpr std::string_view kGradientEquivalence = "gradient-equivalence";
+/// Training, judged on a trace of a real run (ddph/audit): every rank holds the same model.
+inline constexpr std::string_view kReplicaConsistency = "replica-consistency";
+/// Training, judged on a trace: an epoch that ran backward passes changed the parameters.
+inline constexpr std::string_view kParameterUpdates = "parameter-updates";
 }  // namespace property
 
 /// One entry of the property catalogue.
@@ -57,7 +61,12 @@ struct Violation {
   std::int64_t epoch = -1;          ///< -1: not tied to an epoch
   std::int64_t step = -1;           ///< -1: not tied to a step
   std::string detail;               ///< one line, readable without context
+  /// This violation's own cause and fix when the checker knows it (else the catalogue's is shown).
+  std::string likelyCause;
 };
+
+/// The likely cause to show for `v`: its own, else the catalogue's, else empty.
+std::string likelyCauseOf(const Violation& v);
 
 /// "coverage at epoch 3 on ranks [1, 2]: …", one line.
 std::string formatViolation(const Violation& v);

@@ -36,5 +36,11 @@ std::string reportJson(const RunReport& report);
 /// Which property broke, on which ranks, at which epoch and step, with the likely cause and fix.
 std::string reportText(const RunReport& report);
 
+/// The "FAIL …" lines of a report, each with its likely cause (the violation's own, else the
+/// catalogue's once per property; `hints`, this run's own causes, go with the first), at most
+/// `shown` of them. Shared by every report that lists violations.
+std::string violationsText(const std::vector<Violation>& violations,
+                           const std::vector<std::string>& hints, std::size_t shown);
+
 
 }  // namespace ddph

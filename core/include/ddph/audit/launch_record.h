@@ -1,0 +1,19 @@
+#pragma once
+// The launcher's part of a trace: `launch.json` (docs/trace-format.md), how each rank process
+// ended as `ddp-sim launch --audit` saw it, and the trace folder the ranks write into.
+
+#include <filesystem>
+#include <string>
+
+#include "ddph/launch/launcher.h"
+
+namespace ddph::audit {
+
+/// Writes `dir/launch.json` atomically.
+void writeLaunchRecord(const std::filesystem::path& dir, const LaunchResult& result, int worldSize);
+
+/// Makes `dir` ready for a new run's trace: creates it (and its parents) when missing, and refuses
+/// (ConfigError) a folder that already holds a trace, so that two runs never mix.
+void prepareTraceDir(const std::filesystem::path& dir);
+
+}  // namespace ddph::audit

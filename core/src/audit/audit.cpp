@@ -1,0 +1,92 @@
+// auditTrace: every check over one trace, in the order a reader wants the findings (the root
+// causes first: collectives, data, replicas; then the ranks that failed), and what was seen.
+#include "ddph/audit/audit.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <map>
+
+#include "audit_checks.h"
+
+namespace ddph::audit {
+namespace {
+
+std::string orderName(OrderKind k) {
+  switch (k) {
+    case OrderKind::kTorchDistributed: return "torch-distributed";
+    case OrderKind::kSequential: return "sequential";
+    case OrderKind::kRecorded: return "recorded";
+  }
+  return "?";
+}
+
+AuditSeen seenOn(const RankTrace& t) {
+  AuditSeen seen;
+  for (const auto& [id, s] : t.samplers) {
+    std::string params;
+    if (s.numReplicas) params += fmt::format(", num_replicas {}", *s.numReplicas);
+    if (s.seed) params += fmt::format(", seed {}", *s.seed);
+    if (s.shuffle) params += fmt::format(", shuffle {}", *s.shuffle);
+    if (s.dropLast) params += fmt::format(", drop_last {}", *s.dropLast);
+    seen.samplers.push_back(fmt::format(
+        "sampler {}: {} over {} samples{} (order {}); set_epoch {}", id, s.className, s.datasetLen,
+        params, orderName(s.order),
+        s.setEpochCalls.empty() ? std::string("never called")
+                                : fmt::format("called {} times ({})", s.setEpochCalls.size(),
+                                              fmt::join(s.setEpochCalls, ", "))));
+  }
+  for (const auto& [id, l] : t.loaders) {
+    std::int64_t passes = 0, batches = 0;
+    for (const auto& p : t.passes) {
+      if (p.loader != id) continue;
+      ++passes;
+      batches += static_cast<std::int64_t>(p.batches.size());
+    }
+    seen.loaders.push_back(fmt::format("{}: batch size {}, sampler {}; {} epochs, {} batches",
+                                       describeLoader(t, id), l.batchSize, l.sampler, passes, batches));
+  }
+  for (const auto& [id, d] : t.ddp) {
+    seen.ddpModules.push_back(fmt::format("DDP module {}: {}, {} parameters, {} forwards, {} "
+                                          "backwards",
+                                          id, d.module, d.parameters, d.forwards, d.backwards));
+  }
+  std::map<std::string, std::int64_t> byOp;
+  for (const auto& [group, list] : t.collectives) {
+    for (const auto& c : list) {
+      ++byOp[c.src == "ddp" ? c.op + " (DDP)" : c.op];
+      ++seen.collectives;
+    }
+  }
+  seen.collectivesByOp.assign(byOp.begin(), byOp.end());
+  return seen;
+}
+
+}  // namespace
+
+AuditReport auditTrace(const Trace& trace) {
+  AuditReport report;
+  report.traceDir = trace.dir.string();
+  report.worldSize = trace.worldSize;
+  report.notes = trace.notes;
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    ++report.ranksTraced;
+    if (report.program.empty()) report.program = fmt::format("{}", fmt::join(t->argv, " "));
+  }
+  if (trace.launch) report.interruptedBy = trace.launch->interruptedBy;
+  checkCollectives(trace, report.violations);
+  checkData(trace, report.violations, report.notes);
+  checkReplicas(trace, report.violations);
+  checkRanks(trace, report.violations);
+  for (const auto& t : trace.ranks) {
+    if (t) {
+      report.seen = seenOn(*t);
+      break;
+    }
+  }
+  report.passed = report.violations.empty();
+  return report;
+}
+
+}  // namespace ddph::audit

@@ -1,0 +1,177 @@
+// collective-mismatch: every rank issues the same collectives, in the same order, with the same
+// shapes. Two ways to break it, each reported at the first collective where it shows:
+//  - desynchronised: at the same sequence number ranks call different ops, dtypes or sizes;
+//  - uneven: some ranks ran more collectives than others that ended normally (uneven inputs:
+//    the extra DDP allreduce has no partner, and the job hangs or crashes).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "audit_checks.h"
+
+namespace ddph::audit {
+namespace {
+
+bool isPointToPoint(const std::string& op) {
+  return op == "send" || op == "recv" || op == "isend" || op == "irecv";
+}
+
+// What must agree across ranks. Pickled objects (all_gather_object, …) differ in size legitimately.
+std::string signature(const CollectiveRecord& c) {
+  if (c.op.find("object") != std::string::npos) return c.op;
+  return fmt::format("{} {}[{}]", c.op, c.dtype, c.numel);
+}
+
+// The ranks of `group` that left a trace.
+std::vector<std::int64_t> groupRanks(const Trace& trace, const std::string& group) {
+  std::vector<std::int64_t> ranks;
+  std::vector<std::int64_t> members;
+  if (group == "0") {
+    for (int r = 0; r < trace.worldSize; ++r) members.push_back(r);
+  } else {
+    for (const auto& t : trace.ranks) {
+      if (t && t->groups.count(group)) {
+        members = t->groups.at(group);
+        break;
+      }
+    }
+  }
+  for (auto r : members) {
+    if (r >= 0 && r < trace.worldSize && trace.ranks[static_cast<std::size_t>(r)]) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+// Batches each rank was handed in the pass of `loader`/`iter` (or its last pass of that loader).
+std::string batchCounts(const Trace& trace, std::int64_t loader, std::int64_t iter,
+                        const std::vector<std::int64_t>& ranks) {
+  std::map<std::int64_t, std::vector<std::int64_t>> byCount;
+  for (auto r : ranks) {
+    const RankTrace& t = *trace.ranks[static_cast<std::size_t>(r)];
+    const PassRecord* p = t.findPass(loader, iter);
+    if (!p) {
+      for (const auto& q : t.passes) {
+        if (q.loader == loader) p = &q;
+      }
+    }
+    byCount[p ? static_cast<std::int64_t>(p->batches.size()) : 0].push_back(r);
+  }
+  std::vector<std::string> parts;
+  for (const auto& [count, rs] : byCount) parts.push_back(fmt::format("{} {}", rankList(rs), count));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::vector<const CollectiveRecord*> collectivesOf(const RankTrace& t, const std::string& group) {
+  std::vector<const CollectiveRecord*> out;
+  const auto it = t.collectives.find(group);
+  if (it == t.collectives.end()) return out;
+  for (const auto& c : it->second) {
+    if (!isPointToPoint(c.op)) out.push_back(&c);
+  }
+  return out;
+}
+
+std::optional<Violation> desync(const std::string& group, const std::vector<std::int64_t>& ranks,
+                                const std::map<std::int64_t, std::vector<const CollectiveRecord*>>& lists) {
+  std::size_t common = SIZE_MAX;
+  for (auto r : ranks) common = std::min(common, lists.at(r).size());
+  for (std::size_t s = 0; s < common; ++s) {
+    std::map<std::string, std::vector<std::int64_t>> bySignature;
+    for (auto r : ranks) bySignature[signature(*lists.at(r)[s])].push_back(r);
+    if (bySignature.size() == 1) continue;
+    // The majority's call first, then each other call with its ranks.
+    std::vector<std::pair<std::string, std::vector<std::int64_t>>> sides(bySignature.begin(),
+                                                                          bySignature.end());
+    std::stable_sort(sides.begin(), sides.end(),
+                     [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+    std::vector<std::string> parts;
+    std::vector<std::int64_t> involved;
+    for (const auto& [sig, rs] : sides) {
+      parts.push_back(fmt::format("{} {}", rankList(rs), describeCollective(*lists.at(rs[0])[s])));
+      if (&sig != &sides.front().first) involved.insert(involved.end(), rs.begin(), rs.end());
+    }
+    const CollectiveRecord& first = *lists.at(sides.front().second.front())[s];
+    Violation v;
+    v.property = std::string(property::kCollectiveMismatch);
+    v.ranks = involved;
+    std::sort(v.ranks.begin(), v.ranks.end());
+    v.epoch = first.iter;
+    v.step = first.batchSeq;
+    v.detail = fmt::format("collective {} differs across ranks: {}", collectiveNumber(first),
+                           fmt::join(parts, "; "));
+    v.likelyCause =
+        "the ranks issue different collectives at the same point (rank-dependent control flow or "
+        "tensor shapes); Gloo and NCCL may then hang, fail, or reduce mismatched buffers without "
+        "an error: make every rank call the same collectives with the same shapes";
+    (void)group;
+    return v;
+  }
+  return std::nullopt;
+}
+
+std::optional<Violation> uneven(const Trace& trace, const std::vector<std::int64_t>& ranks,
+                                const std::map<std::int64_t, std::vector<const CollectiveRecord*>>& lists) {
+  std::size_t fewest = SIZE_MAX, most = 0;
+  for (auto r : ranks) {
+    fewest = std::min(fewest, lists.at(r).size());
+    most = std::max(most, lists.at(r).size());
+  }
+  if (fewest == most) return std::nullopt;
+  std::vector<std::int64_t> ahead, behind;
+  for (auto r : ranks) (lists.at(r).size() > fewest ? ahead : behind).push_back(r);
+  // Only ranks that ended normally "ran out"; a rank that died is a rank-failure.
+  for (auto r : behind) {
+    if (!trace.ranks[static_cast<std::size_t>(r)]->ended) return std::nullopt;
+  }
+  const CollectiveRecord& extra = *lists.at(ahead.front())[fewest];
+  Violation v;
+  v.property = std::string(property::kCollectiveMismatch);
+  v.ranks = ahead;
+  v.epoch = extra.iter;
+  v.step = extra.batchSeq;
+  std::string counts;
+  if (extra.loader >= 0) {
+    std::vector<std::int64_t> all = ranks;
+    counts = fmt::format("; batches in epoch {} of {}: {}", extra.iter,
+                         describeLoader(*trace.ranks[static_cast<std::size_t>(ahead.front())], extra.loader),
+                         batchCounts(trace, extra.loader, extra.iter, all));
+  }
+  v.detail = fmt::format(
+      "{} entered collective {} ({}) that {} never entered: {} ended normally after {} "
+      "collective{}, so it has no partner{}",
+      rankList(ahead), collectiveNumber(extra), describeCollective(extra), rankList(behind),
+      behind.size() == 1 ? "it" : "they", fewest, fewest == 1 ? "" : "s", counts);
+  v.likelyCause = fmt::format(
+      "uneven inputs: {} ran out of batches first, and the others' next gradient allreduce waits "
+      "for them forever (a hang, or a crash when they exit); give every rank the same number of "
+      "batches (DistributedSampler pads shards to equal length, drop_last=True cuts them) or wrap "
+      "the loop in DDP's join() context manager (torch.distributed.algorithms.Join)",
+      rankList(behind));
+  return v;
+}
+
+}  // namespace
+
+void checkCollectives(const Trace& trace, std::vector<Violation>& out) {
+  std::set<std::string> groups;
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    for (const auto& [g, list] : t->collectives) groups.insert(g);
+  }
+  for (const auto& group : groups) {
+    const auto ranks = groupRanks(trace, group);
+    if (ranks.size() < 2) continue;
+    std::map<std::int64_t, std::vector<const CollectiveRecord*>> lists;
+    for (auto r : ranks) lists[r] = collectivesOf(*trace.ranks[static_cast<std::size_t>(r)], group);
+    if (auto v = desync(group, ranks, lists)) {
+      out.push_back(std::move(*v));
+    } else if (auto u = uneven(trace, ranks, lists)) {
+      out.push_back(std::move(*u));
+    }
+  }
+}
+
+}  // namespace ddph::audit

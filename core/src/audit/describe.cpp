@@ -1,0 +1,53 @@
+// Descriptions of trace events for findings (audit_checks.h).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "audit_checks.h"
+
+namespace ddph::audit {
+
+std::string describeCollective(const CollectiveRecord& c) {
+  std::string what = c.op;
+  if (!c.dtype.empty()) what += fmt::format(" {}[{}]", c.dtype, c.numel);
+  if (c.peer >= 0) what += fmt::format(" with rank {}", c.peer);
+  if (c.src == "ddp") {
+    what += fmt::format(" (DDP gradient bucket {} of backward {})", c.bucket, c.backward);
+  } else {
+    what += " (the program's own call)";
+  }
+  return what;
+}
+
+std::string collectiveNumber(const CollectiveRecord& c) {
+  return c.group == "0" ? fmt::format("#{} on the default group", c.seq)
+                        : fmt::format("#{} on group {}", c.seq, c.group);
+}
+
+std::string describeLoader(const RankTrace& t, std::int64_t loader) {
+  const auto it = t.loaders.find(loader);
+  if (it == t.loaders.end()) return fmt::format("loader {}", loader);
+  const LoaderRecord& l = it->second;
+  return l.dataset.empty()
+             ? fmt::format("loader {} ({} samples)", loader, l.datasetLen)
+             : fmt::format("loader {} ({}, {} samples)", loader, l.dataset, l.datasetLen);
+}
+
+std::string whereRankStood(const RankTrace& t) {
+  const PassRecord* last = nullptr;
+  std::int64_t lastLine = -1;
+  for (const auto& p : t.passes) {
+    if (!p.batches.empty() && p.batches.back().line > lastLine) {
+      last = &p;
+      lastLine = p.batches.back().line;
+    }
+  }
+  if (!last) return "before its first batch";
+  return fmt::format("at epoch {} step {} of {}", last->iter, last->batches.back().seq,
+                     describeLoader(t, last->loader));
+}
+
+std::string rankList(const std::vector<std::int64_t>& ranks) {
+  return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "));
+}
+
+}  // namespace ddph::audit

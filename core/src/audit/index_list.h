@@ -1,0 +1,15 @@
+#pragma once
+// Decoding the index lists of a trace (docs/trace-format.md, "Index lists"): a JSON array, runs
+// `{"runs": [[start, length], …]}`, or base64 little-endian int64 `{"i64": "…"}`.
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "ddph/sampler/sampler.h"
+
+namespace ddph::audit {
+
+/// Throws ConfigError (without file context; the caller adds it) on a malformed list.
+std::vector<Index> decodeIndexList(const nlohmann::json& value);
+
+}  // namespace ddph::audit

@@ -1,0 +1,89 @@
+// rank-failure: every rank runs to its end. Where a rank did not, say how it ended (the launcher's
+// record when there is one), where it stood and the collective it was in.
+#include <fmt/format.h>
+#include <string.h>
+
+#include "audit_checks.h"
+
+namespace ddph::audit {
+namespace {
+
+const LaunchedRank* launched(const Trace& trace, int rank) {
+  if (!trace.launch) return nullptr;
+  for (const auto& r : trace.launch->ranks) {
+    if (r.rank == rank) return &r;
+  }
+  return nullptr;
+}
+
+std::string signalName(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
+
+// How the launcher saw the rank end, or empty when it ended well or there is no launcher record.
+std::string launcherFailure(const LaunchedRank* l) {
+  if (!l) return {};
+  if (l->outcome == "exited" && l->code != 0) return fmt::format("it exited with code {}", l->code);
+  if (l->outcome == "signaled")
+    return fmt::format("it was killed by signal {} ({})", l->signal, signalName(l->signal));
+  if (l->outcome == "timed-out") return "it was still running at the launcher's timeout (a hang)";
+  if (l->outcome == "stopped") return "the launcher stopped it after another rank failed";
+  return {};
+}
+
+// "blocked in collective #51 on the default group: all_reduce … (entered, never completed)".
+std::string collectiveState(const RankTrace& t) {
+  const CollectiveRecord* c = t.lastCollective();
+  if (!c) return "it had entered no collective";
+  return fmt::format("{} collective {}: {}", c->done ? "its last completed" : "it was in",
+                     collectiveNumber(*c), describeCollective(*c));
+}
+
+}  // namespace
+
+void checkRanks(const Trace& trace, std::vector<Violation>& out) {
+  for (int r = 0; r < trace.worldSize; ++r) {
+    const LaunchedRank* l = launched(trace, r);
+    const std::string byLauncher = launcherFailure(l);
+    Violation v;
+    v.property = std::string(property::kRankFailure);
+    v.ranks = {r};
+    const auto& t = trace.ranks[static_cast<std::size_t>(r)];
+    if (!t) {
+      v.detail = fmt::format(
+          "rank {} left no trace{}: it never ran the recorder (it failed before importing torch, "
+          "or is not a program the audit watches) or its trace folder is not the others'",
+          r, byLauncher.empty() ? "" : "; " + byLauncher);
+      out.push_back(std::move(v));
+      continue;
+    }
+    const bool stoppedByOthers = l && l->outcome == "stopped";
+    const bool failed = !t->ended || t->endCode != 0 || t->errorType || !byLauncher.empty();
+    if (!failed) continue;
+    std::string how;
+    if (t->errorType) {
+      how = fmt::format("raised {}: {}", *t->errorType, t->errorMessage.value_or(""));
+    } else if (!byLauncher.empty()) {
+      how = byLauncher.substr(3);  // "it was killed …" -> "was killed …"
+    } else if (t->ended) {
+      how = fmt::format("exited with code {}", t->endCode);
+    } else {
+      how = "ended without finishing (killed, crashed or hung: its trace has no end)";
+    }
+    const CollectiveRecord* last = t->lastCollective();
+    v.epoch = last && !last->done ? last->iter : -1;
+    v.step = last && !last->done ? last->batchSeq : -1;
+    v.detail = fmt::format("rank {} {}{}; it stood {}; {}", r, how,
+                           t->errorType && !byLauncher.empty() && !stoppedByOthers
+                               ? fmt::format(" ({})", byLauncher.substr(3))
+                               : "",
+                           whereRankStood(*t), collectiveState(*t));
+    if (stoppedByOthers) {
+      v.likelyCause = "a consequence: another rank failed first and the launcher stopped this one";
+    }
+    out.push_back(std::move(v));
+  }
+}
+
+}  // namespace ddph::audit

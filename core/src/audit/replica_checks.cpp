@@ -1,0 +1,127 @@
+// replica-consistency: every rank holds the same model at the same point of the run (the hash of
+// each DDP module's parameters and buffers, taken at the start of every pass and at the end).
+// parameter-updates: between two such points where the module ran backward passes, its
+// parameters changed.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "audit_checks.h"
+
+namespace ddph::audit {
+namespace {
+
+struct Point {
+  std::string where;  ///< "the start of epoch 1 of loader 0 (…)", "the end of the run"
+  std::int64_t epoch = -1;
+  std::int64_t line = 0;
+  ParamsSnapshot params;
+};
+
+// One rank's snapshots of module `ddp`, in the order they were taken.
+std::vector<Point> pointsOf(const RankTrace& t, std::int64_t ddp) {
+  std::vector<Point> points;
+  for (const auto& p : t.passes) {
+    const auto it = p.params.find(ddp);
+    if (it == p.params.end()) continue;
+    points.push_back({fmt::format("the start of epoch {} of {}", p.iter, describeLoader(t, p.loader)),
+                      p.iter, p.startLine, it->second});
+  }
+  const auto d = t.ddp.find(ddp);
+  if (d != t.ddp.end() && d->second.atEnd) {
+    points.push_back({"the end of the run", -1, t.lines + 1, *d->second.atEnd});
+  }
+  return points;
+}
+
+std::string shortHash(const std::string& h) { return h.substr(0, 12); }
+
+std::string moduleName(const RankTrace& t, std::int64_t ddp) {
+  const auto d = t.ddp.find(ddp);
+  if (d == t.ddp.end() || d->second.module.empty()) return fmt::format("DDP module {}", ddp);
+  return fmt::format("DDP module {} ({})", ddp, d->second.module);
+}
+
+void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violation>& out) {
+  std::map<int, std::vector<Point>> byRank;
+  for (const auto& t : trace.ranks) {
+    if (t) byRank[t->rank] = pointsOf(*t, ddp);
+  }
+  if (byRank.size() < 2) return;
+  const auto& reference = byRank.begin()->second;
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    std::map<std::string, std::vector<std::int64_t>> byHash;
+    for (const auto& [rank, points] : byRank) {
+      // The same point on every rank: same description (pass or end), same position in the list.
+      if (i < points.size() && points[i].where == reference[i].where) {
+        byHash[points[i].params.hash].push_back(rank);
+      }
+    }
+    if (byHash.size() < 2) continue;
+    std::vector<std::pair<std::string, std::vector<std::int64_t>>> sides(byHash.begin(), byHash.end());
+    std::stable_sort(sides.begin(), sides.end(),
+                     [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+    std::vector<std::string> parts;
+    std::vector<std::int64_t> odd;
+    for (std::size_t k = 0; k < sides.size(); ++k) {
+      parts.push_back(fmt::format("{} {}", rankList(sides[k].second), shortHash(sides[k].first)));
+      if (k > 0) odd.insert(odd.end(), sides[k].second.begin(), sides[k].second.end());
+    }
+    std::sort(odd.begin(), odd.end());
+    Violation v;
+    v.property = std::string(property::kReplicaConsistency);
+    v.ranks = odd;
+    v.epoch = reference[i].epoch;
+    v.detail = fmt::format("{} differs across ranks at {}: parameter hashes {}",
+                           moduleName(*trace.ranks[static_cast<std::size_t>(byRank.begin()->first)], ddp),
+                           reference[i].where, fmt::join(parts, "; "));
+    out.push_back(std::move(v));
+    return;  // once diverged, every later point differs too
+  }
+}
+
+void checkUpdates(const Trace& trace, std::int64_t ddp, std::vector<Violation>& out) {
+  std::vector<std::int64_t> ranks;
+  std::optional<Violation> first;
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    const auto points = pointsOf(*t, ddp);
+    for (std::size_t i = 0; i + 1 < points.size(); ++i) {
+      const std::int64_t backwards = points[i + 1].params.backwards - points[i].params.backwards;
+      if (backwards <= 0 || points[i].params.hash != points[i + 1].params.hash) continue;
+      ranks.push_back(t->rank);
+      if (!first) {
+        Violation v;
+        v.property = std::string(property::kParameterUpdates);
+        v.epoch = points[i].epoch;
+        v.detail = fmt::format("{}'s parameters are the same at {} and at {}, although it ran {} "
+                               "backward pass{} in between",
+                               moduleName(*t, ddp), points[i].where, points[i + 1].where, backwards,
+                               backwards == 1 ? "" : "es");
+        first = std::move(v);
+      }
+      break;
+    }
+  }
+  if (!first) return;
+  first->ranks = ranks;
+  out.push_back(std::move(*first));
+}
+
+}  // namespace
+
+void checkReplicas(const Trace& trace, std::vector<Violation>& out) {
+  std::set<std::int64_t> modules;
+  for (const auto& t : trace.ranks) {
+    if (t) for (const auto& [id, d] : t->ddp) modules.insert(id);
+  }
+  for (auto ddp : modules) {
+    checkConsistency(trace, ddp, out);
+    checkUpdates(trace, ddp, out);
+  }
+}
+
+}  // namespace ddph::audit

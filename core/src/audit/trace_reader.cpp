@@ -1,0 +1,393 @@
+// Reads a trace folder (docs/trace-format.md) into ddph::audit::Trace.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+
+#include "ddph/audit/trace.h"
+#include "ddph/common/error.h"
+#include "index_list.h"
+
+namespace ddph::audit {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// A field of one event, typed, with an error naming the key.
+template <class T>
+T field(const json& j, const char* key) {
+  auto it = j.find(key);
+  DDPH_CHECK(it != j.end(), "missing \"{}\"", key);
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    throw ConfigError(fmt::format("\"{}\" has the wrong type", key));
+  }
+}
+
+template <class T>
+std::optional<T> optionalField(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    throw ConfigError(fmt::format("\"{}\" has the wrong type", key));
+  }
+}
+
+OrderKind orderKind(const std::string& s) {
+  if (s == "torch-distributed") return OrderKind::kTorchDistributed;
+  if (s == "sequential") return OrderKind::kSequential;
+  if (s == "recorded") return OrderKind::kRecorded;
+  throw ConfigError(fmt::format("unknown sampler order \"{}\"", s));
+}
+
+// Builds one RankTrace, line by line; keeps the context the events need (the current batch).
+class RankTraceBuilder {
+ public:
+  explicit RankTraceBuilder(RankTrace& t) : t_(t) {}
+
+  void add(const json& e, std::int64_t line) {
+    const auto ev = field<std::string>(e, "ev");
+    if (line == 1) {
+      DDPH_CHECK(ev == "header", "the first line is not a header");
+      header(e);
+      return;
+    }
+    if (ev == "sampler") {
+      sampler(e);
+    } else if (ev == "set_epoch") {
+      const auto id = field<std::int64_t>(e, "sampler");
+      samplerRef(id).setEpochCalls.push_back(field<std::int64_t>(e, "epoch"));
+    } else if (ev == "loader") {
+      loader(e);
+    } else if (ev == "epoch") {
+      pass(e, line);
+    } else if (ev == "batch") {
+      batch(e, line);
+    } else if (ev == "epoch_end") {
+      PassRecord& p = passRef(field<std::int64_t>(e, "loader"), field<std::int64_t>(e, "iter"));
+      p.ended = true;
+      p.endLine = line;
+    } else if (ev == "ddp") {
+      DdpRecord d;
+      d.id = field<std::int64_t>(e, "id");
+      d.module = optionalField<std::string>(e, "module").value_or("");
+      d.parameters = optionalField<std::int64_t>(e, "parameters").value_or(0);
+      t_.ddp[d.id] = d;
+    } else if (ev == "forward") {
+      ++ddpRef(field<std::int64_t>(e, "ddp")).forwards;
+    } else if (ev == "coll") {
+      collective(e, line);
+    } else if (ev == "coll_done") {
+      const auto group = field<std::string>(e, "group");
+      const auto seq = field<std::int64_t>(e, "seq");
+      auto& list = t_.collectives[group];
+      DDPH_CHECK(seq >= 0 && seq < static_cast<std::int64_t>(list.size()),
+                 "coll_done for collective #{} of group {} that was never entered", seq, group);
+      list[seq].done = true;
+    } else if (ev == "group") {
+      t_.groups[field<std::string>(e, "id")] = field<std::vector<std::int64_t>>(e, "ranks");
+    } else if (ev == "params") {
+      DdpRecord& d = ddpRef(field<std::int64_t>(e, "ddp"));
+      d.atEnd = ParamsSnapshot{field<std::string>(e, "hash"), d.backwards};
+    } else if (ev == "error") {
+      t_.errorType = optionalField<std::string>(e, "type").value_or("error");
+      t_.errorMessage = optionalField<std::string>(e, "message").value_or("");
+    } else if (ev == "end") {
+      t_.ended = true;
+      t_.endCode = optionalField<std::int64_t>(e, "code").value_or(0);
+    }
+    // Unknown kinds are ignored (the format lets writers add events).
+  }
+
+  void finish(std::int64_t lastLine) {
+    for (auto& p : t_.passes) {
+      if (p.endLine == 0) p.endLine = lastLine + 1;
+    }
+  }
+
+ private:
+  void header(const json& e) {
+    DDPH_CHECK(optionalField<std::string>(e, "trace").value_or("") == "ddph-audit",
+               "not a ddph-audit trace (\"trace\" is not \"ddph-audit\")");
+    const auto version = field<int>(e, "version");
+    DDPH_CHECK(version == kTraceVersion, "trace format version {} (this reader knows version {})",
+               version, kTraceVersion);
+    t_.rank = field<int>(e, "rank");
+    t_.worldSize = field<int>(e, "world_size");
+    DDPH_CHECK(t_.worldSize > 0 && t_.rank >= 0 && t_.rank < t_.worldSize,
+               "rank {} of world size {} is not a rank", t_.rank, t_.worldSize);
+    t_.runId = optionalField<std::string>(e, "run_id").value_or("");
+    t_.producer = optionalField<std::string>(e, "producer").value_or("");
+    t_.runtime = optionalField<std::string>(e, "runtime").value_or("");
+    t_.argv = optionalField<std::vector<std::string>>(e, "argv").value_or(std::vector<std::string>{});
+  }
+
+  void sampler(const json& e) {
+    SamplerRecord s;
+    s.id = field<std::int64_t>(e, "id");
+    s.className = optionalField<std::string>(e, "class").value_or("");
+    s.datasetLen = field<std::int64_t>(e, "dataset_len");
+    s.order = orderKind(field<std::string>(e, "order"));
+    s.numReplicas = optionalField<std::int64_t>(e, "num_replicas");
+    s.rank = optionalField<std::int64_t>(e, "rank");
+    s.seed = optionalField<std::int64_t>(e, "seed");
+    s.shuffle = optionalField<bool>(e, "shuffle");
+    s.dropLast = optionalField<bool>(e, "drop_last");
+    DDPH_CHECK(s.datasetLen >= 0, "dataset_len {} is negative", s.datasetLen);
+    if (s.order == OrderKind::kTorchDistributed) {
+      DDPH_CHECK(s.numReplicas && s.rank && s.seed && s.shuffle && s.dropLast,
+                 "a torch-distributed sampler needs num_replicas, rank, seed, shuffle, drop_last");
+    }
+    auto [it, fresh] = t_.samplers.emplace(s.id, s);
+    if (!fresh) {  // seen again: keep set_epoch calls, refresh the rest
+      s.setEpochCalls = it->second.setEpochCalls;
+      it->second = s;
+    }
+  }
+
+  void loader(const json& e) {
+    LoaderRecord l;
+    l.id = field<std::int64_t>(e, "id");
+    l.sampler = optionalField<std::int64_t>(e, "sampler").value_or(-1);
+    l.dataset = optionalField<std::string>(e, "dataset").value_or("");
+    l.datasetLen = optionalField<std::int64_t>(e, "dataset_len").value_or(0);
+    l.batchSize = optionalField<std::int64_t>(e, "batch_size").value_or(1);
+    l.dropLast = optionalField<bool>(e, "drop_last").value_or(false);
+    l.torchBatching = optionalField<std::string>(e, "batching").value_or("torch") == "torch";
+    t_.loaders[l.id] = l;
+  }
+
+  void pass(const json& e, std::int64_t line) {
+    PassRecord p;
+    p.loader = field<std::int64_t>(e, "loader");
+    p.iter = field<std::int64_t>(e, "iter");
+    DDPH_CHECK(t_.loaders.count(p.loader), "a pass over loader {} that was never declared",
+               p.loader);
+    DDPH_CHECK(!t_.findPass(p.loader, p.iter), "pass {} of loader {} starts twice", p.iter,
+               p.loader);
+    p.samplerEpoch = optionalField<std::int64_t>(e, "sampler_epoch");
+    p.seed = optionalField<std::int64_t>(e, "seed");
+    p.numReplicas = optionalField<std::int64_t>(e, "num_replicas");
+    p.rank = optionalField<std::int64_t>(e, "rank");
+    p.shuffle = optionalField<bool>(e, "shuffle");
+    p.dropLast = optionalField<bool>(e, "drop_last");
+    p.datasetLen = optionalField<std::int64_t>(e, "dataset_len").value_or(t_.loaders[p.loader].datasetLen);
+    p.declaredBatches = optionalField<std::int64_t>(e, "batches");
+    if (auto it = e.find("params"); it != e.end() && it->is_object()) {
+      for (const auto& [key, value] : it->items()) {
+        DDPH_CHECK(value.is_string(), "a params hash is not a string");
+        std::int64_t id = 0;
+        try {
+          id = std::stoll(key);
+        } catch (const std::exception&) {
+          throw ConfigError(fmt::format("params key \"{}\" is not a DDP module id", key));
+        }
+        const auto d = t_.ddp.find(id);
+        p.params[id] = ParamsSnapshot{value.get<std::string>(), d == t_.ddp.end() ? 0 : d->second.backwards};
+      }
+    }
+    p.startLine = line;
+    t_.passes.push_back(std::move(p));
+  }
+
+  void batch(const json& e, std::int64_t line) {
+    PassRecord& p = passRef(field<std::int64_t>(e, "loader"), field<std::int64_t>(e, "iter"));
+    BatchRecord b;
+    b.seq = field<std::int64_t>(e, "seq");
+    b.size = field<std::int64_t>(e, "size");
+    b.grad = optionalField<bool>(e, "grad").value_or(true);
+    b.line = line;
+    DDPH_CHECK(b.size >= 0, "batch size {} is negative", b.size);
+    if (auto it = e.find("idx"); it != e.end()) {
+      b.indices = decodeIndexList(*it);
+      DDPH_CHECK(static_cast<std::int64_t>(b.indices->size()) == b.size,
+                 "batch {} has size {} but {} indices", b.seq, b.size, b.indices->size());
+    }
+    p.batches.push_back(std::move(b));
+    current_ = {p.loader, p.iter, p.batches.back().seq};
+  }
+
+  void collective(const json& e, std::int64_t line) {
+    CollectiveRecord c;
+    c.group = field<std::string>(e, "group");
+    c.seq = field<std::int64_t>(e, "seq");
+    c.op = field<std::string>(e, "op");
+    c.dtype = optionalField<std::string>(e, "dtype").value_or("");
+    c.numel = optionalField<std::int64_t>(e, "numel").value_or(0);
+    c.src = optionalField<std::string>(e, "src").value_or("user");
+    c.ddp = optionalField<std::int64_t>(e, "ddp").value_or(-1);
+    c.bucket = optionalField<std::int64_t>(e, "bucket").value_or(-1);
+    c.backward = optionalField<std::int64_t>(e, "backward").value_or(-1);
+    c.peer = optionalField<std::int64_t>(e, "peer").value_or(-1);
+    c.line = line;
+    c.loader = current_.loader;
+    c.iter = current_.iter;
+    c.batchSeq = current_.batchSeq;
+    auto& list = t_.collectives[c.group];
+    DDPH_CHECK(c.seq == static_cast<std::int64_t>(list.size()),
+               "collective #{} of group {} follows #{}", c.seq, c.group,
+               static_cast<std::int64_t>(list.size()) - 1);
+    if (c.src == "ddp" && c.ddp >= 0) {
+      DdpRecord& d = ddpRef(c.ddp);
+      d.backwards = std::max(d.backwards, c.backward + 1);
+    }
+    list.push_back(std::move(c));
+  }
+
+  SamplerRecord& samplerRef(std::int64_t id) {
+    auto it = t_.samplers.find(id);
+    DDPH_CHECK(it != t_.samplers.end(), "sampler {} was never declared", id);
+    return it->second;
+  }
+
+  DdpRecord& ddpRef(std::int64_t id) {
+    auto it = t_.ddp.find(id);
+    DDPH_CHECK(it != t_.ddp.end(), "DDP module {} was never declared", id);
+    return it->second;
+  }
+
+  PassRecord& passRef(std::int64_t loader, std::int64_t iter) {
+    for (auto& p : t_.passes) {
+      if (p.loader == loader && p.iter == iter) return p;
+    }
+    throw ConfigError(fmt::format("pass {} of loader {} was never started", iter, loader));
+  }
+
+  struct Position {
+    std::int64_t loader = -1, iter = -1, batchSeq = -1;
+  };
+  RankTrace& t_;
+  Position current_;
+};
+
+}  // namespace
+
+const PassRecord* RankTrace::findPass(std::int64_t loader, std::int64_t iter) const {
+  for (const auto& p : passes) {
+    if (p.loader == loader && p.iter == iter) return &p;
+  }
+  return nullptr;
+}
+
+const CollectiveRecord* RankTrace::lastCollective() const {
+  const CollectiveRecord* last = nullptr;
+  for (const auto& [group, list] : collectives) {
+    if (!list.empty() && (!last || list.back().line > last->line)) last = &list.back();
+  }
+  return last;
+}
+
+RankTrace readRankTrace(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  DDPH_CHECK(in, "cannot read '{}'", file.string());
+  RankTrace t;
+  t.file = file;
+  RankTraceBuilder builder(t);
+  std::string text;
+  std::int64_t line = 0;
+  while (std::getline(in, text)) {
+    ++line;
+    const bool complete = !in.eof();  // getline stopped at '\n'
+    if (text.empty() && complete) {
+      continue;
+    }
+    json e;
+    try {
+      e = json::parse(text);
+    } catch (const json::exception&) {
+      if (!complete) {  // a last line cut short by a kill while writing
+        t.truncatedTail = true;
+        --line;
+        break;
+      }
+      throw ConfigError(fmt::format("{} line {}: not JSON", file.string(), line));
+    }
+    DDPH_CHECK(e.is_object(), "{} line {}: not a JSON object", file.string(), line);
+    try {
+      builder.add(e, line);
+    } catch (const ConfigError& err) {
+      throw ConfigError(fmt::format("{} line {}: {}", file.string(), line, err.what()));
+    }
+  }
+  DDPH_CHECK(line > 0, "{} is empty (no header line)", file.string());
+  t.lines = line;
+  builder.finish(line);
+  return t;
+}
+
+Trace readTrace(const fs::path& dir) {
+  std::error_code ec;
+  DDPH_CHECK(fs::is_directory(dir, ec), "'{}' is not a folder", dir.string());
+  static const std::regex kRankFile(R"(rank-(\d+)\.jsonl)");
+  std::map<int, fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (std::regex_match(name, m, kRankFile)) files[std::stoi(m[1].str())] = entry.path();
+  }
+  DDPH_CHECK(!ec, "cannot list '{}': {}", dir.string(), ec.message());
+  DDPH_CHECK(!files.empty(), "'{}' holds no trace (no rank-<R>.jsonl file)", dir.string());
+
+  Trace trace;
+  trace.dir = dir;
+  std::vector<RankTrace> read;
+  for (const auto& [rank, file] : files) {
+    RankTrace t = readRankTrace(file);
+    DDPH_CHECK(t.rank == rank, "{} says it is rank {}", file.string(), t.rank);
+    read.push_back(std::move(t));
+  }
+  const RankTrace& first = read.front();
+  for (const auto& t : read) {
+    DDPH_CHECK(t.worldSize == first.worldSize, "{} has world size {} but {} has {}",
+               t.file.filename().string(), t.worldSize, first.file.filename().string(),
+               first.worldSize);
+    DDPH_CHECK(t.runId == first.runId,
+               "{} and {} come from different runs (run ids '{}' and '{}'): one trace folder "
+               "per run",
+               first.file.filename().string(), t.file.filename().string(), first.runId, t.runId);
+    if (t.truncatedTail) {
+      trace.notes.push_back(fmt::format("rank {}: the last line of {} was cut short (the rank was "
+                                        "killed while writing it) and is ignored",
+                                        t.rank, t.file.filename().string()));
+    }
+  }
+  trace.worldSize = first.worldSize;
+  trace.ranks.resize(static_cast<std::size_t>(trace.worldSize));
+  for (auto& t : read) trace.ranks[static_cast<std::size_t>(t.rank)] = std::move(t);
+
+  const fs::path launchFile = dir / "launch.json";
+  if (fs::exists(launchFile, ec)) {
+    std::ifstream in(launchFile, std::ios::binary);
+    json j;
+    try {
+      j = json::parse(in);
+      LaunchRecord l;
+      l.worldSize = j.at("world_size").get<int>();
+      l.exitCode = j.value("exit_code", 0);
+      l.timedOut = j.value("timed_out", false);
+      l.interruptedBy = j.value("interrupted_by_signal", 0);
+      for (const auto& r : j.at("ranks")) {
+        LaunchedRank lr;
+        lr.rank = r.at("rank").get<int>();
+        lr.pid = r.value("pid", 0L);
+        lr.outcome = r.at("outcome").get<std::string>();
+        lr.code = r.value("code", 0);
+        lr.signal = r.value("signal", 0);
+        l.ranks.push_back(lr);
+      }
+      trace.launch = std::move(l);
+    } catch (const json::exception& e) {
+      throw ConfigError(fmt::format("{}: not a launch record ({})", launchFile.string(), e.what()));
+    }
+  }
+  return trace;
+}
+
+}  // namespace ddph::audit

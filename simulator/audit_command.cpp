@@ -1,0 +1,87 @@
+// ddp-sim audit: the properties judged on the trace of a real run (docs/audit.md).
+// Also the audit half of `ddp-sim launch --audit` (auditTraceFolder, auditEnvironment).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <random>
+
+#include "commands.h"
+#include "ddph/audit/audit.h"
+#include "ddph/audit/trace.h"
+#include "ddph/common/atomic_file.h"
+#include "ddph/common/error.h"
+
+namespace ddph::sim {
+namespace fs = std::filesystem;
+namespace {
+
+struct AuditArgs {
+  std::string traceDir;
+  std::optional<std::string> reportPath;
+  bool quiet = false;
+};
+
+// The folder holding the Python package ddph_audit: $DDPH_AUDIT_PYTHONPATH, else the installed
+// share/ddph/python beside this executable, else this source tree's python/.
+fs::path pythonPackageDir() {
+  if (const char* explicitDir = std::getenv("DDPH_AUDIT_PYTHONPATH"); explicitDir && *explicitDir) {
+    return explicitDir;
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "ddph" / "python";
+    if (fs::exists(installed / "ddph_audit" / "__init__.py", ec)) return installed;
+  }
+  return DDPH_PYTHON_PACKAGE_DIR;
+}
+
+std::string randomRunId() {
+  std::random_device device;
+  return fmt::format("{:08x}{:08x}", device(), device());
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> auditEnvironment(const fs::path& traceDir) {
+  const fs::path package = pythonPackageDir();
+  DDPH_CHECK(fs::exists(package / "ddph_audit" / "__init__.py"),
+             "the Python recorder ddph_audit is not in '{}' (set DDPH_AUDIT_PYTHONPATH to the folder "
+             "holding it)",
+             package.string());
+  std::string pythonPath = (package / "ddph_audit" / "_sitecustomize").string() + ":" + package.string();
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) pythonPath += std::string(":") + old;
+  return {{"DDPH_AUDIT_DIR", fs::absolute(traceDir).string()},
+          {"DDPH_AUDIT_RUN_ID", randomRunId()},
+          {"PYTHONPATH", pythonPath}};
+}
+
+int auditTraceFolder(const fs::path& dir, const std::optional<std::string>& reportPath, bool quiet) {
+  const audit::Trace trace = audit::readTrace(dir);
+  const audit::AuditReport report = audit::auditTrace(trace);
+  if (reportPath) writeFileAtomically(*reportPath, audit::auditReportJson(report));
+  if (!quiet) std::cout << audit::auditReportText(report) << std::flush;
+  return report.passed ? kExitOk : kExitViolation;
+}
+
+Command addAuditCommand(CLI::App& app) {
+  auto args = std::make_shared<AuditArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "audit", "Check the trace of a real run (ddp-sim launch --audit, or python3 -m ddph_audit "
+               "under torchrun) against the data and collective properties");
+  sub->add_option("trace_dir", args->traceDir, "the trace folder (rank-<R>.jsonl files)")->required();
+  sub->add_option("--report", args->reportPath, "also write the report as JSON here (atomically)");
+  sub->add_flag("-q,--quiet", args->quiet, "print nothing; the exit code tells");
+  sub->footer("Exit codes: 0 no finding, 1 a property was violated, 2 bad arguments or an "
+              "unreadable trace (one line naming the file and line).");
+  return {sub, [args] {
+            return auditTraceFolder(args->traceDir, args->reportPath, args->quiet);
+          }};
+}
+
+}  // namespace ddph::sim
