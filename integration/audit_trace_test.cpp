@@ -1,0 +1,346 @@
+// The verifier on traces written here, line for line as the recorders write them
+// (docs/trace-format.md): a healthy run gives no finding, and each deliberately broken run gives
+// the property it breaks, on the right ranks and epoch, with the right detail. Bad traces give a
+// one-line error naming the file and line, never a crash.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "ddph/audit/audit.h"
+#include "ddph/audit/trace.h"
+#include "ddph/common/error.h"
+#include "ddph/sampler/distributed_sampler.h"
+#include "test_support.h"
+
+namespace ddph::test {
+namespace {
+using nlohmann::json;
+using audit::AuditReport;
+
+// What a synthetic run does; each field a way to break it.
+struct RunSpec {
+  int world = 4;
+  std::int64_t n = 100;
+  std::int64_t batch = 10;
+  int epochs = 3;
+  bool setEpoch = true;
+  bool seedPerRank = false;
+  bool stepOptimizer = true;
+  int divergentRank = -1;    ///< its parameters differ from epoch 1 on
+  int extraStepRank = -1;    ///< runs one more DDP step after the others ended, and fails in it
+  int killedRank = -1;       ///< SIGKILLed while writing a line in epoch 1
+  int noTraceRank = -1;      ///< leaves no file
+  std::int64_t takeBatches = -1;  ///< each pass is left after this many batches (break)
+  bool evalPadded = false;   ///< an evaluation pass over N = 10 with DistributedSampler
+  int desyncRank = -1;       ///< its user all_reduce in epoch 0 has another size
+};
+
+class RankWriter {
+ public:
+  RankWriter(const std::string& path, int rank, int world) : out_(path) {
+    emit({{"ev", "header"}, {"trace", "ddph-audit"}, {"version", 1}, {"rank", rank},
+          {"world_size", world}, {"run_id", "test"}, {"producer", "audit_trace_test"},
+          {"argv", {"train.py"}}});
+  }
+  void emit(json j) {
+    j["t"] = 0.0;
+    out_ << j.dump() << "\n";
+  }
+  void raw(const std::string& text) { out_ << text; }
+  std::int64_t nextSeq() { return seq_++; }
+
+ private:
+  std::ofstream out_;
+  std::int64_t seq_ = 0;
+};
+
+void writeRank(const std::string& dir, const RunSpec& s, int rank) {
+  if (rank == s.noTraceRank) return;
+  RankWriter w(dir + "/rank-" + std::to_string(rank) + ".jsonl", rank, s.world);
+  const std::int64_t seed = s.seedPerRank ? rank : 0;
+  w.emit({{"ev", "sampler"}, {"id", 0}, {"class", "torch.utils.data.distributed.DistributedSampler"},
+          {"dataset_len", s.n}, {"num_replicas", s.world}, {"rank", rank}, {"seed", seed},
+          {"shuffle", true}, {"drop_last", false}, {"order", "torch-distributed"}});
+  w.emit({{"ev", "loader"}, {"id", 0}, {"sampler", 0}, {"dataset", "Train"}, {"dataset_len", s.n},
+          {"batch_size", s.batch}, {"drop_last", false}, {"batching", "torch"}});
+  w.emit({{"ev", "ddp"}, {"id", 0}, {"module", "Linear"}, {"parameters", 11}});
+  const std::int64_t perRank = distributedNumSamples(s.n, s.world, false);
+  const std::int64_t batches = (perRank + s.batch - 1) / s.batch;
+  std::int64_t backwards = 0;
+  auto step = [&](std::int64_t epoch, std::int64_t seq, std::int64_t size, bool done) {
+    w.emit({{"ev", "batch"}, {"loader", 0}, {"iter", epoch}, {"seq", seq}, {"size", size},
+            {"grad", true}});
+    w.emit({{"ev", "forward"}, {"ddp", 0}, {"n", backwards}, {"training", true}, {"grad", true}});
+    const std::int64_t collSeq = w.nextSeq();
+    w.emit({{"ev", "coll"}, {"group", "0"}, {"seq", collSeq}, {"op", "all_reduce"},
+            {"dtype", "float32"}, {"numel", 11}, {"src", "ddp"}, {"ddp", 0}, {"bucket", 0},
+            {"backward", backwards}});
+    if (done) w.emit({{"ev", "coll_done"}, {"group", "0"}, {"seq", collSeq}});
+    ++backwards;
+  };
+  std::int64_t version = 0;
+  auto hash = [&] { return "h" + std::to_string(version) + (rank == s.divergentRank && version > 0 ? "x" : ""); };
+  for (int epoch = 0; epoch < s.epochs; ++epoch) {
+    if (s.setEpoch) w.emit({{"ev", "set_epoch"}, {"sampler", 0}, {"epoch", epoch}});
+    w.emit({{"ev", "epoch"}, {"loader", 0}, {"iter", epoch}, {"sampler_epoch", s.setEpoch ? epoch : 0},
+            {"seed", seed}, {"num_replicas", s.world}, {"rank", rank}, {"shuffle", true},
+            {"drop_last", false}, {"dataset_len", s.n}, {"batches", batches},
+            {"params", {{"0", hash()}}}});
+    const std::int64_t take = s.takeBatches >= 0 ? std::min(s.takeBatches, batches) : batches;
+    for (std::int64_t b = 0; b < take; ++b) {
+      if (rank == s.killedRank && epoch == 1 && b == 1) {
+        w.raw(R"({"ev":"batch","t":0.5,"loader":0,"it)");  // cut short by the kill
+        return;
+      }
+      step(epoch, b, std::min(s.batch, perRank - b * s.batch), true);
+    }
+    if (take == batches) w.emit({{"ev", "epoch_end"}, {"loader", 0}, {"iter", epoch}, {"batches", batches}});
+    if (s.stepOptimizer) ++version;
+    if (epoch == 0 && s.desyncRank >= 0) {
+      const std::int64_t collSeq = w.nextSeq();
+      w.emit({{"ev", "coll"}, {"group", "0"}, {"seq", collSeq}, {"op", "all_reduce"},
+              {"dtype", "int64"}, {"numel", rank == s.desyncRank ? 2 : 1}, {"src", "user"}});
+      w.emit({{"ev", "coll_done"}, {"group", "0"}, {"seq", collSeq}});
+    }
+  }
+  if (s.evalPadded) {
+    w.emit({{"ev", "sampler"}, {"id", 1}, {"class", "torch.utils.data.distributed.DistributedSampler"},
+            {"dataset_len", 10}, {"num_replicas", s.world}, {"rank", rank}, {"seed", 0},
+            {"shuffle", false}, {"drop_last", false}, {"order", "torch-distributed"}});
+    w.emit({{"ev", "loader"}, {"id", 1}, {"sampler", 1}, {"dataset", "Eval"}, {"dataset_len", 10},
+            {"batch_size", 4}, {"drop_last", false}, {"batching", "torch"}});
+    w.emit({{"ev", "epoch"}, {"loader", 1}, {"iter", 0}, {"sampler_epoch", 0}, {"seed", 0},
+            {"num_replicas", s.world}, {"rank", rank}, {"shuffle", false}, {"drop_last", false},
+            {"dataset_len", 10}, {"batches", 1}, {"params", {{"0", hash()}}}});
+    w.emit({{"ev", "batch"}, {"loader", 1}, {"iter", 0}, {"seq", 0},
+            {"size", distributedNumSamples(10, s.world, false)}, {"grad", false}});
+    w.emit({{"ev", "epoch_end"}, {"loader", 1}, {"iter", 0}, {"batches", 1}});
+  }
+  if (rank == s.extraStepRank) {
+    w.emit({{"ev", "epoch"}, {"loader", 0}, {"iter", s.epochs}, {"sampler_epoch", s.epochs},
+            {"seed", seed}, {"num_replicas", s.world}, {"rank", rank}, {"shuffle", true},
+            {"drop_last", false}, {"dataset_len", s.n}, {"batches", batches},
+            {"params", {{"0", hash()}}}});
+    step(s.epochs, 0, s.batch, false);
+    w.emit({{"ev", "error"}, {"type", "RuntimeError"}, {"message", "Connection closed by peer"}});
+    return;
+  }
+  w.emit({{"ev", "params"}, {"ddp", 0}, {"hash", hash()}, {"at", "end"}});
+  w.emit({{"ev", "end"}, {"code", 0}});
+}
+
+AuditReport auditRun(const RunSpec& s) {
+  TempDir dir("ddph-audit-trace");
+  for (int r = 0; r < s.world; ++r) writeRank(dir.path(), s, r);
+  return audit::auditTrace(audit::readTrace(dir.path()));
+}
+
+std::string summary(const AuditReport& r) { return audit::auditReportText(r); }
+
+// The one violation of `property`, asserting there is exactly one.
+const Violation& only(const AuditReport& r, std::string_view property) {
+  const Violation* found = nullptr;
+  int count = 0;
+  for (const auto& v : r.violations) {
+    if (v.property == property) {
+      found = &v;
+      ++count;
+    }
+  }
+  if (count != 1) throw std::runtime_error("expected one " + std::string(property) + "\n" + summary(r));
+  return *found;
+}
+
+bool has(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+TEST(AuditTrace, HealthyRunHasNoFinding) {
+  const auto r = auditRun({});
+  EXPECT_TRUE(r.passed) << summary(r);
+  EXPECT_TRUE(r.notes.empty()) << summary(r);
+  EXPECT_EQ(r.ranksTraced, 4);
+  EXPECT_EQ(r.seen.collectives, 3 * 3);
+}
+
+TEST(AuditTrace, MissingSetEpochIsReshuffle) {
+  RunSpec s;
+  s.setEpoch = false;
+  const auto r = auditRun(s);
+  ASSERT_EQ(r.violations.size(), 1u) << summary(r);
+  const Violation& v = only(r, property::kReshuffle);
+  EXPECT_EQ(v.epoch, 0);
+  EXPECT_TRUE(has(v.detail, "set_epoch is never called")) << v.detail;
+  EXPECT_TRUE(has(v.detail, "the same in 2 epochs")) << v.detail;
+}
+
+TEST(AuditTrace, PerRankSeedsBreakCoverage) {
+  RunSpec s;
+  s.seedPerRank = true;
+  const auto r = auditRun(s);
+  const Violation& v = only(r, property::kCoverage);
+  EXPECT_EQ(v.epoch, 0);
+  EXPECT_TRUE(has(v.detail, "indices are on no rank")) << v.detail;
+  EXPECT_TRUE(has(v.likelyCause, "different seeds (0, 1, 2, 3)")) << v.likelyCause;
+}
+
+TEST(AuditTrace, BreakingOutOfEveryPassLeavesSamplesUnseen) {
+  RunSpec s;
+  s.takeBatches = 2;  // of 3 per rank: 25 samples each, 20 taken
+  const auto r = auditRun(s);
+  const Violation& v = only(r, property::kCoverage);
+  EXPECT_TRUE(has(v.detail, "only 80 of its 100 samples were consumed")) << v.detail;
+  EXPECT_TRUE(has(v.detail, "ranks 0, 1, 2, 3 took 2 of 3 batches")) << v.detail;
+  EXPECT_TRUE(has(v.likelyCause, "break")) << v.likelyCause;
+}
+
+TEST(AuditTrace, ExtraStepOnOneRankIsACollectiveMismatchAndItsFailure) {
+  RunSpec s;
+  s.extraStepRank = 0;
+  const auto r = auditRun(s);
+  const Violation& m = only(r, property::kCollectiveMismatch);
+  EXPECT_EQ(m.ranks, std::vector<std::int64_t>{0});
+  EXPECT_EQ(m.epoch, 3);
+  EXPECT_TRUE(has(m.detail, "rank 0 entered collective #9 on the default group")) << m.detail;
+  EXPECT_TRUE(has(m.detail, "ranks 1, 2, 3 never entered")) << m.detail;
+  EXPECT_TRUE(has(m.likelyCause, "join()")) << m.likelyCause;
+  const Violation& f = only(r, property::kRankFailure);
+  EXPECT_EQ(f.ranks, std::vector<std::int64_t>{0});
+  EXPECT_TRUE(has(f.detail, "raised RuntimeError: Connection closed by peer")) << f.detail;
+  EXPECT_TRUE(has(f.detail, "it was in collective #9")) << f.detail;
+  EXPECT_EQ(r.violations.front().property, property::kCollectiveMismatch);  // the cause first
+}
+
+TEST(AuditTrace, DesynchronisedCollectiveNamesBothSides) {
+  RunSpec s;
+  s.desyncRank = 2;
+  const auto r = auditRun(s);
+  const Violation& v = only(r, property::kCollectiveMismatch);
+  EXPECT_EQ(v.ranks, std::vector<std::int64_t>{2});
+  EXPECT_TRUE(has(v.detail, "collective #3 on the default group differs")) << v.detail;
+  EXPECT_TRUE(has(v.detail, "ranks 0, 1, 3 all_reduce int64[1]")) << v.detail;
+  EXPECT_TRUE(has(v.detail, "rank 2 all_reduce int64[2]")) << v.detail;
+}
+
+TEST(AuditTrace, KilledRankIsARankFailureAndItsCutLineIsTolerated) {
+  RunSpec s;
+  s.killedRank = 3;
+  const auto r = auditRun(s);
+  const Violation& v = only(r, property::kRankFailure);
+  EXPECT_EQ(v.ranks, std::vector<std::int64_t>{3});
+  EXPECT_TRUE(has(v.detail, "its trace has no end")) << v.detail;
+  EXPECT_TRUE(has(v.detail, "at epoch 1 step 0")) << v.detail;
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_TRUE(has(r.notes[0], "cut short")) << r.notes[0];
+}
+
+TEST(AuditTrace, MissingRankFileIsARankFailure) {
+  RunSpec s;
+  s.noTraceRank = 1;
+  const auto r = auditRun(s);
+  const Violation& v = only(r, property::kRankFailure);
+  EXPECT_EQ(v.ranks, std::vector<std::int64_t>{1});
+  EXPECT_TRUE(has(v.detail, "left no trace")) << v.detail;
+}
+
+TEST(AuditTrace, PaddedEvaluationCountsDuplicates) {
+  RunSpec s;
+  s.evalPadded = true;  // N = 10 on 4 ranks: 12 evaluated
+  const auto r = auditRun(s);
+  const Violation& v = only(r, property::kNoDuplicates);
+  EXPECT_TRUE(has(v.detail, "evaluated 12 samples for 10 distinct, 2 counted twice")) << v.detail;
+  EXPECT_TRUE(has(v.likelyCause, "pads every rank")) << v.likelyCause;
+}
+
+TEST(AuditTrace, DivergedReplicaIsReplicaConsistency) {
+  RunSpec s;
+  s.divergentRank = 2;
+  const auto r = auditRun(s);
+  const Violation& v = only(r, property::kReplicaConsistency);
+  EXPECT_EQ(v.ranks, std::vector<std::int64_t>{2});
+  EXPECT_EQ(v.epoch, 1);
+  EXPECT_TRUE(has(v.detail, "ranks 0, 1, 3 h1; rank 2 h1x")) << v.detail;
+}
+
+TEST(AuditTrace, BackwardWithoutStepIsParameterUpdates) {
+  RunSpec s;
+  s.stepOptimizer = false;
+  const auto r = auditRun(s);
+  const Violation& v = only(r, property::kParameterUpdates);
+  EXPECT_EQ(v.ranks, (std::vector<std::int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(v.epoch, 0);
+  EXPECT_TRUE(has(v.detail, "although it ran 3 backward passes")) << v.detail;
+}
+
+// --- bad traces: one line naming the file and line ---------------------------------------------
+
+std::string readError(const std::string& dir) {
+  try {
+    audit::readTrace(dir);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(AuditTraceFiles, GarbageLineNamesFileAndLine) {
+  TempDir dir("ddph-audit-trace");
+  for (int r = 0; r < 2; ++r) writeRank(dir.path(), RunSpec{2}, r);
+  const int line = countLines(readFile(dir.path() + "/rank-1.jsonl"), "") + 1;
+  std::ofstream(dir.path() + "/rank-1.jsonl", std::ios::app) << "not json\n{\"ev\":\"end\"}\n";
+  const std::string e = readError(dir.path());
+  EXPECT_TRUE(has(e, "rank-1.jsonl line " + std::to_string(line) + ": not JSON")) << e;
+}
+
+TEST(AuditTraceFiles, EventMissingAFieldNamesIt) {
+  TempDir dir("ddph-audit-trace");
+  for (int r = 0; r < 2; ++r) writeRank(dir.path(), RunSpec{2}, r);
+  const int line = countLines(readFile(dir.path() + "/rank-0.jsonl"), "") + 1;
+  std::ofstream(dir.path() + "/rank-0.jsonl", std::ios::app) << "{\"ev\":\"batch\",\"loader\":0}\n";
+  const std::string e = readError(dir.path());
+  EXPECT_TRUE(has(e, "rank-0.jsonl line " + std::to_string(line) + ": missing \"iter\"")) << e;
+}
+
+TEST(AuditTraceFiles, EmptyFolderUnknownVersionAndMixedRunsAreRefused) {
+  TempDir empty("ddph-audit-trace");
+  EXPECT_TRUE(has(readError(empty.path()), "holds no trace"));
+  TempDir dir("ddph-audit-trace");
+  std::ofstream(dir.path() + "/rank-0.jsonl")
+      << R"({"ev":"header","trace":"ddph-audit","version":7,"rank":0,"world_size":1})" << "\n";
+  EXPECT_TRUE(has(readError(dir.path()), "trace format version 7"));
+  TempDir mixed("ddph-audit-trace");
+  std::ofstream(mixed.path() + "/rank-0.jsonl")
+      << R"({"ev":"header","trace":"ddph-audit","version":1,"rank":0,"world_size":2,"run_id":"a"})" << "\n";
+  std::ofstream(mixed.path() + "/rank-1.jsonl")
+      << R"({"ev":"header","trace":"ddph-audit","version":1,"rank":1,"world_size":2,"run_id":"b"})" << "\n";
+  EXPECT_TRUE(has(readError(mixed.path()), "come from different runs"));
+}
+
+TEST(AuditTraceFiles, IndexListEncodingsDecodeAlike) {
+  // One custom-sampler pass per rank, its batches in the three encodings; rank 1 overlaps rank 0.
+  TempDir dir("ddph-audit-trace");
+  for (int rank = 0; rank < 2; ++rank) {
+    RankWriter w(dir.path() + "/rank-" + std::to_string(rank) + ".jsonl", rank, 2);
+    w.emit({{"ev", "sampler"}, {"id", 0}, {"class", "MySampler"}, {"dataset_len", 8}, {"order", "recorded"}});
+    w.emit({{"ev", "loader"}, {"id", 0}, {"sampler", 0}, {"dataset_len", 8}, {"batch_size", 2}, {"batching", "torch"}});
+    w.emit({{"ev", "epoch"}, {"loader", 0}, {"iter", 0}, {"dataset_len", 8}});
+    // rank 0: [0, 1] as an array, [2, 3] as runs; rank 1: [2, 3] as base64 int64, [6, 7] as runs.
+    if (rank == 0) {
+      w.emit({{"ev", "batch"}, {"loader", 0}, {"iter", 0}, {"seq", 0}, {"size", 2}, {"idx", {0, 1}}});
+      w.emit({{"ev", "batch"}, {"loader", 0}, {"iter", 0}, {"seq", 1}, {"size", 2}, {"idx", {{"runs", {{2, 2}}}}}});
+    } else {
+      w.emit({{"ev", "batch"}, {"loader", 0}, {"iter", 0}, {"seq", 0}, {"size", 2},
+              {"idx", {{"i64", "AgAAAAAAAAADAAAAAAAAAA=="}}}});
+      w.emit({{"ev", "batch"}, {"loader", 0}, {"iter", 0}, {"seq", 1}, {"size", 2}, {"idx", {{"runs", {{6, 2}}}}}});
+    }
+    w.emit({{"ev", "epoch_end"}, {"loader", 0}, {"iter", 0}, {"batches", 2}});
+    w.emit({{"ev", "end"}, {"code", 0}});
+  }
+  const auto r = audit::auditTrace(audit::readTrace(dir.path()));
+  const Violation& v = only(r, property::kCoverage);
+  EXPECT_TRUE(has(v.detail, "2 of 8 indices are on no rank: 4, 5")) << v.detail;
+}
+
+}  // namespace
+}  // namespace ddph::test
