@@ -1,7 +1,9 @@
 #include "index_list.h"
 
+#include <boost/archive/iterators/base64_from_binary.hpp>
 #include <boost/archive/iterators/binary_from_base64.hpp>
 #include <boost/archive/iterators/transform_width.hpp>
+#include <array>
 #include <cstring>
 #include <string>
 
@@ -60,7 +62,36 @@ std::vector<Index> decodeInt64(const nlohmann::json& text) {
   return out;
 }
 
+std::string encodeBase64(const std::string& bytes) {
+  using namespace boost::archive::iterators;
+  using Encoder = base64_from_binary<transform_width<std::string::const_iterator, 6, 8>>;
+  std::string text(Encoder(bytes.cbegin()), Encoder(bytes.cend()));
+  text.append((3 - bytes.size() % 3) % 3, '=');
+  return text;
+}
+
 }  // namespace
+
+nlohmann::ordered_json encodeIndexList(const std::vector<Index>& indices) {
+  constexpr std::size_t kShort = 16;
+  if (indices.size() <= kShort) return nlohmann::ordered_json(indices);
+  std::vector<std::array<Index, 2>> runs;
+  for (Index i : indices) {
+    if (!runs.empty() && runs.back()[0] + runs.back()[1] == i) {
+      ++runs.back()[1];
+    } else {
+      runs.push_back({i, 1});
+      if (runs.size() * 4 > indices.size()) break;  // does not compress: base64 below
+    }
+  }
+  if (runs.size() * 4 <= indices.size()) return {{"runs", runs}};
+  std::string bytes(indices.size() * 8, '\0');
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    auto v = static_cast<std::uint64_t>(indices[k]);
+    for (int b = 0; b < 8; ++b) bytes[k * 8 + b] = static_cast<char>((v >> (8 * b)) & 0xff);
+  }
+  return {{"i64", encodeBase64(bytes)}};
+}
 
 std::vector<Index> decodeIndexList(const nlohmann::json& value) {
   if (value.is_array()) {

@@ -322,6 +322,35 @@ RankTrace readRankTrace(const fs::path& file) {
   return t;
 }
 
+std::optional<LaunchRecord> readLaunchRecord(const fs::path& launchFile) {
+  std::error_code ec;
+  if (!fs::exists(launchFile, ec)) return std::nullopt;
+  std::ifstream in(launchFile, std::ios::binary);
+  try {
+    const json j = json::parse(in);
+    LaunchRecord l;
+    l.worldSize = j.at("world_size").get<int>();
+    l.exitCode = j.value("exit_code", 0);
+    l.timedOut = j.value("timed_out", false);
+    l.interruptedBy = j.value("interrupted_by_signal", 0);
+    for (const auto& r : j.at("ranks")) {
+      LaunchedRank lr;
+      lr.rank = r.at("rank").get<int>();
+      lr.pid = r.value("pid", 0L);
+      lr.outcome = r.at("outcome").get<std::string>();
+      lr.code = r.value("code", 0);
+      lr.signal = r.value("signal", 0);
+      l.ranks.push_back(lr);
+    }
+    DDPH_CHECK(l.worldSize > 0, "world_size {} is not positive", l.worldSize);
+    return l;
+  } catch (const json::exception& e) {
+    throw ConfigError(fmt::format("{}: not a launch record ({})", launchFile.string(), e.what()));
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}: {}", launchFile.string(), e.what()));
+  }
+}
+
 Trace readTrace(const fs::path& dir) {
   std::error_code ec;
   DDPH_CHECK(fs::is_directory(dir, ec), "'{}' is not a folder", dir.string());
@@ -333,18 +362,21 @@ Trace readTrace(const fs::path& dir) {
     if (std::regex_match(name, m, kRankFile)) files[std::stoi(m[1].str())] = entry.path();
   }
   DDPH_CHECK(!ec, "cannot list '{}': {}", dir.string(), ec.message());
-  DDPH_CHECK(!files.empty(), "'{}' holds no trace (no rank-<R>.jsonl file)", dir.string());
-
   Trace trace;
   trace.dir = dir;
+  trace.launch = readLaunchRecord(dir / "launch.json");
+  // A launched run whose ranks all died before recording anything is still a run to report.
+  DDPH_CHECK(!files.empty() || trace.launch, "'{}' holds no trace (no rank-<R>.jsonl file)",
+             dir.string());
   std::vector<RankTrace> read;
   for (const auto& [rank, file] : files) {
     RankTrace t = readRankTrace(file);
     DDPH_CHECK(t.rank == rank, "{} says it is rank {}", file.string(), t.rank);
     read.push_back(std::move(t));
   }
-  const RankTrace& first = read.front();
+  trace.worldSize = read.empty() ? trace.launch->worldSize : read.front().worldSize;
   for (const auto& t : read) {
+    const RankTrace& first = read.front();
     DDPH_CHECK(t.worldSize == first.worldSize, "{} has world size {} but {} has {}",
                t.file.filename().string(), t.worldSize, first.file.filename().string(),
                first.worldSize);
@@ -358,35 +390,11 @@ Trace readTrace(const fs::path& dir) {
                                         t.rank, t.file.filename().string()));
     }
   }
-  trace.worldSize = first.worldSize;
+  DDPH_CHECK(!trace.launch || trace.launch->worldSize == trace.worldSize,
+             "launch.json says {} ranks but the traces say {}", trace.launch ? trace.launch->worldSize : 0,
+             trace.worldSize);
   trace.ranks.resize(static_cast<std::size_t>(trace.worldSize));
   for (auto& t : read) trace.ranks[static_cast<std::size_t>(t.rank)] = std::move(t);
-
-  const fs::path launchFile = dir / "launch.json";
-  if (fs::exists(launchFile, ec)) {
-    std::ifstream in(launchFile, std::ios::binary);
-    json j;
-    try {
-      j = json::parse(in);
-      LaunchRecord l;
-      l.worldSize = j.at("world_size").get<int>();
-      l.exitCode = j.value("exit_code", 0);
-      l.timedOut = j.value("timed_out", false);
-      l.interruptedBy = j.value("interrupted_by_signal", 0);
-      for (const auto& r : j.at("ranks")) {
-        LaunchedRank lr;
-        lr.rank = r.at("rank").get<int>();
-        lr.pid = r.value("pid", 0L);
-        lr.outcome = r.at("outcome").get<std::string>();
-        lr.code = r.value("code", 0);
-        lr.signal = r.value("signal", 0);
-        l.ranks.push_back(lr);
-      }
-      trace.launch = std::move(l);
-    } catch (const json::exception& e) {
-      throw ConfigError(fmt::format("{}: not a launch record ({})", launchFile.string(), e.what()));
-    }
-  }
   return trace;
 }
 

@@ -30,6 +30,7 @@
 #include "ddph/sampler/distributed_sampler.h"
 #include "ddph/train/progress.h"
 #include "model.h"
+#include "training_trace.h"
 
 namespace ddph::train {
 namespace {
@@ -343,6 +344,8 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
   torch::set_num_threads(config.threads > 0 ? config.threads : defaultThreads(world));
   std::vector<LoadedDataset> datasets = loadDatasets(config, world.device);
   connectWorld(world, config, env);
+  TrainingTrace audit(world.rank, world.size);  // DDPH_AUDIT_DIR: ddp-sim launch --audit
+  world.comm = audit.record(std::move(world.comm));
   const bool isRank0 = world.rank == 0;
   const auto dtype = config.dtype == DType::kFloat64 ? torch::kDouble : torch::kFloat;
 
@@ -370,6 +373,11 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
     // concat: a step holds one dataset, so the other datasets' input layers get no gradient.
     options.findUnusedParameters = config.mix == data::Mix::kConcat && datasets.size() > 1;
     ddp = std::make_unique<DistributedDataParallel>(model.ptr(), *world.comm, options);
+  }
+  if (audit.enabled()) {
+    std::vector<std::int64_t> sizes;
+    for (const auto& ds : datasets) sizes.push_back(ds.train.size());
+    audit.declare(config.datasets, sizes, config.seed, config.shuffle, config.batchSize, *model);
   }
 
   if (isRank0) {
@@ -429,6 +437,13 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
     }
     const std::vector<data::MixedStep> plan = data::planEpoch(shards, config.batchSize, config.mix);
     const auto stepsInEpoch = static_cast<std::int64_t>(plan.size());
+    if (audit.enabled()) {
+      std::vector<std::int64_t> batches;  // len(loader) of each dataset's own loader
+      for (const auto& shard : shards) {
+        batches.push_back((static_cast<std::int64_t>(shard.size()) + config.batchSize - 1) / config.batchSize);
+      }
+      audit.startEpoch(epoch, batches, *model);
+    }
     const bool resumedHere = epoch == position.epoch && position.stepInEpoch > 0;
     const std::int64_t firstStep = resumedHere ? std::min(position.stepInEpoch, stepsInEpoch) : 0;
 
@@ -471,6 +486,7 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
         if (batch.empty()) continue;
         visits[d].visit(batch);
         if (trace.enabled()) trace.record(epoch, step, config.datasets[d], batch);
+        audit.batch(epoch, d, batch);
         samples += static_cast<std::int64_t>(batch.size());
         auto idx = onDevice[d].batch(static_cast<std::size_t>(step), batch.size());
         auto logits = model->forward(d, batchInputs(datasets[d], idx, dtype));
@@ -490,6 +506,14 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
       }
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (audit.enabled()) {
+      std::vector<std::int64_t> consumed(datasets.size(), 0), shardSizes;
+      for (std::int64_t s = 0; s < step; ++s) {
+        for (std::size_t d = 0; d < datasets.size(); ++d) consumed[d] += plan[s].batches[d].size();
+      }
+      for (const auto& shard : shards) shardSizes.push_back(static_cast<std::int64_t>(shard.size()));
+      audit.endEpoch(epoch, consumed, shardSizes);
+    }
     progress.finishEpoch();
     current = step >= stepsInEpoch ? TrainingPosition{epoch + 1, 0, globalStep, 0.0}
                                    : TrainingPosition{epoch, step, globalStep, 0.0};
@@ -550,6 +574,7 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
   // Nobody leaves before rank 0 has written its files (a launcher may stop the world as soon as
   // one rank exits).
   if (world.comm) world.comm->barrier("end of training");
+  audit.finish(*model);
   return report;
 }
 
