@@ -1,0 +1,44 @@
+"""Bug: DistributedSampler without set_epoch: every epoch repeats epoch 0's order.
+
+Ordinary DDP training (one dataset of 600, DistributedSampler(shuffle=True), SGD) that never calls
+sampler.set_epoch(epoch). Exits 0.
+"""
+import argparse
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=3)
+    args = parser.parse_args()
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(600, 20, generator=g)
+    dataset = TensorDataset(x, (x[:, :5].sum(1) > 0).long())
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=32, sampler=sampler)
+    model = DDP(nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 2)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(args.epochs):
+        # missing: sampler.set_epoch(epoch)
+        total = 0.0
+        for xb, yb in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(xb), yb)
+            loss.backward()
+            optimizer.step()
+            total += loss.item()
+        if dist.get_rank() == 0:
+            print(f"epoch {epoch}: loss {total / len(loader):.6f}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
