@@ -191,7 +191,7 @@ TEST(AuditTrace, BreakingOutOfEveryPassLeavesSamplesUnseen) {
   const auto r = auditRun(s);
   const Violation& v = only(r, property::kCoverage);
   EXPECT_TRUE(has(v.detail, "only 80 of its 100 samples were consumed")) << v.detail;
-  EXPECT_TRUE(has(v.detail, "ranks 0, 1, 2, 3 took 2 of 3 batches")) << v.detail;
+  EXPECT_TRUE(has(v.detail, "ranks 0, 1, 2, 3 used 2 of 3 batches")) << v.detail;
   EXPECT_TRUE(has(v.likelyCause, "break")) << v.likelyCause;
 }
 

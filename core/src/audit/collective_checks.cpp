@@ -60,8 +60,21 @@ std::string batchCounts(const Trace& trace, std::int64_t loader, std::int64_t it
     byCount[p ? static_cast<std::int64_t>(p->batches.size()) : 0].push_back(r);
   }
   std::vector<std::string> parts;
-  for (const auto& [count, rs] : byCount) parts.push_back(fmt::format("{} {}", rankList(rs), count));
-  return fmt::format("{}", fmt::join(parts, ", "));
+  for (const auto& [count, rs] : byCount) parts.push_back(fmt::format("{}: {}", rankList(rs), count));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+// The first (loader, epoch) whose pass handed out different numbers of batches on `ranks`.
+std::optional<std::pair<std::int64_t, std::int64_t>> firstUnevenPass(
+    const Trace& trace, const std::vector<std::int64_t>& ranks) {
+  const RankTrace& first = *trace.ranks[static_cast<std::size_t>(ranks.front())];
+  for (const auto& p : first.passes) {
+    for (auto r : ranks) {
+      const PassRecord* q = trace.ranks[static_cast<std::size_t>(r)]->findPass(p.loader, p.iter);
+      if (q && q->batches.size() != p.batches.size()) return std::make_pair(p.loader, p.iter);
+    }
+  }
+  return std::nullopt;
 }
 
 std::vector<const CollectiveRecord*> collectivesOf(const RankTrace& t, const std::string& group) {
@@ -133,11 +146,15 @@ std::optional<Violation> uneven(const Trace& trace, const std::vector<std::int64
   v.epoch = extra.iter;
   v.step = extra.batchSeq;
   std::string counts;
-  if (extra.loader >= 0) {
-    std::vector<std::int64_t> all = ranks;
+  if (const auto parted = firstUnevenPass(trace, ranks)) {
+    counts = fmt::format("; the ranks parted at epoch {} of {} (batches: {})",
+                         parted->second,
+                         describeLoader(*trace.ranks[static_cast<std::size_t>(ahead.front())], parted->first),
+                         batchCounts(trace, parted->first, parted->second, ranks));
+  } else if (extra.loader >= 0) {
     counts = fmt::format("; batches in epoch {} of {}: {}", extra.iter,
                          describeLoader(*trace.ranks[static_cast<std::size_t>(ahead.front())], extra.loader),
-                         batchCounts(trace, extra.loader, extra.iter, all));
+                         batchCounts(trace, extra.loader, extra.iter, ranks));
   }
   v.detail = fmt::format(
       "{} entered collective {} ({}) that {} never entered: {} ended normally after {} "

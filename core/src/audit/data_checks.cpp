@@ -89,11 +89,31 @@ std::optional<std::vector<Index>> samplerOrder(const RankTrace& t, const PassRec
   return order;
 }
 
+// The pass of another loader that ran out while `p` was running (zip's shorter loader), or null.
+const PassRecord* exhaustedPartner(const RankTrace& t, const PassRecord& p) {
+  for (const auto& q : t.passes) {
+    if (q.loader != p.loader && q.ended && q.startLine > p.startLine && q.endLine < p.endLine) {
+      return &q;
+    }
+  }
+  return nullptr;
+}
+
+// zip(a, b) asks a for its next batch before b: in the round where b runs out, a's batch was
+// handed out and thrown away. That batch is the last line before b's StopIteration.
+bool lastBatchDiscarded(const RankTrace& t, const PassRecord& p) {
+  if (p.ended || p.batches.empty()) return false;
+  const PassRecord* q = exhaustedPartner(t, p);
+  return q && q->endLine == p.batches.back().line + 1;
+}
+
 std::optional<std::vector<Index>> consumedIndices(const RankTrace& t, const PassRecord& p,
                                                   const std::optional<std::vector<Index>>& order) {
   std::vector<Index> out;
   std::int64_t taken = 0;
-  for (const auto& b : p.batches) {
+  const std::size_t used = p.batches.size() - (lastBatchDiscarded(t, p) ? 1 : 0);
+  for (std::size_t k = 0; k < used; ++k) {
+    const BatchRecord& b = p.batches[k];
     if (b.indices) {
       out.insert(out.end(), b.indices->begin(), b.indices->end());
     } else if (order && t.loaders.at(p.loader).torchBatching) {
@@ -125,16 +145,6 @@ bool isDropped(const RankTrace& t, const PassRecord& p) {
     }
   }
   return true;
-}
-
-// The loader whose pass ran out while `p` was running (zip's shorter loader), or -1.
-std::int64_t exhaustedPartner(const RankTrace& t, const PassRecord& p) {
-  for (const auto& q : t.passes) {
-    if (q.loader != p.loader && q.ended && q.startLine > p.startLine && q.endLine < p.endLine) {
-      return q.loader;
-    }
-  }
-  return -1;
 }
 
 Partition partitionOf(const std::vector<RankPass>& ranks, std::int64_t n, std::int64_t epoch,
@@ -233,6 +243,10 @@ class DataChecker {
     std::map<std::int64_t, std::vector<std::int64_t>> byLen;
     for (const auto& rp : ranks) byLen[rp.pass->datasetLen].push_back(rp.trace->rank);
     if (byLen.size() == 1) return byLen.begin()->first;
+    // Only a DistributedSampler promises to split one dataset; other samplers over per-rank
+    // datasets (a manual split into Subsets) are each rank's own business.
+    const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+    if (!s || s->order != OrderKind::kTorchDistributed) return std::nullopt;
     std::vector<std::string> parts;
     for (const auto& [n, rs] : byLen) parts.push_back(fmt::format("{} {}", rankList(rs), n));
     Violation v;
@@ -361,16 +375,18 @@ class DataChecker {
     std::vector<std::string> took;
     std::map<std::string, std::vector<std::int64_t>> byCount;
     for (const auto& rp : ranks) {
-      const auto batches = static_cast<std::int64_t>(rp.pass->batches.size());
+      const auto batches = static_cast<std::int64_t>(rp.pass->batches.size()) -
+                           (lastBatchDiscarded(*rp.trace, *rp.pass) ? 1 : 0);
       const std::string of = rp.pass->declaredBatches
                                  ? fmt::format("{} of {} batches", batches, *rp.pass->declaredBatches)
                                  : fmt::format("{} batches", batches);
       byCount[of].push_back(rp.trace->rank);
     }
-    for (const auto& [of, rs] : byCount) took.push_back(fmt::format("{} took {}", rankList(rs), of));
+    for (const auto& [of, rs] : byCount) took.push_back(fmt::format("{} used {}", rankList(rs), of));
     const RankPass& dropped = *std::find_if(ranks.begin(), ranks.end(),
                                             [](const RankPass& rp) { return rp.dropped; });
-    const std::int64_t partner = exhaustedPartner(*dropped.trace, *dropped.pass);
+    const PassRecord* partnerPass = exhaustedPartner(*dropped.trace, *dropped.pass);
+    const std::int64_t partner = partnerPass ? partnerPass->loader : -1;
     v->detail = fmt::format(
         "{}: only {} of its {} samples were consumed in this epoch, the pass was dropped before "
         "its end{} ({}); {}",

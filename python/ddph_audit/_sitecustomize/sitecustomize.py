@@ -1,0 +1,55 @@
+"""ddph_audit auto-instrumentation (``ddp-sim launch --audit`` puts this folder first on PYTHONPATH).
+
+1. Runs the ``sitecustomize`` this file shadows (the next one on sys.path, e.g. Debian's
+   /etc/python3.11/sitecustomize.py), as Python would have.
+2. If DDPH_AUDIT_DIR is set, installs ddph_audit's lazy import hooks (nothing torch-related is
+   imported here; a process that never imports torch pays nothing).
+"""
+
+import os
+import sys
+
+
+def _chain_shadowed_sitecustomize():
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    after = None
+    for i, entry in enumerate(sys.path):
+        try:
+            if os.path.abspath(entry or os.getcwd()) == here:
+                after = sys.path[i + 1:]
+                break
+        except (TypeError, ValueError):
+            continue
+    if after is None:
+        after = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", after)
+    if spec is None or spec.loader is None:
+        return
+    if spec.origin and os.path.abspath(spec.origin) == os.path.abspath(__file__):
+        return
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # what site.execsitecustomize does
+        if sys.flags.verbose:
+            sys.excepthook(*sys.exc_info())
+        else:
+            sys.stderr.write("Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+                             "%s: %s\n" % (e.__class__.__name__, e))
+
+
+def _start_audit():
+    if not os.environ.get("DDPH_AUDIT_DIR"):
+        return
+    try:
+        from ddph_audit import _autostart
+        _autostart.start()
+    except Exception as e:
+        sys.stderr.write("ddph_audit: not recording: %s: %s\n" % (type(e).__name__, e))
+
+
+_chain_shadowed_sitecustomize()
+_start_audit()

@@ -1,0 +1,414 @@
+"""torch.utils.data: samplers, DataLoaders, their passes and batches.
+
+- ``DistributedSampler.__init__`` -> ``sampler`` line; ``DistributedSampler.set_epoch`` (class
+  level) -> ``set_epoch`` line.
+- ``DataLoader.__init__`` -> ``sampler`` line for the sampler it draws from (once per sampler
+  object); a sampler class of the program that defines ``set_epoch`` gets it wrapped (class level,
+  once) so its calls are recorded too. Only the outermost ``set_epoch`` of nested calls is recorded.
+- ``DataLoader.__iter__`` -> ``loader`` line the first time, then an ``epoch`` line for each pass
+  (``persistent_workers``: the reused iterator's ``_reset`` is a new pass too).
+- ``_BaseDataLoaderIter._next_index`` pushes each batch's indices onto a FIFO (worker prefetch
+  dispatches in order and delivers in the same order); ``__next__`` pops it and writes ``batch``
+  (``idx`` only for "recorded" orders or a custom batch sampler), and ``epoch_end`` on
+  StopIteration. Nothing is done per sample for torch-distributed/sequential orders.
+"""
+
+import collections
+import functools
+import operator
+
+from . import recorder
+from . import index_codec
+from .object_registry import ObjectRegistry
+
+samplers = ObjectRegistry()  # sampler -> _SamplerInfo
+loaders = ObjectRegistry()  # loader -> _LoaderInfo
+_patched = []  # (cls, name, original) for unpatch
+_wrapped_classes = set()
+_torch_iters = {}  # "torch-distributed"/"sequential" -> the __iter__ function
+_batch_sampler_iter = None
+_MAP = 0  # torch.utils.data.dataloader._DatasetKind.Map
+
+_SAMPLER_ATTRS = ("num_replicas", "rank", "seed", "shuffle", "drop_last")
+
+
+class _SamplerInfo:
+    __slots__ = ("id", "order")
+
+    def __init__(self, sid, order):
+        self.id = sid
+        self.order = order
+
+
+class _LoaderInfo:
+    __slots__ = ("id", "sampler", "sampler_id", "needs_idx", "passes", "announced", "mapstyle",
+                 "batching")
+
+    def __init__(self):
+        self.id = None
+        self.sampler = None
+        self.sampler_id = None
+        self.needs_idx = True
+        self.passes = 0
+        self.announced = False
+        self.mapstyle = True
+        self.batching = "torch"
+
+
+class _Pass:
+    __slots__ = ("loader", "iter", "seq", "needs_idx", "ended")
+
+    def __init__(self, loader_id, k, needs_idx):
+        self.loader = loader_id
+        self.iter = k
+        self.seq = 0
+        self.needs_idx = needs_idx
+        self.ended = False
+
+
+def _qualname(cls):
+    return "%s.%s" % (cls.__module__, cls.__qualname__)
+
+
+def _order(sampler):
+    it = getattr(type(sampler), "__iter__", None)
+    for order, fn in _torch_iters.items():
+        if it is fn:
+            return order
+    return "recorded"
+
+
+def _sized_len(obj):
+    if obj is None:
+        return None
+    try:
+        return int(len(obj))
+    except Exception:
+        return None
+
+
+def _sampler_dataset_len(sampler, loader=None):
+    for attr in ("dataset", "data_source"):
+        n = _sized_len(getattr(sampler, attr, None))
+        if n is not None:
+            return n
+    if loader is not None and _is_mapstyle(loader):
+        return _sized_len(loader.dataset)
+    return None
+
+
+def _sampler_fields(sampler):
+    out = {}
+    for attr in _SAMPLER_ATTRS:
+        v = getattr(sampler, attr, None)
+        if isinstance(v, bool) or isinstance(v, int):
+            out[attr] = v
+    return out
+
+
+def _is_mapstyle(loader):
+    return getattr(loader, "_dataset_kind", _MAP) == _MAP
+
+
+def register_sampler(sampler, loader=None):
+    """Writes the ``sampler`` line (once per object); returns its info."""
+    info = samplers.get(sampler)
+    if info is not None:
+        return info
+    info = samplers.add(sampler, _SamplerInfo(recorder.next_id("sampler"), _order(sampler)))
+    fields = {"id": info.id, "class": _qualname(type(sampler))}
+    n = _sampler_dataset_len(sampler, loader)
+    if n is not None:
+        fields["dataset_len"] = n
+    fields.update(_sampler_fields(sampler))
+    fields["order"] = info.order
+    recorder.emit("sampler", **fields)
+    return info
+
+
+def _wrap_set_epoch(fn):
+    tls = recorder.tls
+
+    @functools.wraps(fn)
+    def set_epoch(self, *args, **kwargs):
+        d = getattr(tls, "set_epoch_depth", 0)
+        tls.set_epoch_depth = d + 1
+        try:
+            result = fn(self, *args, **kwargs)
+        finally:
+            tls.set_epoch_depth = d
+        if d == 0 and recorder.state.active:
+            try:
+                info = register_sampler(self)
+                epoch = args[0] if args else kwargs.get("epoch", next(iter(kwargs.values()), None))
+                try:
+                    epoch = operator.index(epoch)
+                except TypeError:
+                    epoch = getattr(self, "epoch", None)
+                    epoch = epoch if isinstance(epoch, int) else None
+                recorder.emit("set_epoch", sampler=info.id, epoch=epoch)
+            except Exception as e:
+                recorder.fail(e, "set_epoch")
+        return result
+
+    set_epoch.__ddph_original__ = fn
+    return set_epoch
+
+
+def _wrap_class_set_epoch(cls):
+    """Wraps ``set_epoch`` on every class of ``cls``'s MRO that defines it (once per class)."""
+    import types
+    for klass in cls.__mro__:
+        if klass in _wrapped_classes or klass is object:
+            continue
+        _wrapped_classes.add(klass)
+        fn = klass.__dict__.get("set_epoch")
+        if isinstance(fn, types.FunctionType) and not hasattr(fn, "__ddph_original__"):
+            try:
+                setattr(klass, "set_epoch", _wrap_set_epoch(fn))
+                _patched.append((klass, "set_epoch", fn))
+            except (TypeError, AttributeError):
+                pass
+
+
+def _loader_sampler(loader):
+    """(sampler the loader draws from, batching)."""
+    bs = getattr(loader, "batch_sampler", None)
+    if bs is None:
+        return loader.sampler, "torch"
+    inner = getattr(bs, "sampler", None)
+    if type(bs).__iter__ is _batch_sampler_iter and inner is loader.sampler:
+        return loader.sampler, "torch"
+    if inner is not None and hasattr(inner, "__iter__"):
+        return inner, "custom"
+    return bs, "custom"
+
+
+def _on_loader_init(loader):
+    info = loaders.add(loader, _LoaderInfo())
+    info.mapstyle = _is_mapstyle(loader)
+    if not info.mapstyle:
+        info.needs_idx = False
+        return
+    sampler, batching = _loader_sampler(loader)
+    _wrap_class_set_epoch(type(sampler))
+    sinfo = register_sampler(sampler, loader)
+    info.sampler = sampler
+    info.sampler_id = sinfo.id
+    info.batching = batching
+    info.needs_idx = sinfo.order == "recorded" or batching == "custom"
+
+
+def _wrap_loader_init(fn):
+    @functools.wraps(fn)
+    def __init__(self, *args, **kwargs):
+        fn(self, *args, **kwargs)
+        if recorder.state.active and loaders.get(self) is None:
+            try:
+                _on_loader_init(self)
+            except Exception as e:
+                recorder.fail(e, "DataLoader.__init__")
+
+    return __init__
+
+
+def _announce(loader, info):
+    info.id = recorder.next_id("loader")
+    info.announced = True
+    fields = {"id": info.id, "sampler": info.sampler_id,
+              "dataset": type(loader.dataset).__name__}
+    n = _sized_len(loader.dataset) if info.mapstyle else None
+    if n is not None:
+        fields["dataset_len"] = n
+    fields.update({"batch_size": loader.batch_size, "drop_last": bool(loader.drop_last),
+                   "num_workers": int(loader.num_workers), "batching": info.batching})
+    if not info.mapstyle:
+        fields["iterable"] = True
+    recorder.emit("loader", **fields)
+
+
+def _on_pass_start(loader, it):
+    info = loaders.get(loader)
+    if info is None:
+        _on_loader_init(loader)
+        info = loaders.get(loader)
+    if not info.announced:
+        _announce(loader, info)
+    k = info.passes
+    info.passes += 1
+    it._ddph_pass = _Pass(info.id, k, info.needs_idx)
+    fields = {"loader": info.id, "iter": k}
+    sampler = info.sampler
+    if sampler is not None:
+        epoch = getattr(sampler, "epoch", None)
+        if isinstance(epoch, int):
+            fields["sampler_epoch"] = epoch
+        fields.update(_sampler_fields(sampler))
+        n = _sampler_dataset_len(sampler, loader)
+        if n is not None:
+            fields["dataset_len"] = n
+    if info.mapstyle:
+        n = _sized_len(loader)
+        if n is not None:
+            fields["batches"] = n
+    from . import ddp_instrumentor
+    fields["params"] = ddp_instrumentor.live_hashes()
+    recorder.emit("epoch", **fields)
+
+
+def _wrap_loader_iter(fn):
+    @functools.wraps(fn)
+    def __iter__(self):
+        it = fn(self)
+        if recorder.state.active:
+            try:
+                _on_pass_start(self, it)
+            except Exception as e:
+                recorder.fail(e, "DataLoader.__iter__")
+        return it
+
+    return __iter__
+
+
+def _wrap_next_index(fn):
+    @functools.wraps(fn)
+    def _next_index(self):
+        index = fn(self)
+        fifo = self.__dict__.get("_ddph_fifo")
+        if fifo is None:
+            fifo = self._ddph_fifo = collections.deque()
+        fifo.append(index)
+        return index
+
+    return _next_index
+
+
+def _wrap_reset(fn):
+    @functools.wraps(fn)
+    def _reset(self, *args, **kwargs):
+        fifo = self.__dict__.get("_ddph_fifo")
+        if fifo is not None:
+            fifo.clear()
+        return fn(self, *args, **kwargs)
+
+    return _reset
+
+
+_NO_INDEX = object()
+
+
+def _batch_fields(p, index):
+    fields = {"loader": p.loader, "iter": p.iter, "seq": p.seq}
+    values = None
+    if index is _NO_INDEX:
+        size = None
+    elif isinstance(index, (list, tuple, range)) or getattr(index, "ndim", 0) >= 1:
+        size = len(index)
+        if p.needs_idx:
+            values = index
+    else:
+        size = 1
+        if p.needs_idx:
+            values = [index]
+    if size is not None:
+        fields["size"] = size
+    import torch
+    fields["grad"] = bool(torch.is_grad_enabled())
+    if values is not None:
+        try:
+            fields["idx"] = index_codec.encode(index_codec.to_int_list(values))
+        except (TypeError, ValueError):
+            fields["idx_opaque"] = True  # the sampler yields keys that are not integers
+    return fields
+
+
+def _wrap_next(fn):
+    @functools.wraps(fn)
+    def __next__(self):
+        try:
+            data = fn(self)
+        except StopIteration:
+            p = self.__dict__.get("_ddph_pass")
+            if p is not None and not p.ended and recorder.state.active:
+                try:
+                    p.ended = True
+                    recorder.emit("epoch_end", loader=p.loader, iter=p.iter, batches=p.seq)
+                except Exception as e:
+                    recorder.fail(e, "DataLoader iterator")
+            raise
+        except BaseException:
+            fifo = self.__dict__.get("_ddph_fifo")
+            if fifo:
+                fifo.popleft()  # the failed batch
+            raise
+        fifo = self.__dict__.get("_ddph_fifo")
+        index = fifo.popleft() if fifo else _NO_INDEX
+        p = self.__dict__.get("_ddph_pass")
+        if p is not None and recorder.state.active:
+            try:
+                recorder.emit("batch", **_batch_fields(p, index))
+                p.seq += 1
+            except Exception as e:
+                recorder.fail(e, "DataLoader iterator")
+        return data
+
+    return __next__
+
+
+def _patch_attr(cls, name, make):
+    fn = cls.__dict__.get(name)
+    if fn is None or hasattr(fn, "__ddph_original__"):
+        return
+    wrapper = make(fn)
+    wrapper.__ddph_original__ = fn
+    setattr(cls, name, wrapper)
+    _patched.append((cls, name, fn))
+
+
+def patch(data_module):
+    """Called right after ``torch.utils.data`` is imported."""
+    global _batch_sampler_iter, _MAP
+    import importlib
+    dl = importlib.import_module("torch.utils.data.dataloader")
+    sampler_mod = importlib.import_module("torch.utils.data.sampler")
+    dist_mod = importlib.import_module("torch.utils.data.distributed")
+    DistributedSampler = dist_mod.DistributedSampler
+    try:
+        _MAP = dl._DatasetKind.Map
+    except AttributeError:
+        pass
+    _torch_iters["torch-distributed"] = DistributedSampler.__dict__["__iter__"]
+    _torch_iters["sequential"] = sampler_mod.SequentialSampler.__dict__["__iter__"]
+    _batch_sampler_iter = sampler_mod.BatchSampler.__dict__["__iter__"]
+
+    def make_ds_init(fn):
+        @functools.wraps(fn)
+        def __init__(self, *args, **kwargs):
+            fn(self, *args, **kwargs)
+            if recorder.state.active and samplers.get(self) is None:
+                try:
+                    register_sampler(self)
+                except Exception as e:
+                    recorder.fail(e, "DistributedSampler.__init__")
+
+        return __init__
+
+    _patch_attr(DistributedSampler, "__init__", make_ds_init)
+    _wrapped_classes.add(DistributedSampler)
+    _patch_attr(DistributedSampler, "set_epoch", _wrap_set_epoch)
+    _patch_attr(dl.DataLoader, "__init__", _wrap_loader_init)
+    _patch_attr(dl.DataLoader, "__iter__", _wrap_loader_iter)
+    base = dl._BaseDataLoaderIter
+    _patch_attr(base, "_next_index", _wrap_next_index)
+    _patch_attr(base, "_reset", _wrap_reset)
+    _patch_attr(base, "__next__", _wrap_next)
+
+
+def unpatch():
+    for cls, name, fn in reversed(_patched):
+        try:
+            setattr(cls, name, fn)
+        except (TypeError, AttributeError):
+            pass
+    _patched.clear()
+    _wrapped_classes.clear()

@@ -1,0 +1,122 @@
+"""Process-level events: ``error`` (sys.excepthook, chained), ``params``/``end`` at exit (atexit).
+
+The exit code in ``end`` is best effort: 1 after an uncaught exception, the argument of
+``sys.exit`` when the program called it (``sys.exit`` is wrapped, nothing else changes), the
+``SystemExit`` code when running under ``python -m ddph_audit``, else 0. ``os._exit`` and signals
+skip atexit: no ``end`` (that is the point: such a trace was cut short).
+"""
+
+import atexit
+import functools
+import os
+import sys
+
+from . import recorder
+
+_installed = False
+_prev_excepthook = None
+_orig_sys_exit = None
+MESSAGE_MAX = 20000
+
+
+def _exit_code(code):
+    if code is None:
+        return 0
+    if isinstance(code, bool):
+        return int(code)
+    if isinstance(code, int):
+        return code
+    return 1
+
+
+def note_exit_code(code):
+    recorder.state.exit_code = _exit_code(code)
+
+
+def record_error(exc_type, exc, tb=None):
+    if recorder.state.error_seen:
+        return
+    recorder.state.error_seen = True
+    if exc_type is not None and issubclass(exc_type, SystemExit):
+        note_exit_code(getattr(exc, "code", None))
+        return
+    try:
+        msg = str(exc)
+    except Exception:
+        msg = "<unprintable %s>" % getattr(exc_type, "__name__", "exception")
+    if len(msg) > MESSAGE_MAX:
+        msg = msg[:MESSAGE_MAX] + "..."
+    recorder.state.exit_code = 1
+    recorder.emit("error", type=getattr(exc_type, "__name__", str(exc_type)), message=msg)
+
+
+def _excepthook(exc_type, exc, tb):
+    try:
+        if recorder.state.active:
+            record_error(exc_type, exc, tb)
+    except Exception as e:
+        recorder.fail(e, "excepthook")
+    hook = _prev_excepthook or sys.__excepthook__
+    return hook(exc_type, exc, tb)
+
+
+def _sys_exit(*args):
+    try:
+        note_exit_code(args[0] if args else None)
+    except Exception:
+        pass
+    return _orig_sys_exit(*args)
+
+
+def at_exit():
+    """Writes ``params`` (each live DDP module) and ``end``; then closes the file."""
+    st = recorder.state
+    if st.writer is None or st.ended or os.getpid() != st.writer.pid:
+        return
+    st.ended = True
+    try:
+        if not st.active:
+            return
+        if not st.writer.is_open:
+            # Never learned its rank: rank 0, if it recorded anything and no rank 0 wrote.
+            if not st.writer._pending:
+                return
+            recorder.open_trace(st.rank if st.rank is not None else 0, st.world_size or 1,
+                                exclusive=True)
+            if not st.writer.is_open:
+                return
+        from . import ddp_instrumentor
+        ddp_instrumentor.write_end_params()
+        code = st.exit_code if st.exit_code is not None else 0
+        recorder.emit("end", code=code)
+    except Exception as e:
+        recorder.fail(e, "exit")
+    finally:
+        try:
+            st.writer.close()
+        except Exception:
+            pass
+
+
+def install():
+    global _installed, _prev_excepthook, _orig_sys_exit
+    if _installed:
+        return
+    _installed = True
+    _prev_excepthook = sys.excepthook
+    sys.excepthook = _excepthook
+    _orig_sys_exit = sys.exit
+    sys.exit = functools.wraps(_orig_sys_exit)(_sys_exit)
+    atexit.register(at_exit)
+
+
+def uninstall():
+    global _installed
+    if not _installed:
+        return
+    _installed = False
+    if sys.excepthook is _excepthook:
+        sys.excepthook = _prev_excepthook
+    if getattr(sys.exit, "__wrapped__", None) is _orig_sys_exit:
+        sys.exit = _orig_sys_exit
+    atexit.unregister(at_exit)

@@ -1,0 +1,170 @@
+"""The process-wide recorder: configuration, the trace writer, ids and the safety net.
+
+Every instrumentor goes through ``emit``. Any exception raised by the recorder's own code goes to
+``fail``: reported once on stderr (``ddph_audit: ...``), recording disabled for the rest of the
+process, and the user's call proceeds as if nothing were instrumented.
+
+Which rank writes: the ``RANK`` and ``WORLD_SIZE`` environment variables (torchrun, ``ddp-sim
+launch``: the file opens when torch is imported); else the rank and world size of
+``init_process_group`` (the file opens when it returns; earlier events wait in memory); else, at
+exit, ``RANK`` or 0 with world size 1 (only if the process recorded something and no such file
+exists yet). A process started by an audited rank (a spawned DataLoader worker,
+a subprocess) sees ``DDPH_AUDIT_RANK_PID`` (set by the rank once its file is open) and records
+nothing; a forked child is recognised by its pid.
+"""
+
+import os
+import sys
+import threading
+
+from . import __version__
+from .trace_writer import TraceWriter
+
+RANK_PID_ENV = "DDPH_AUDIT_RANK_PID"
+
+_lock = threading.RLock()
+tls = threading.local()  # .depth: nesting of wrapped calls; .set_epoch_depth
+
+
+class _State:
+    writer = None
+    active = False
+    failed = False
+    rank = None
+    world_size = None
+    run_id = ""
+    exit_code = None
+    error_seen = False
+    ended = False
+    counters = None
+
+
+state = _State()
+
+
+def is_active():
+    return state.active and state.writer is not None and os.getpid() == state.writer.pid
+
+
+def depth():
+    return getattr(tls, "depth", 0)
+
+
+def now():
+    return state.writer.now() if state.writer is not None else 0.0
+
+
+def fail(exc, where=""):
+    """Reports an internal error once and disables recording."""
+    with _lock:
+        if state.failed:
+            state.active = False
+            return
+        state.failed = True
+        state.active = False
+    try:
+        sys.stderr.write("ddph_audit: internal error%s: %s: %s; recording disabled\n"
+                         % (" in " + where if where else "", type(exc).__name__, exc))
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+pollers = []  # called before each event (e.g. DDP futures completed meanwhile)
+
+
+def emit(ev, **fields):
+    if not is_active():
+        return
+    if pollers and not getattr(tls, "polling", False):
+        tls.polling = True
+        try:
+            for poll in pollers:
+                poll()
+        except Exception as e:
+            fail(e, "polling")
+            return
+        finally:
+            tls.polling = False
+    try:
+        state.writer.emit(ev, fields)
+    except Exception as e:  # e.g. disk full
+        fail(e, "writing the trace")
+
+
+def next_id(kind):
+    with _lock:
+        n = state.counters.get(kind, 0)
+        state.counters[kind] = n + 1
+        return n
+
+
+def _env_int(name):
+    v = os.environ.get(name)
+    if v is None or v.strip() == "":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        return None
+
+
+def start(trace_dir):
+    """Creates the writer (idempotent). Opens the file at once when RANK is known."""
+    with _lock:
+        if state.writer is not None and state.writer.pid == os.getpid():
+            state.active = not state.failed
+            return
+        state.writer = TraceWriter(trace_dir)
+        state.counters = {}
+        state.failed = False
+        state.active = True
+        state.ended = False
+        state.error_seen = False
+        state.exit_code = None
+        state.run_id = os.environ.get("DDPH_AUDIT_RUN_ID") or os.environ.get("TORCHELASTIC_RUN_ID") or ""
+        state.rank = _env_int("RANK")
+        state.world_size = _env_int("WORLD_SIZE")
+    if state.rank is not None and state.world_size is not None:
+        open_trace(state.rank, state.world_size)
+
+
+def _runtime():
+    torch = sys.modules.get("torch")
+    tv = getattr(torch, "__version__", None) if torch is not None else None
+    py = "%d.%d.%d" % sys.version_info[:3]
+    return "python %s, torch %s" % (py, tv) if tv else "python %s" % py
+
+
+def open_trace(rank, world_size, exclusive=False):
+    """Opens this rank's file (header first). Returns True when the file is open."""
+    w = state.writer
+    if w is None or state.failed:
+        return False
+    if w.is_open:
+        return True
+    try:
+        header = {"trace": "ddph-audit", "version": 1, "rank": int(rank),
+                  "world_size": int(world_size) if world_size is not None else None,
+                  "run_id": state.run_id, "pid": os.getpid(),
+                  "producer": "ddph_audit %s" % __version__, "runtime": _runtime(),
+                  "argv": [str(a) for a in sys.argv]}
+        ok = w.open(int(rank), header, exclusive=exclusive)
+        if ok:
+            state.rank = int(rank)
+            os.environ[RANK_PID_ENV] = str(os.getpid())
+        return ok
+    except FileExistsError:
+        state.active = False
+        return False
+    except Exception as e:
+        fail(e, "opening the trace")
+        return False
+
+
+def on_process_group_ready(rank, world_size):
+    """Called once torch.distributed is initialised: opens the file if RANK was unknown."""
+    if state.writer is not None and not state.writer.is_open and not state.failed:
+        if state.world_size is None:
+            state.world_size = world_size
+        open_trace(rank, world_size)

@@ -1,0 +1,48 @@
+"""A small DDP training run (gloo, env://) that prints its losses and a hash of its final
+parameters on every rank: the "behaviour unchanged" test compares bare and audited runs."""
+import hashlib
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributed import all_reduce  # imported by name: must be the recorded one too
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+
+def main():
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(300, 10, generator=g)
+    dataset = TensorDataset(x, (x[:, :3].sum(1) > 0).long())
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=16, sampler=sampler)
+    # Over 1 MiB of parameters (DDP's first bucket): two buckets, two allreduces per backward.
+    model = DDP(nn.Sequential(nn.Linear(10, 700), nn.ReLU(), nn.Linear(700, 400), nn.ReLU(),
+                              nn.Linear(400, 3)), bucket_cap_mb=1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        total = torch.zeros(1)
+        for xb, yb in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(xb), yb)
+            loss.backward()
+            optimizer.step()
+            total += loss.detach()
+        all_reduce(total)
+        print(f"rank {rank} epoch {epoch} loss {total.item():.10f}", flush=True)
+    h = hashlib.sha1()
+    for p in model.module.parameters():
+        h.update(p.detach().numpy().tobytes())
+    print(f"rank {rank} params {h.hexdigest()}", flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
