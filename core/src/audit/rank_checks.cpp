@@ -22,13 +22,17 @@ std::string signalName(int sig) {
 }
 
 // How the launcher saw the rank end, or empty when it ended well or there is no launcher record.
-std::string launcherFailure(const LaunchedRank* l) {
+std::string launcherFailure(const Trace& trace, const LaunchedRank* l) {
   if (!l) return {};
-  if (l->outcome == "exited" && l->code != 0) return fmt::format("it exited with code {}", l->code);
+  if (l->outcome == "stopped" && trace.launch->interruptedBy != 0) {
+    return fmt::format("was stopped by the launcher, which was interrupted by {}",
+                       signalName(trace.launch->interruptedBy));
+  }
+  if (l->outcome == "exited" && l->code != 0) return fmt::format("exited with code {}", l->code);
   if (l->outcome == "signaled")
-    return fmt::format("it was killed by signal {} ({})", l->signal, signalName(l->signal));
-  if (l->outcome == "timed-out") return "it was still running at the launcher's timeout (a hang)";
-  if (l->outcome == "stopped") return "the launcher stopped it after another rank failed";
+    return fmt::format("was killed by signal {} ({})", l->signal, signalName(l->signal));
+  if (l->outcome == "timed-out") return "was still running at the launcher's timeout (a hang)";
+  if (l->outcome == "stopped") return "was stopped by the launcher after another rank failed";
   return {};
 }
 
@@ -45,7 +49,7 @@ std::string collectiveState(const RankTrace& t) {
 void checkRanks(const Trace& trace, std::vector<Violation>& out) {
   for (int r = 0; r < trace.worldSize; ++r) {
     const LaunchedRank* l = launched(trace, r);
-    const std::string byLauncher = launcherFailure(l);
+    const std::string byLauncher = launcherFailure(trace, l);
     Violation v;
     v.property = std::string(property::kRankFailure);
     v.ranks = {r};
@@ -54,18 +58,18 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
       v.detail = fmt::format(
           "rank {} left no trace{}: it never ran the recorder (it failed before importing torch, "
           "or is not a program the audit watches) or its trace folder is not the others'",
-          r, byLauncher.empty() ? "" : "; " + byLauncher);
+          r, byLauncher.empty() ? "" : "; it " + byLauncher);
       out.push_back(std::move(v));
       continue;
     }
-    const bool stoppedByOthers = l && l->outcome == "stopped";
+    const bool stoppedByOthers = l && l->outcome == "stopped" && trace.launch->interruptedBy == 0;
     const bool failed = !t->ended || t->endCode != 0 || t->errorType || !byLauncher.empty();
     if (!failed) continue;
     std::string how;
     if (t->errorType) {
       how = fmt::format("raised {}: {}", *t->errorType, t->errorMessage.value_or(""));
     } else if (!byLauncher.empty()) {
-      how = byLauncher.substr(3);  // "it was killed …" -> "was killed …"
+      how = byLauncher;
     } else if (t->ended) {
       how = fmt::format("exited with code {}", t->endCode);
     } else {
@@ -76,7 +80,7 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
     v.step = last && !last->done ? last->batchSeq : -1;
     v.detail = fmt::format("rank {} {}{}; it stood {}; {}", r, how,
                            t->errorType && !byLauncher.empty() && !stoppedByOthers
-                               ? fmt::format(" ({})", byLauncher.substr(3))
+                               ? fmt::format(" ({})", byLauncher)
                                : "",
                            whereRankStood(*t), collectiveState(*t));
     if (stoppedByOthers) {
