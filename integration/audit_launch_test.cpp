@@ -274,6 +274,24 @@ TEST(AuditPython, InterruptedLauncherStillAuditsAndExits130) {
   EXPECT_TRUE(fs::exists(traces + "/launch.json"));  // --trace-dir is kept
 }
 
+TEST(AuditPython, ModuleModeUnderAnyLauncherThenAuditCommand) {
+  // What a torchrun user does: `python3 -m ddph_audit --trace-dir DIR train.py` in every rank (the
+  // launcher only sets the env:// variables), then `ddp-sim audit DIR`. (Debian's own torchrun,
+  // torch 1.13, fails on Python 3.11 before starting a rank, so a plain ddp-sim launch stands in.)
+  TempDir dir("ddph-audit-launch");
+  const std::string traces = dir.path() + "/trace";
+  fs::create_directory(traces);
+  const auto run = runCommand({kSim, "launch", "-n", "2", "--timeout", "240", "--", kPython, "-m",
+                               "ddph_audit", "--trace-dir", traces,
+                               kPrograms + "/missing_set_epoch.py"},
+                              300s, "", {{"PYTHONPATH", DDPH_PYTHON_PACKAGE_DIR}});
+  ASSERT_EQ(run.exitCode, 0) << run.out << run.err;  // the program itself is fine
+  const auto audit = runCommand({kSim, "audit", traces}, 120s);
+  EXPECT_EQ(audit.exitCode, 1) << audit.out << audit.err;
+  EXPECT_TRUE(has(audit.out, "FAIL reshuffle at epoch 0")) << audit.out;
+  EXPECT_TRUE(has(audit.out, "(2 of 2 ranks traced)")) << audit.out;
+}
+
 TEST(AuditLaunch, ARankThatNeverTracedIsNamedWithHowItEnded) {
   // ddp-train refuses a missing MNIST folder before it records anything: no rank file at all.
   TempDir dir("ddph-audit-launch");
