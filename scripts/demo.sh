@@ -6,7 +6,9 @@
 #   3. a classic bug (a forgotten set_epoch) reproduced on 4 real Gloo rank processes and diagnosed;
 #   4. the same pipeline done right;
 #   5. the reference trainer on 4 CPU ranks training MNIST and a second dataset at once: with `zip`
-#      most of MNIST is never seen (the story's silent truncation), with `cycle` all of it is.
+#      most of MNIST is never seen (the story's silent truncation), with `cycle` all of it is;
+#   6. the two seed articles' own PyTorch training loops (examples/seeds/, CPU, gloo, small stand-in
+#      data), unmodified, audited on 4 ranks: each bug named.
 # Exits 0 when every step showed what it should (the bugs found, the healthy run passing).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -55,3 +57,27 @@ step ddp-sim launch -n 4 -- ddp-train --dataset mnist,synthetic --dataset-size 6
 train_shows "mnist: 6144 seen, 53856 never seen" zip
 step ddp-sim launch -n 4 -- ddp-train --dataset mnist,synthetic --dataset-size 6000 --mix cycle
 train_shows "mnist: 60000 seen, 0 never seen" cycle
+
+# The audit of real PyTorch programs: Python's torch lives in the system Python.
+python=""
+for candidate in /usr/bin/python3 python3; do
+  if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c "import torch" 2>/dev/null; then
+    python=$(command -v "$candidate")
+    break
+  fi
+done
+[ -n "$python" ] || { echo "demo: no Python that imports torch (install python3-torch)" >&2; exit 1; }
+audit_shows() {  # audit_shows TEXT SCRIPT: audits SCRIPT on 4 ranks; it must report TEXT, exit 1
+  local want=$1 script=$2 out rc=0
+  out=$("$sim" launch --audit -n 4 --timeout 300 -- "$python" "$script" 2>&1) || rc=$?
+  grep -v '^\[rank' <<<"$out" || true
+  echo "(exit $rc)"
+  if [ "$rc" -ne 1 ] || ! grep -q "$want" <<<"$out"; then
+    echo "demo: expected '$want' and exit 1 from the audit of $script" >&2
+    exit 1
+  fi
+}
+step ddp-sim launch --audit -n 4 -- python3 examples/seeds/article1_distributed_sampler.py
+audit_shows "FAIL reshuffle" examples/seeds/article1_distributed_sampler.py
+step ddp-sim launch --audit -n 4 -- python3 examples/seeds/article2_two_datasets.py
+audit_shows "88 of 600 indices are on no rank" examples/seeds/article2_two_datasets.py
