@@ -144,6 +144,16 @@ TEST(AuditPython, PerRankSeedBreaksCoverage) {
   EXPECT_TRUE(has(text(v, "likely_cause"), "different seeds (0, 1, 2, 3)")) << shown(a);
 }
 
+TEST(AuditPython, PerRankFileOrderBreaksCoverage) {
+  const auto a = launchAudited(4, python("per_rank_file_order.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = onlyViolation(a, "coverage");
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_TRUE(has(text(v, "detail"), "list their samples in different orders")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "sorted(os.listdir(root))")) << shown(a);
+}
+
 TEST(AuditPython, ZipLeavesEightyEightSamplesUnseen) {
   const auto a = launchAudited(4, python("zip_truncation.py"));
   EXPECT_EQ(a.command.exitCode, 1) << shown(a);

@@ -19,6 +19,7 @@ import operator
 
 from . import recorder
 from . import index_codec
+from . import dataset_fingerprint
 from .object_registry import ObjectRegistry
 
 samplers = ObjectRegistry()  # sampler -> _SamplerInfo
@@ -220,6 +221,13 @@ def _announce(loader, info):
     n = _sized_len(loader.dataset) if info.mapstyle else None
     if n is not None:
         fields["dataset_len"] = n
+    if info.mapstyle:
+        try:
+            listing = dataset_fingerprint.fingerprint(loader.dataset)
+        except Exception:  # a dataset's attributes are the program's business: never fail on them
+            listing = None
+        if listing is not None:
+            fields["dataset_fingerprint"] = listing
     fields.update({"batch_size": loader.batch_size, "drop_last": bool(loader.drop_last),
                    "num_workers": int(loader.num_workers), "batching": info.batching})
     if not info.mapstyle:

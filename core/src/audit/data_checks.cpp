@@ -261,9 +261,39 @@ class DataChecker {
     return std::nullopt;
   }
 
+  // Ranks whose datasets list the same samples in different orders: index i is another sample on
+  // each, however well the sampler splits the indices.
+  bool sameListing(std::int64_t loader, std::int64_t k, const std::vector<RankPass>& ranks) {
+    std::map<std::string, std::vector<std::int64_t>> byListing;
+    for (const auto& rp : ranks) {
+      const std::string& f = rp.trace->loaders.at(loader).datasetFingerprint;
+      if (f.empty()) return true;  // not known on every rank: nothing to compare
+      byListing[f].push_back(rp.trace->rank);
+    }
+    if (byListing.size() == 1) return true;
+    std::vector<std::pair<std::string, std::vector<std::int64_t>>> sides(byListing.begin(), byListing.end());
+    std::stable_sort(sides.begin(), sides.end(),
+                     [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+    std::vector<std::string> parts;
+    for (const auto& [f, rs] : sides) parts.push_back(fmt::format("{} {}", rankList(rs), f));
+    Violation v;
+    v.property = std::string(property::kCoverage);
+    v.epoch = k;
+    v.detail = fmt::format("{}: the ranks' datasets list their samples in different orders ({}), so "
+                           "an index names a different sample on each rank and the shards overlap "
+                           "and leave samples out, however the sampler splits the indices",
+                           describeLoader(*ranks[0].trace, loader), fmt::join(parts, "; "));
+    v.likelyCause = "each rank lists its files itself (os.listdir and glob give no defined order, "
+                    "and nodes differ); sort the listing (sorted(os.listdir(root))) or build it once "
+                    "and share it";
+    record(loader, v, "listing");
+    return false;
+  }
+
   bool checkPartition(std::int64_t loader, std::int64_t k, const std::vector<RankPass>& ranks) {
     const auto n = commonDatasetLen(loader, k, ranks);
     if (!n) return false;
+    if (!sameListing(loader, k, ranks)) return false;
     if (!allKnown(ranks, false)) return true;
     const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
     Expectations e;

@@ -161,6 +161,7 @@ class RankTraceBuilder {
     l.batchSize = optionalField<std::int64_t>(e, "batch_size").value_or(1);
     l.dropLast = optionalField<bool>(e, "drop_last").value_or(false);
     l.torchBatching = optionalField<std::string>(e, "batching").value_or("torch") == "torch";
+    l.datasetFingerprint = optionalField<std::string>(e, "dataset_fingerprint").value_or("");
     t_.loaders[l.id] = l;
   }
 

@@ -45,6 +45,7 @@ struct LoaderRecord {
   std::int64_t batchSize = 0;
   bool dropLast = false;
   bool torchBatching = true;  ///< batches are consecutive slices of the sampler's order
+  std::string datasetFingerprint;  ///< the order the dataset lists its samples in (may be empty)
 };
 
 struct BatchRecord {
