@@ -302,6 +302,25 @@ TEST(AuditPython, ModuleModeUnderAnyLauncherThenAuditCommand) {
   EXPECT_TRUE(has(audit.out, "(2 of 2 ranks traced)")) << audit.out;
 }
 
+// The scenarios' rank program writes the same trace: under launch --audit, the audit names the
+// property the scenario's own online checks name (one verifier for scripts, C++ and scenarios).
+TEST(AuditLaunch, ScenarioRanksAuditedNameTheScenarioProperty) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"missing-set-epoch", "reshuffle"},      {"rank-seed-skew", "coverage"},
+      {"unsorted-file-listing", "coverage"},   {"zip-truncation", "coverage"},
+      {"uneven-batches-hang", "collective-mismatch"}, {"padding-inflates-eval", "no-duplicates"},
+      {"rank-crash", "rank-failure"}};
+  for (const auto& [scenario, property] : cases) {
+    const auto a = launchAudited(4, {kSim, "rank-run", scenario});
+    EXPECT_EQ(a.command.exitCode, 1) << scenario << "\n" << shown(a);
+    ASSERT_FALSE(a.report.is_null()) << scenario << "\n" << shown(a);
+    EXPECT_FALSE(violationsOf(a, property).empty()) << scenario << "\n" << shown(a);
+  }
+  const auto healthy = launchAudited(4, {kSim, "rank-run", "healthy"});
+  EXPECT_EQ(healthy.command.exitCode, 0) << shown(healthy);
+  EXPECT_TRUE(healthy.report["passed"].get<bool>()) << shown(healthy);
+}
+
 TEST(AuditLaunch, ARankThatNeverTracedIsNamedWithHowItEnded) {
   // ddp-train refuses a missing MNIST folder before it records anything: no rank file at all.
   TempDir dir("ddph-audit-launch");

@@ -81,12 +81,15 @@ void writeRank(const std::string& dir, const RunSpec& s, int rank) {
   };
   std::int64_t version = 0;
   auto hash = [&] { return "h" + std::to_string(version) + (rank == s.divergentRank && version > 0 ? "x" : ""); };
-  for (int epoch = 0; epoch < s.epochs; ++epoch) {
-    if (s.setEpoch) w.emit({{"ev", "set_epoch"}, {"sampler", 0}, {"epoch", epoch}});
-    w.emit({{"ev", "epoch"}, {"loader", 0}, {"iter", epoch}, {"sampler_epoch", s.setEpoch ? epoch : 0},
+  auto startPass = [&](std::int64_t iter, std::int64_t samplerEpoch) {
+    w.emit({{"ev", "epoch"}, {"loader", 0}, {"iter", iter}, {"sampler_epoch", samplerEpoch},
             {"seed", seed}, {"num_replicas", s.world}, {"rank", rank}, {"shuffle", true},
             {"drop_last", false}, {"dataset_len", s.n}, {"batches", batches},
             {"params", {{"0", hash()}}}});
+  };
+  for (int epoch = 0; epoch < s.epochs; ++epoch) {
+    if (s.setEpoch) w.emit({{"ev", "set_epoch"}, {"sampler", 0}, {"epoch", epoch}});
+    startPass(epoch, s.setEpoch ? epoch : 0);
     const std::int64_t take = s.takeBatches >= 0 ? std::min(s.takeBatches, batches) : batches;
     for (std::int64_t b = 0; b < take; ++b) {
       if (rank == s.killedRank && epoch == 1 && b == 1) {
@@ -118,10 +121,7 @@ void writeRank(const std::string& dir, const RunSpec& s, int rank) {
     w.emit({{"ev", "epoch_end"}, {"loader", 1}, {"iter", 0}, {"batches", 1}});
   }
   if (rank == s.extraStepRank) {
-    w.emit({{"ev", "epoch"}, {"loader", 0}, {"iter", s.epochs}, {"sampler_epoch", s.epochs},
-            {"seed", seed}, {"num_replicas", s.world}, {"rank", rank}, {"shuffle", true},
-            {"drop_last", false}, {"dataset_len", s.n}, {"batches", batches},
-            {"params", {{"0", hash()}}}});
+    startPass(s.epochs, s.epochs);
     step(s.epochs, 0, s.batch, false);
     w.emit({{"ev", "error"}, {"type", "RuntimeError"}, {"message", "Connection closed by peer"}});
     return;

@@ -172,12 +172,49 @@ std::optional<Violation> uneven(const Trace& trace, const std::vector<std::int64
 
 }  // namespace
 
+// Ranks that ran a whole pass over the same loader in different numbers of steps, while they
+// exchange collectives during it (DDP's allreduce, a program's own): in a plain DDP loop the extra
+// steps have no partner. Reported when the collectives themselves did not show it (a program that
+// agrees on steps first, or uses Join, keeps them aligned).
+std::optional<Violation> unevenSteps(const Trace& trace) {
+  std::vector<std::int64_t> ranks;
+  for (const auto& t : trace.ranks) {
+    if (!t) return std::nullopt;
+    ranks.push_back(t->rank);
+  }
+  if (ranks.size() < 2) return std::nullopt;
+  const auto parted = firstUnevenPass(trace, ranks);
+  if (!parted) return std::nullopt;
+  bool collectivesInside = false;
+  for (const auto& [group, list] : trace.ranks[0]->collectives) {
+    for (const auto& c : list) {
+      collectivesInside = collectivesInside || (c.loader == parted->first && c.iter == parted->second);
+    }
+  }
+  if (!collectivesInside) return std::nullopt;
+  const RankTrace& first = *trace.ranks[0];
+  Violation v;
+  v.property = std::string(property::kCollectiveMismatch);
+  v.epoch = parted->second;
+  v.detail = fmt::format("the ranks ran epoch {} of {} in different numbers of steps (batches: {}), "
+                         "with collectives in every step",
+                         parted->second, describeLoader(first, parted->first),
+                         batchCounts(trace, parted->first, parted->second, ranks));
+  v.likelyCause =
+      "uneven inputs: each rank's shard gives it another number of batches, so in a DDP loop the "
+      "ranks with more steps wait for a gradient allreduce nobody joins (a hang); give every rank "
+      "the same number of batches (DistributedSampler pads shards to equal length, drop_last=True "
+      "cuts them) or wrap the loop in DDP's join() context manager";
+  return v;
+}
+
 void checkCollectives(const Trace& trace, std::vector<Violation>& out) {
   std::set<std::string> groups;
   for (const auto& t : trace.ranks) {
     if (!t) continue;
     for (const auto& [g, list] : t->collectives) groups.insert(g);
   }
+  const std::size_t before = out.size();
   for (const auto& group : groups) {
     const auto ranks = groupRanks(trace, group);
     if (ranks.size() < 2) continue;
@@ -188,6 +225,9 @@ void checkCollectives(const Trace& trace, std::vector<Violation>& out) {
     } else if (auto u = uneven(trace, ranks, lists)) {
       out.push_back(std::move(*u));
     }
+  }
+  if (out.size() == before) {
+    if (auto v = unevenSteps(trace)) out.push_back(std::move(*v));
   }
 }
 

@@ -104,10 +104,12 @@ void TraceWriter::setEpoch(std::int64_t sampler, std::int64_t epoch) {
 
 std::int64_t TraceWriter::addLoader(const LoaderInfo& l) {
   const std::int64_t id = loaders_++;
-  line(eventLine({{"ev", "loader"}, {"id", id}, {"sampler", l.sampler}, {"dataset", l.dataset},
-              {"dataset_len", l.datasetLen}, {"batch_size", l.batchSize},
-              {"drop_last", l.dropLast}, {"num_workers", 0},
-              {"batching", l.torchBatching ? "torch" : "custom"}}, now()));
+  ordered_json j = {{"ev", "loader"}, {"id", id}, {"sampler", l.sampler}, {"dataset", l.dataset},
+                    {"dataset_len", l.datasetLen}, {"batch_size", l.batchSize},
+                    {"drop_last", l.dropLast}, {"num_workers", 0},
+                    {"batching", l.torchBatching ? "torch" : "custom"}};
+  if (!l.datasetFingerprint.empty()) j["dataset_fingerprint"] = l.datasetFingerprint;
+  line(eventLine(j, now()));
   return id;
 }
 

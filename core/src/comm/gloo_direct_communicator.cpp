@@ -27,6 +27,7 @@
 #include "collective_errors.h"
 #include "ddph/common/error.h"
 #include "padded_allgather.h"
+#include "sigpipe_block.h"
 
 namespace ddph {
 
@@ -77,7 +78,9 @@ constexpr std::uint8_t kExchangeSlot = 0x43;
 // them; a busy-polling read checks the same bound itself), so no read or write waits longer than
 // that without progress. A peer that died has its sockets closed by the kernel: a read sees EOF, a
 // write (even one blocked on full buffers) fails with ECONNRESET, both a ProtocolError at once
-// (comm_test's ExchangeWaits); a write never follows that reset, so no SIGPIPE is raised.
+// (comm_test's ExchangeWaits). A write that starts after the peer left fails with EPIPE and raises
+// SIGPIPE in the writing thread: the exchange blocks it (ScopedSigpipeBlock), so it never kills the
+// process (it did, under load, before: the peer's close came before the first write).
 // Only while the communicator's timeout is still the one the sockets carry does the exchange use
 // these pairs; after setTimeout to another value it goes back to the asynchronous pairs, whose
 // waits take the new timeout.
@@ -380,6 +383,7 @@ class GlooDirectCommunicator final : public Communicator {
   // NOTE [Sync pairs]: the exchange over the synchronous pairs, in rounds of disjoint pairs.
   template <typename T>
   void syncExchangeAllreduce(T* data, std::size_t n, ReduceOp op) {
+    const ScopedSigpipeBlock noSigpipe;  // a peer that left: EPIPE, not a dead process
     const std::size_t bytes = n * sizeof(T);
     const auto w = static_cast<std::size_t>(size());
     scratch_.resize(std::max(scratch_.size(), bytes * w));

@@ -19,6 +19,7 @@
 #include "ddph/sampler/batching.h"
 #include "ddph/sampler/builtin_samplers.h"
 #include "ddph/sampler/distributed_sampler.h"
+#include "scenario_trace.h"
 
 namespace ddph {
 namespace {
@@ -96,9 +97,17 @@ std::string rankList(const std::vector<std::int64_t>& ranks) {
 
 class RankRun {
  public:
-  RankRun(const Scenario& s, Communicator& comm, RankObserver& observer)
-      : s_(s), comm_(comm), observer_(observer), rank_(comm.rank()), world_(comm.size()) {
+  RankRun(const Scenario& s, Communicator& comm, RankObserver& observer, ScenarioTrace& trace)
+      : s_(s), comm_(comm), observer_(observer), trace_(trace), rank_(comm.rank()),
+        world_(comm.size()) {
     buildSources();
+    std::vector<DatasetSpec> specs;
+    std::vector<std::vector<Index>> listings;
+    for (const auto& src : sources_) {
+      specs.push_back(src.spec);
+      listings.push_back(src.listing);
+    }
+    trace_.declare(specs, listings, s_);
   }
 
   RankRunStats run() {
@@ -170,6 +179,10 @@ class RankRun {
     }
     if (epoch == 0 && rank_ == 0) explainPipeline(batches);
     const auto schedule = makeSchedule(batches, epoch);
+    std::vector<std::int64_t> batchCounts, drawn(sources_.size(), 0);
+    for (const auto& b : batches) batchCounts.push_back(static_cast<std::int64_t>(b.size()));
+    trace_.startEpoch(epoch, s_.faults.skipSetEpoch ? std::nullopt : std::optional<std::int64_t>(epoch),
+                      seed, batchCounts);
     consumed_.assign(sources_.size(), {});
 
     // NOTE [Step agreement] + consumed counts: [W has-batch flags][W x D consumed counts][gradient].
@@ -189,6 +202,8 @@ class RankRun {
         injectFaults(epoch, step);
         buffer[static_cast<std::size_t>(rank_)] = 1.0f;
         for (const auto& [d, b] : schedule[static_cast<std::size_t>(step)]) {
+          trace_.batch(epoch, d, batches[d][b]);
+          ++drawn[d];
           for (Index id : batches[d][b]) {
             consumed_[d].push_back(id);
             const auto h = splitmix64(static_cast<std::uint64_t>(id) * 31 + d);
@@ -210,6 +225,7 @@ class RankRun {
       const auto participants = static_cast<std::int64_t>(
           std::lround(std::accumulate(buffer.begin(), buffer.begin() + world_, 0.0)));
       if (participants == 0) {  // every rank is done: the epoch ends here
+        trace_.endEpoch(epoch, drawn, batchCounts);
         consumedLengths_.assign(nd, std::vector<std::int64_t>(w));
         for (std::size_t r = 0; r < w; ++r) {
           for (std::size_t d = 0; d < nd; ++d) {
@@ -496,6 +512,7 @@ class RankRun {
   const Scenario& s_;
   Communicator& comm_;
   RankObserver& observer_;
+  ScenarioTrace& trace_;
   int rank_;
   int world_;
   std::vector<Source> sources_;
@@ -517,8 +534,11 @@ bool sampleCorrect(std::int64_t dataset, std::int64_t id) {
 RankRunStats runRankProgram(const Scenario& scenario, Communicator& comm, RankObserver& observer) {
   DDPH_CHECK(comm.size() == scenario.worldSize, "scenario {} needs {} ranks, the world has {}",
              scenario.name, scenario.worldSize, comm.size());
-  RankRun run(scenario, comm, observer);
-  return run.run();
+  ScenarioTrace trace(comm.rank(), comm.size());  // DDPH_AUDIT_DIR: ddp-sim launch --audit
+  RankRun run(scenario, trace.record(comm), observer, trace);
+  const RankRunStats stats = run.run();
+  trace.end();
+  return stats;
 }
 
 }  // namespace ddph

@@ -43,7 +43,9 @@ void TrainingTrace::declare(const std::vector<std::string>& names,
     l.dataset = names[d];
     l.datasetLen = sizes[d];
     l.batchSize = batchSize;
-    l.torchBatching = false;  // the mix decides the batches: each carries its indices
+    // Every mix takes each dataset's batches as consecutive slices of its shard (cycle starts
+    // over at the shard's head): the verifier derives each batch from the sampler's order.
+    l.torchBatching = true;
     loaders_.push_back(writer_->addLoader(l));
   }
   std::int64_t parameters = 0;
@@ -77,7 +79,7 @@ void TrainingTrace::startEpoch(std::int64_t epoch, const std::vector<std::int64_
 void TrainingTrace::batch(std::int64_t epoch, std::size_t dataset, const std::vector<Index>& indices) {
   if (!writer_) return;
   writer_->batch(loaders_[dataset], epoch, batchSeq_[dataset]++,
-                 static_cast<std::int64_t>(indices.size()), /*grad=*/true, &indices);
+                 static_cast<std::int64_t>(indices.size()), /*grad=*/true);
 }
 
 void TrainingTrace::endEpoch(std::int64_t epoch, const std::vector<std::int64_t>& consumed,

@@ -5,7 +5,7 @@
 // event), and a no-op otherwise.
 //
 // Per dataset: a DistributedSampler ("torch-distributed": the verifier recomputes its order) and a
-// loader whose batches carry their indices (the mix decides them: zip, cycle, concat); per epoch a
+// loader whose batches are consecutive slices of it (in every mix: zip, cycle, concat); per epoch a
 // set_epoch and a pass per dataset, ended when the rank consumed its whole shard (zip leaves the
 // longer dataset's pass unended: what the audit reports as samples never seen); DDP's gradient
 // allreduces through a RecordingCommunicator; the model's state hash at every pass and at the end.

@@ -43,6 +43,8 @@ struct LoaderInfo {
   bool dropLast = false;
   /// Batches are consecutive slices of the sampler's order (else each batch carries its indices).
   bool torchBatching = true;
+  /// The order the dataset lists its samples in ("<what>:<hash>"; empty: not known).
+  std::string datasetFingerprint;
 };
 
 /// The start of one pass over a loader ("epoch" line): the sampler's state then.

@@ -1,0 +1,108 @@
+#include "scenario_trace.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <string_view>
+
+#include "ddph/config.h"
+
+namespace ddph {
+
+ScenarioTrace::ScenarioTrace(int rank, int worldSize)
+    : writer_(audit::TraceWriter::fromEnvironment(rank, worldSize,
+                                                  std::string("ddp-sim rank-run ") + DDPH_VERSION)),
+      rank_(rank),
+      worldSize_(worldSize) {}
+
+Communicator& ScenarioTrace::record(Communicator& comm) {
+  if (!writer_) return comm;
+  recording_ = std::make_unique<audit::RecordingCommunicator>(comm, *writer_);
+  return *recording_;
+}
+
+void ScenarioTrace::declare(const std::vector<DatasetSpec>& datasets,
+                            const std::vector<std::vector<Index>>& listings, const Scenario& s) {
+  if (!writer_) return;
+  datasets_ = datasets;
+  grad_ = s.phase != "eval";
+  for (std::size_t d = 0; d < datasets.size(); ++d) {
+    const DatasetSpec& spec = datasets[d];
+    audit::SamplerInfo info;
+    info.className = fmt::format("ddph:{}", spec.sampler);
+    info.datasetLen = spec.size;
+    info.order = spec.sampler == "pytorch" ? "torch-distributed" : "recorded";
+    info.numReplicas = worldSize_;
+    info.rank = rank_;
+    info.seed = s.seed;
+    info.shuffle = spec.shuffle;
+    info.dropLast = spec.samplerDropLast;
+    samplers_.push_back(writer_->addSampler(info));
+    audit::LoaderInfo loader;
+    loader.sampler = samplers_.back();
+    loader.dataset = spec.name;
+    loader.datasetLen = spec.size;
+    loader.batchSize = s.batchSize;
+    loader.dropLast = s.dropLast;
+    loader.torchBatching = false;  // every batch carries its indices
+    std::vector<Index> position;
+    if (!listings[d].empty()) {
+      position.resize(listings[d].size());
+      for (std::size_t k = 0; k < listings[d].size(); ++k) {
+        position[static_cast<std::size_t>(listings[d][k])] = static_cast<Index>(k);
+      }
+      const std::string_view bytes(reinterpret_cast<const char*>(listings[d].data()),
+                                   listings[d].size() * sizeof(Index));
+      loader.datasetFingerprint = fmt::format("listing:{:016x}", std::hash<std::string_view>{}(bytes));
+    } else {
+      loader.datasetFingerprint = "listing:identity";
+    }
+    positionOf_.push_back(std::move(position));
+    loaders_.push_back(writer_->addLoader(loader));
+  }
+}
+
+void ScenarioTrace::startEpoch(std::int64_t epoch, std::optional<std::int64_t> samplerEpoch,
+                               std::int64_t seed, const std::vector<std::int64_t>& batches) {
+  if (!writer_) return;
+  seq_.assign(loaders_.size(), 0);
+  for (std::size_t d = 0; d < loaders_.size(); ++d) {
+    if (samplerEpoch) writer_->setEpoch(samplers_[d], *samplerEpoch);
+    audit::PassInfo p;
+    p.loader = loaders_[d];
+    p.iter = epoch;
+    p.samplerEpoch = samplerEpoch.value_or(0);
+    p.seed = seed;
+    p.numReplicas = worldSize_;
+    p.rank = rank_;
+    p.shuffle = datasets_[d].shuffle;
+    p.dropLast = datasets_[d].samplerDropLast;
+    p.datasetLen = datasets_[d].size;
+    p.batches = batches[d];
+    writer_->startPass(p);
+  }
+}
+
+void ScenarioTrace::batch(std::int64_t epoch, std::size_t d, const std::vector<Index>& ids) {
+  if (!writer_) return;
+  std::vector<Index> positions = ids;
+  if (!positionOf_[d].empty()) {
+    for (auto& i : positions) i = positionOf_[d][static_cast<std::size_t>(i)];
+  }
+  writer_->batch(loaders_[d], epoch, seq_[d]++, static_cast<std::int64_t>(positions.size()),
+                 grad_, &positions);
+}
+
+void ScenarioTrace::endEpoch(std::int64_t epoch, const std::vector<std::int64_t>& batchesDrawn,
+                             const std::vector<std::int64_t>& batches) {
+  if (!writer_) return;
+  for (std::size_t d = 0; d < loaders_.size(); ++d) {
+    if (batchesDrawn[d] >= batches[d]) writer_->endPass(loaders_[d], epoch, batchesDrawn[d]);
+  }
+}
+
+void ScenarioTrace::end() {
+  if (writer_) writer_->end(0);
+}
+
+}  // namespace ddph
