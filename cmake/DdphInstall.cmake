@@ -1,7 +1,9 @@
-# Install and export the ddph package: headers, ddph::core, ddph::ddp-sim, the CMake config with
-# DdphSamplerChecks.cmake, and the Python line-protocol examples. Consumers:
+# Install and export the ddph package: headers, every library whose headers it installs
+# (ddph::core, ddph::ddp, ddph::train), ddph::ddp-sim, the CMake config with
+# DdphSamplerChecks.cmake, the Python line-protocol examples and the audit recorder (python/).
+# Consumers:
 #   find_package(ddph 0.1 REQUIRED)
-#   target_link_libraries(my_tests PRIVATE ddph::core)
+#   target_link_libraries(my_tests PRIVATE ddph::core)   # or ddph::ddp, ddph::train
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -15,7 +17,9 @@ else()
 endif()
 
 set_target_properties(ddph_core PROPERTIES EXPORT_NAME core)
-install(TARGETS ddph_core ddp-sim
+set_target_properties(ddph_ddp PROPERTIES EXPORT_NAME ddp)
+set_target_properties(ddph_train PROPERTIES EXPORT_NAME train)
+install(TARGETS ddph_core ddph_ddp ddph_train ddp-sim
   EXPORT ddph-targets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
