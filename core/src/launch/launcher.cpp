@@ -171,8 +171,12 @@ class Supervisor {
       if (rank->child.running(ec)) continue;
       const int status = rank->child.native_exit_code();
       if (WIFSIGNALED(status)) {
-        rank->outcome.kind = stopping_ ? RankOutcome::Kind::kStopped : RankOutcome::Kind::kSignaled;
-        rank->outcome.signal = WTERMSIG(status);
+        // Stopped only by a signal the launcher sent: a rank that died of its own SIGKILL (an OOM
+        // kill) while another's failure was being handled in the same poll is still its own death.
+        const int sig = WTERMSIG(status);
+        const bool ours = stopping_ && (sig == SIGTERM || (sig == SIGKILL && killSent_));
+        rank->outcome.kind = ours ? RankOutcome::Kind::kStopped : RankOutcome::Kind::kSignaled;
+        rank->outcome.signal = sig;
       } else {
         rank->outcome.kind = RankOutcome::Kind::kExited;
         rank->outcome.code = WEXITSTATUS(status);
@@ -240,7 +244,10 @@ class Supervisor {
     killGroup(SIGTERM);
     grace_.expires_after(options_.grace);
     grace_.async_wait([this](const boost::system::error_code& ec) {
-      if (!ec) killGroup(SIGKILL);
+      if (!ec) {
+        killSent_ = true;
+        killGroup(SIGKILL);
+      }
     });
   }
 
@@ -306,6 +313,7 @@ class Supervisor {
   std::vector<std::unique_ptr<Rank>> ranks_;
   pid_t pgid_ = 0;
   bool stopping_ = false;
+  bool killSent_ = false;  ///< the grace ran out: SIGKILL went to every rank
   LaunchResult result_;
 };
 
