@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "ddph/audit/trace.h"
 #include "ddph/data/image_dataset.h"
 #include "test_support.h"
 
@@ -75,10 +76,23 @@ std::string parameterMismatch(const Json& a, const Json& b, double rtol) {
   return "";
 }
 
-std::vector<std::string> lines(const std::string& path) {
+/// One line per batch, "epoch E loader L: i i i …", in the order rank `rank` drew them, from the
+/// audit trace `--trace-samples DIR` wrote (empty when there is none).
+std::vector<std::string> samples(const std::string& dir, int rank) {
+  const std::string file = dir + "/rank-" + std::to_string(rank) + ".jsonl";
+  if (!fs::exists(file)) return {};
+  const audit::RankTrace trace = audit::readRankTrace(file);
+  std::vector<std::pair<std::int64_t, std::string>> batches;
+  for (const auto& pass : trace.passes) {
+    for (const auto& b : pass.batches) {
+      std::string line = "epoch " + std::to_string(pass.iter) + " loader " + std::to_string(pass.loader) + ":";
+      for (Index i : b.indices.value_or(std::vector<Index>{})) line += " " + std::to_string(i);
+      batches.push_back({b.line, line});
+    }
+  }
+  std::sort(batches.begin(), batches.end());
   std::vector<std::string> out;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
+  for (auto& [at, line] : batches) out.push_back(std::move(line));
   return out;
 }
 
@@ -169,11 +183,11 @@ TEST(TrainResume, StoppedAndResumedRunMatchesUninterruptedSampleBySample) {
                             d + "/second.json");
   ASSERT_TRAINED(second);
   EXPECT_EQ(second.report["global_steps"], full.report["global_steps"]);
-  for (const char* rank : {".rank0", ".rank1"}) {
-    const auto reference = lines(d + "/full" + rank);
+  for (int rank : {0, 1}) {
+    const auto reference = samples(d + "/full", rank);
     ASSERT_EQ(reference.size(), 48u) << rank;
-    EXPECT_EQ(traceMismatch(reference, concat(lines(d + "/first" + rank),
-                                              lines(d + "/second" + rank))),
+    EXPECT_EQ(traceMismatch(reference, concat(samples(d + "/first", rank),
+                                              samples(d + "/second", rank))),
               "")
         << rank;
   }
@@ -223,7 +237,7 @@ TEST(TrainResume, SigtermStopsEveryRankAtOneStepWithACheckpoint) {
   EXPECT_TRUE(waitNoProcessesWithMarker(marker, 10s).empty());
   const std::string err = readFile(d + "/err");
   EXPECT_NE(err.find("stopped by signal 15 before step"), std::string::npos) << err;
-  const auto first0 = lines(d + "/first.rank0"), first1 = lines(d + "/first.rank1");
+  const auto first0 = samples(d + "/first", 0), first1 = samples(d + "/first", 1);
   ASSERT_FALSE(first0.empty()) << err;
   ASSERT_LT(first0.size(), 150u) << "the run ended before the signal: nothing was interrupted";
   EXPECT_EQ(first0.size(), first1.size()) << "the ranks stopped at different steps";
@@ -231,9 +245,9 @@ TEST(TrainResume, SigtermStopsEveryRankAtOneStepWithACheckpoint) {
   ASSERT_EQ(runCommand(launch({"--resume", d + "/ckpt", "--trace-samples", d + "/second"}), 300s)
                 .exitCode,
             0);
-  for (const char* rank : {".rank0", ".rank1"}) {
-    EXPECT_EQ(traceMismatch(lines(d + "/full" + rank),
-                            concat(lines(d + "/first" + rank), lines(d + "/second" + rank))),
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(traceMismatch(samples(d + "/full", rank),
+                            concat(samples(d + "/first", rank), samples(d + "/second", rank))),
               "")
         << rank;
   }
@@ -259,10 +273,10 @@ TEST(TrainResume, StaleCheckpointIsCaughtRepeatingSamples) {
                                               d + "/second"}),
                              d + "/c.json");
   ASSERT_TRAINED(resumed);
-  auto reference = lines(d + "/full.rank0");
+  auto reference = samples(d + "/full", 0);
   reference.erase(reference.begin(), reference.begin() + 5);
   const std::string mismatch =
-      traceMismatch(reference, concat(lines(d + "/first.rank0"), lines(d + "/second.rank0")));
+      traceMismatch(reference, concat(samples(d + "/first", 0), samples(d + "/second", 0)));
   EXPECT_NE(mismatch, "");
   EXPECT_NE(mismatch.find("line 4:"), std::string::npos) << mismatch;
 }

@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
   app.add_option("--report-json", config.reportJsonPath,
                  "write per-epoch figures and the final parameters here (rank 0)");
   app.add_option("--trace-samples", config.traceSamplesPath,
-                 "every rank writes its samples, step by step, to PATH.rank<r>");
+                 "every rank writes its audit trace (docs/trace-format.md), each batch with its "
+                 "indices, to DIR/rank-<r>.jsonl; `ddp-sim audit DIR` checks it");
   app.add_option("--backend", backend, "auto|gloo|nccl (auto: nccl when a GPU is usable)")
       ->capture_default_str();
   app.add_option("--threads", config.threads,

@@ -48,9 +48,15 @@ TraceWriter::~TraceWriter() {
 }
 
 std::unique_ptr<TraceWriter> TraceWriter::fromEnvironment(int rank, int worldSize,
-                                                          std::string producer) {
-  const char* dir = std::getenv("DDPH_AUDIT_DIR");
-  if (!dir || !*dir) return nullptr;
+                                                          std::string producer,
+                                                          const std::filesystem::path& orDir) {
+  const char* env = std::getenv("DDPH_AUDIT_DIR");
+  std::filesystem::path dir = env && *env ? std::filesystem::path(env) : orDir;
+  if (dir.empty()) return nullptr;
+  if (!env || !*env) {
+    std::error_code ec;  // every rank may create it: an existing folder is fine
+    std::filesystem::create_directories(dir, ec);
+  }
   std::vector<std::string> argv;
   std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
   for (std::string arg; std::getline(cmdline, arg, '\0');) argv.push_back(arg);

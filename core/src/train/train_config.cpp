@@ -94,6 +94,12 @@ void validate(const TrainConfig& config) {
   checkOutputFolder("--report-json", config.reportJsonPath);
   checkOutputFolder("--checkpoint", config.checkpointPath);
   checkOutputFolder("--trace-samples", config.traceSamplesPath);
+  {
+    std::error_code ec;
+    DDPH_CHECK(config.traceSamplesPath.empty() || !std::filesystem::exists(config.traceSamplesPath, ec) ||
+                   std::filesystem::is_directory(config.traceSamplesPath, ec),
+               "--trace-samples {}: not a folder", config.traceSamplesPath);
+  }
   DDPH_CHECK(config.timeoutSeconds > 0, "--timeout must be positive, got {}",
              config.timeoutSeconds);
 }

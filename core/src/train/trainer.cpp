@@ -273,25 +273,6 @@ std::vector<ParameterSummary> summarizeParameters(torch::nn::Module& model) {
   return out;
 }
 
-/// Each rank's sample trace, written at the end to `<path>.rank<r>` atomically.
-class SampleTrace {
- public:
-  SampleTrace(const std::string& path, int rank)
-      : path_(path.empty() ? "" : fmt::format("{}.rank{}", path, rank)) {}
-  bool enabled() const { return !path_.empty(); }
-  void record(std::int64_t epoch, std::int64_t step, const std::string& dataset,
-              const std::vector<Index>& batch) {
-    text_ += fmt::format("epoch {} step {} {}: {}\n", epoch, step, dataset, fmt::join(batch, " "));
-  }
-  void write() const {
-    if (enabled()) writeFileAtomically(path_, text_);
-  }
-
- private:
-  std::string path_;
-  std::string text_;
-};
-
 // NOTE [Stopping on a signal]: with --checkpoint, SIGINT and SIGTERM do not kill the rank: the
 // handler only records the signal, and before every step the ranks allreduce (max) what they
 // recorded, so that all of them stop before the same step even when the signal reached them at
@@ -344,7 +325,8 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
   torch::set_num_threads(config.threads > 0 ? config.threads : defaultThreads(world));
   std::vector<LoadedDataset> datasets = loadDatasets(config, world.device);
   connectWorld(world, config, env);
-  TrainingTrace audit(world.rank, world.size);  // DDPH_AUDIT_DIR: ddp-sim launch --audit
+  // DDPH_AUDIT_DIR (ddp-sim launch --audit) or --trace-samples DIR: the audit trace.
+  TrainingTrace audit(world.rank, world.size, config.traceSamplesPath);
   world.comm = audit.record(std::move(world.comm));
   const bool isRank0 = world.rank == 0;
   const auto dtype = config.dtype == DType::kFloat64 ? torch::kDouble : torch::kFloat;
@@ -402,7 +384,6 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
   report.backend = world.comm ? world.comm->backendName() : "none";
   report.config = config;
   ProgressReporter progress(isRank0 ? config.progress : ProgressMode::kNone, stderr);
-  SampleTrace trace(config.traceSamplesPath, world.rank);
   DistributedSampler sampler(DistributedSamplerOptions{config.shuffle, /*dropLast=*/false});
 
   std::int64_t globalStep = position.globalStep;
@@ -485,7 +466,6 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
         const auto& batch = plan[step].batches[d];
         if (batch.empty()) continue;
         visits[d].visit(batch);
-        if (trace.enabled()) trace.record(epoch, step, config.datasets[d], batch);
         audit.batch(epoch, d, batch);
         samples += static_cast<std::int64_t>(batch.size());
         auto idx = onDevice[d].batch(static_cast<std::size_t>(step), batch.size());
@@ -569,7 +549,6 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
                                                            config.checkpointPath));
   }
   report.parameters = summarizeParameters(*model);
-  trace.write();
   if (isRank0 && !config.reportJsonPath.empty()) writeReport(report, config.reportJsonPath);
   // Nobody leaves before rank 0 has written its files (a launcher may stop the world as soon as
   // one rank exits).

@@ -10,11 +10,12 @@
 
 namespace ddph::train {
 
-TrainingTrace::TrainingTrace(int rank, int worldSize)
-    : writer_(audit::TraceWriter::fromEnvironment(rank, worldSize,
-                                                  std::string("ddp-train ") + DDPH_VERSION)),
+TrainingTrace::TrainingTrace(int rank, int worldSize, const std::string& samplesDir)
+    : writer_(audit::TraceWriter::fromEnvironment(
+          rank, worldSize, std::string("ddp-train ") + DDPH_VERSION, samplesDir)),
       rank_(rank),
-      worldSize_(worldSize) {}
+      worldSize_(worldSize),
+      indices_(!samplesDir.empty()) {}
 
 std::unique_ptr<Communicator> TrainingTrace::record(std::unique_ptr<Communicator> comm) {
   if (!writer_ || !comm) return comm;
@@ -45,7 +46,7 @@ void TrainingTrace::declare(const std::vector<std::string>& names,
     l.batchSize = batchSize;
     // Every mix takes each dataset's batches as consecutive slices of its shard (cycle starts
     // over at the shard's head): the verifier derives each batch from the sampler's order.
-    l.torchBatching = true;
+    l.torchBatching = !indices_;
     loaders_.push_back(writer_->addLoader(l));
   }
   std::int64_t parameters = 0;
@@ -79,7 +80,8 @@ void TrainingTrace::startEpoch(std::int64_t epoch, const std::vector<std::int64_
 void TrainingTrace::batch(std::int64_t epoch, std::size_t dataset, const std::vector<Index>& indices) {
   if (!writer_) return;
   writer_->batch(loaders_[dataset], epoch, batchSeq_[dataset]++,
-                 static_cast<std::int64_t>(indices.size()), /*grad=*/true);
+                 static_cast<std::int64_t>(indices.size()), /*grad=*/true,
+                 indices_ ? &indices : nullptr);
 }
 
 void TrainingTrace::endEpoch(std::int64_t epoch, const std::vector<std::int64_t>& consumed,

@@ -1,8 +1,9 @@
 #pragma once
 // ddp-train's audit trace (docs/trace-format.md): what ddp-train does, in the lines a Python
 // program's recorder writes, so that `ddp-sim launch --audit -- ddp-train …` is judged like a
-// PyTorch script. On only when DDPH_AUDIT_DIR is set; every method is then cheap (a line per
-// event), and a no-op otherwise.
+// PyTorch script. On when DDPH_AUDIT_DIR is set or --trace-samples names a folder (which then
+// gets the trace, every batch with its indices); every method is cheap (a line per event), and a
+// no-op when off.
 //
 // Per dataset: a DistributedSampler ("torch-distributed": the verifier recomputes its order) and a
 // loader whose batches are consecutive slices of it (in every mix: zip, cycle, concat); per epoch a
@@ -24,8 +25,8 @@ namespace ddph::train {
 
 class TrainingTrace {
  public:
-  /// Off unless DDPH_AUDIT_DIR is set.
-  TrainingTrace(int rank, int worldSize);
+  /// Off unless DDPH_AUDIT_DIR is set or `samplesDir` (--trace-samples) is not empty.
+  TrainingTrace(int rank, int worldSize, const std::string& samplesDir);
 
   bool enabled() const { return writer_ != nullptr; }
 
@@ -55,6 +56,7 @@ class TrainingTrace {
   bool shuffle_ = true;
   std::vector<std::int64_t> sizes_, samplers_, loaders_, batchSeq_;
   std::int64_t ddp_ = -1;
+  bool indices_ = false;  ///< --trace-samples: every batch carries its indices
 };
 
 }  // namespace ddph::train

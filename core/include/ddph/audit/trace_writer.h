@@ -69,8 +69,11 @@ class TraceWriter {
   /// A writer into $DDPH_AUDIT_DIR (run id from $DDPH_AUDIT_RUN_ID or $TORCHELASTIC_RUN_ID, argv
   /// from /proc/self/cmdline), or nullptr when DDPH_AUDIT_DIR is not set: auditing is opt-in and
   /// costs nothing otherwise.
+  /// `orDir`, when not empty, is where to write when DDPH_AUDIT_DIR is not set (created if
+  /// missing; a program's own option, as ddp-train's --trace-samples).
   static std::unique_ptr<TraceWriter> fromEnvironment(int rank, int worldSize,
-                                                      std::string producer);
+                                                      std::string producer,
+                                                      const std::filesystem::path& orDir = {});
 
   std::int64_t addSampler(const SamplerInfo& info);
   void setEpoch(std::int64_t sampler, std::int64_t epoch);

@@ -44,8 +44,9 @@ struct TrainConfig {
   std::int64_t checkpointEvery = 0;
   std::string resumePath;
   std::string reportJsonPath;
-  /// Every rank writes the sample indices of each of its steps to `<path>.rank<r>` (atomically,
-  /// at the end): what resume and equivalence tests compare sample by sample.
+  /// A folder: every rank writes its audit trace (docs/trace-format.md) to `rank-<r>.jsonl` there,
+  /// line by line, each batch with its indices: what resume tests compare sample by sample, and
+  /// what `ddp-sim audit` checks.
   std::string traceSamplesPath;
 
   Backend backend = Backend::kAuto;
