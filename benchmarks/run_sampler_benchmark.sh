@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The sampler benchmark in one command: builds what is missing, then times ddph's DistributedSampler
 # against Python's torch.utils.data.DistributedSampler in the same run and prints the ratios and
-# the peak memory of one rank's indices at N = 10^8. Not a test; see notes/readme-oracle.md.
+# the peak memory of one rank's indices at N = 10^8. Not a test; see docs/benchmarks.md (Sampler benchmark).
 #   benchmarks/run_sampler_benchmark.sh [sampler_benchmark.py options…]   e.g. --no-python-rss
 # Environment: DDPH_BUILD_DIR (default build), DDPH_PYTHON (default: the CMake cache's, else
 # /usr/bin/python3: the first python3 on PATH may lack torch).

@@ -1,7 +1,7 @@
 #pragma once
 // A scenario: the data pipeline every rank runs, and the faults injected into it.
 //
-// Scenario files are TOML (schema in scenario_file.h and notes/readme-simulator.md). The built-in
+// Scenario files are TOML (schema in scenario_file.h and docs/ddp-sim.md, "Scenario files"). The built-in
 // catalogue (builtin_scenarios.h) is written in the same format, so both go through one parser.
 
 #include <cstdint>
