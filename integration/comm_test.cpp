@@ -393,23 +393,33 @@ INSTANTIATE_TEST_SUITE_P(EveryWait, ExchangeWaits,
                          });
 
 // Ranks that disagree on loop-thread or not: the one that wants synchronous pairs runs into its
-// connect deadline (documented on GlooWait), the other connects; neither hangs.
+// connect deadline (documented on GlooWait), the other connects; neither hangs. The rank that
+// connected keeps its communicator until the other has given up: had it closed its sockets at
+// once, the other would fail with "closed by peer" first (seen under load in a fresh-clone run).
 TEST(GlooCommunicator, RanksThatDisagreeOnSyncPairsFailTheConnect) {
   DDPH_REQUIRE_DIRECT_GLOO();
   auto store = makeInProcessStore();
+  struct Outcome {
+    std::string what;
+    std::unique_ptr<Communicator> comm;  // held by the test until both ranks are done
+  };
   auto connect = [store](int rank, GlooWait wait) {
+    Outcome o;
     try {
-      connectGloo(store, rank, 2, makeOptions(1000ms, 32, GlooEngine::kDirect, wait));
-      return std::string("ok");
+      o.comm = connectGloo(store, rank, 2, makeOptions(1000ms, 32, GlooEngine::kDirect, wait));
+      o.what = "ok";
     } catch (const TimeoutError& e) {
-      return std::string("timeout: ") + e.what();
+      o.what = std::string("timeout: ") + e.what();
     }
+    return o;
   };
   const auto start = std::chrono::steady_clock::now();
   auto loopThread = std::async(std::launch::async, connect, 0, GlooWait::kLoopThread);
   auto sync = std::async(std::launch::async, connect, 1, GlooWait::kSync);
-  EXPECT_EQ(loopThread.get(), "ok");
-  EXPECT_EQ(sync.get().rfind("timeout: ", 0), 0u);
+  const Outcome syncOutcome = sync.get();
+  const Outcome loopOutcome = loopThread.get();
+  EXPECT_EQ(loopOutcome.what, "ok");
+  EXPECT_EQ(syncOutcome.what.rfind("timeout: ", 0), 0u) << syncOutcome.what;
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
 }
 
