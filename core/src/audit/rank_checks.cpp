@@ -1,9 +1,9 @@
 // rank-failure: every rank runs to its end. Where a rank did not, say how it ended (the launcher's
 // record when there is one), where it stood and the collective it was in.
 #include <fmt/format.h>
-#include <string.h>
 
 #include "audit_checks.h"
+#include "ddph/launch/launcher.h"
 
 namespace ddph::audit {
 namespace {
@@ -14,11 +14,6 @@ const LaunchedRank* launched(const Trace& trace, int rank) {
     if (r.rank == rank) return &r;
   }
   return nullptr;
-}
-
-std::string signalName(int sig) {
-  const char* abbrev = ::sigabbrev_np(sig);
-  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
 }
 
 // How the launcher saw the rank end, or empty when it ended well or there is no launcher record.

@@ -195,6 +195,7 @@ class RankTraceBuilder {
       }
     }
     p.startLine = line;
+    t_.passIndex[{p.loader, p.iter}] = t_.passes.size();
     t_.passes.push_back(std::move(p));
   }
 
@@ -255,10 +256,9 @@ class RankTraceBuilder {
   }
 
   PassRecord& passRef(std::int64_t loader, std::int64_t iter) {
-    for (auto& p : t_.passes) {
-      if (p.loader == loader && p.iter == iter) return p;
-    }
-    throw ConfigError(fmt::format("pass {} of loader {} was never started", iter, loader));
+    const auto it = t_.passIndex.find({loader, iter});
+    DDPH_CHECK(it != t_.passIndex.end(), "pass {} of loader {} was never started", iter, loader);
+    return t_.passes[it->second];
   }
 
   struct Position {
@@ -271,10 +271,8 @@ class RankTraceBuilder {
 }  // namespace
 
 const PassRecord* RankTrace::findPass(std::int64_t loader, std::int64_t iter) const {
-  for (const auto& p : passes) {
-    if (p.loader == loader && p.iter == iter) return &p;
-  }
-  return nullptr;
+  const auto it = passIndex.find({loader, iter});
+  return it == passIndex.end() ? nullptr : &passes[it->second];
 }
 
 const CollectiveRecord* RankTrace::lastCollective() const {

@@ -57,11 +57,6 @@ struct Rank {
   RankOutcome outcome;
 };
 
-std::string signalName(int sig) {
-  const char* abbrev = ::sigabbrev_np(sig);
-  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
-}
-
 class Supervisor {
  public:
   Supervisor(const LaunchOptions& options) : options_(options), signals_(io_, SIGINT, SIGTERM) {}
@@ -318,6 +313,11 @@ class Supervisor {
 };
 
 }  // namespace
+
+std::string signalName(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
 
 std::string describeOutcome(const RankOutcome& o) {
   const std::string who = fmt::format("rank {} (pid {})", o.rank, o.pid);

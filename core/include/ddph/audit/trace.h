@@ -110,6 +110,7 @@ struct RankTrace {
   std::map<std::int64_t, SamplerRecord> samplers;
   std::map<std::int64_t, LoaderRecord> loaders;
   std::vector<PassRecord> passes;  ///< in the order they started
+  std::map<std::pair<std::int64_t, std::int64_t>, std::size_t> passIndex;  ///< (loader, iter) -> passes[i]
   std::map<std::string, std::vector<CollectiveRecord>> collectives;  ///< by group, in seq order
   std::map<std::string, std::vector<std::int64_t>> groups;           ///< non-default groups
   std::map<std::int64_t, DdpRecord> ddp;
