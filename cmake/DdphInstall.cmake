@@ -24,6 +24,11 @@ install(TARGETS ddph_core ddph_ddp ddph_train ddp-sim
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The on-demand LibTorch module (NOTE [LibTorch on demand]): installed beside the libraries; a
+# consumer's programs find it through the RUNPATH ddph::core gives them.
+install(TARGETS ddph_libtorch LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+target_link_options(ddph_core INTERFACE
+  $<INSTALL_INTERFACE:LINKER:-rpath,$<INSTALL_PREFIX>/${CMAKE_INSTALL_LIBDIR}>)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/core/include/ddph
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   FILES_MATCHING PATTERN "*.h")

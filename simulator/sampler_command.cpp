@@ -4,10 +4,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
+#include <iterator>
 #include <optional>
+#include <string_view>
 
 #include "commands.h"
 #include "ddph/common/error.h"
@@ -40,6 +44,101 @@ std::string preview(const std::vector<Index>& indices, std::int64_t limit) {
   }
   return fmt::format("[{}, … {} more]", fmt::join(indices.begin(), indices.begin() + limit, ", "),
                      indices.size() - static_cast<std::size_t>(limit));
+}
+
+// NOTE [Sampler JSON]: nlohmann::json holds every index as a tree node (10^7 indices: 2 s and
+// 360 MB), so the index arrays are written with std::to_chars into a 1 MiB buffer that goes to
+// stdout whenever it fills; the envelope stays nlohmann's. Same bytes as nlohmann's dump().
+// Figures: docs/benchmarks.md, "ddp-sim start-up and JSON".
+class StdoutWriter {
+ public:
+  void text(std::string_view s) {
+    if (used_ + s.size() > kSize) flush();
+    if (s.size() > kSize) {
+      write(s.data(), s.size());
+      return;
+    }
+    std::memcpy(buffer_.get() + used_, s.data(), s.size());
+    used_ += s.size();
+  }
+
+  void integer(std::int64_t value) {
+    if (used_ + kMaxDigits > kSize) flush();
+    used_ = static_cast<std::size_t>(
+        std::to_chars(buffer_.get() + used_, buffer_.get() + kSize, value).ptr - buffer_.get());
+  }
+
+  void indexArray(const std::vector<Index>& indices) {
+    text("[");
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      if (k != 0) text(",");
+      integer(indices[k]);
+    }
+    text("]");
+  }
+
+  /// Writes what is buffered; throws Error where stdout refused it (a closed pipe, a full disk).
+  void flush() {
+    write(buffer_.get(), used_);
+    used_ = 0;
+    DDPH_CHECK(std::fflush(stdout) == 0 && !std::ferror(stdout),
+               "writing the JSON to standard output failed");
+  }
+
+ private:
+  static constexpr std::size_t kSize = std::size_t{1} << 20;
+  static constexpr std::size_t kMaxDigits = 21;  // "-9223372036854775808" and a spare
+
+  static void write(const char* data, std::size_t size) {
+    DDPH_CHECK(std::fwrite(data, 1, size, stdout) == size,
+               "writing the JSON to standard output failed");
+  }
+
+  std::unique_ptr<char[]> buffer_{new char[kSize]};
+  std::size_t used_ = 0;
+};
+
+void writeJson(const SamplerArgs& a, bool shuffle, const std::vector<std::int64_t>& ranks,
+               const std::vector<std::vector<Index>>& shards, const BatchOptions& batching,
+               const std::vector<Violation>& violations) {
+  nlohmann::ordered_json head = {{"dataset_size", a.datasetSize}, {"world_size", a.worldSize},
+                                 {"epoch", a.epoch},              {"seed", a.seed},
+                                 {"drop_last", a.dropLast},       {"shuffle", shuffle}};
+  if (a.sampler != "pytorch") head["sampler"] = a.sampler;
+  std::string text = head.dump();
+  text.pop_back();  // the closing brace: the ranks follow
+  StdoutWriter out;
+  out.text(text);
+  out.text(",\"ranks\":[");
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (i != 0) out.text(",");
+    out.text("{\"rank\":");
+    out.integer(ranks[i]);
+    out.text(",\"indices\":");
+    out.indexArray(shards[i]);
+    if (a.batchSize) {
+      out.text(",\"batches\":[");
+      const auto batches = makeBatches(shards[i], batching);
+      for (std::size_t b = 0; b < batches.size(); ++b) {
+        if (b != 0) out.text(",");
+        out.indexArray(batches[b]);
+      }
+      out.text("]");
+    }
+    out.text("}");
+  }
+  out.text("]");
+  if (a.check) {
+    auto jv = nlohmann::ordered_json::array();
+    for (const auto& v : violations) {
+      jv.push_back({{"property", v.property}, {"ranks", v.ranks}, {"epoch", v.epoch},
+                    {"detail", v.detail}});
+    }
+    out.text(",\"violations\":");
+    out.text(jv.dump());
+  }
+  out.text("}\n");
+  out.flush();
 }
 
 int run(const SamplerArgs& a) {
@@ -76,24 +175,7 @@ int run(const SamplerArgs& a) {
   }
 
   if (a.json) {
-    nlohmann::ordered_json out = {{"dataset_size", a.datasetSize}, {"world_size", a.worldSize},
-                          {"epoch", a.epoch},              {"seed", a.seed},
-                          {"drop_last", a.dropLast},       {"shuffle", shuffle}};
-    if (a.sampler != "pytorch") out["sampler"] = a.sampler;
-    auto& jranks = out["ranks"] = nlohmann::ordered_json::array();
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      nlohmann::ordered_json jr = {{"rank", ranks[i]}, {"indices", shards[i]}};
-      if (a.batchSize) jr["batches"] = makeBatches(shards[i], batching);
-      jranks.push_back(std::move(jr));
-    }
-    if (a.check) {
-      auto& jv = out["violations"] = nlohmann::ordered_json::array();
-      for (const auto& v : violations) {
-        jv.push_back({{"property", v.property}, {"ranks", v.ranks}, {"epoch", v.epoch},
-                      {"detail", v.detail}});
-      }
-    }
-    std::cout << out.dump() << '\n';
+    writeJson(a, shuffle, ranks, shards, batching, violations);
   } else {
     const std::int64_t numSamples = distributedNumSamples(a.datasetSize, a.worldSize, a.dropLast);
     fmt::print("{} sampler: N={} W={} epoch={} seed={} shuffle={} drop_last={}\n", a.sampler,

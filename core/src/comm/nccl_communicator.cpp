@@ -1,5 +1,6 @@
 // Compiled only with a CUDA-enabled LibTorch (see core/CMakeLists.txt). Like
-// gloo_communicator.cpp, the only file that touches its c10d backend (NOTE [c10d adapter]).
+// libtorch/process_group_gloo.cpp, the only file that touches its c10d backend (NOTE [c10d
+// adapter]); the store it connects through is c10d's (RendezvousStore::c10dStore()).
 #include "ddph/comm/nccl_communicator.h"
 
 #include <ATen/ATen.h>
@@ -9,7 +10,6 @@
 
 #include "ddph/common/error.h"
 #include "padded_allgather.h"
-#include "rendezvous_store_impl.h"
 
 namespace ddph {
 
@@ -179,7 +179,9 @@ std::unique_ptr<Communicator> connectNccl(std::shared_ptr<RendezvousStore> store
   try {
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = timeout;
-    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(groupName + "/nccl", store->impl()->store);
+    const auto* native = static_cast<const c10::intrusive_ptr<c10d::Store>*>(store->c10dStore());
+    DDPH_CHECK(native != nullptr, "NCCL needs a c10d store (makeTcpStore or makeInProcessStore)");
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(groupName + "/nccl", *native);
     auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, size, opts);
     return std::make_unique<NcclCommunicator>(std::move(pg), std::move(store), device, timeout);
   } catch (const Error&) {

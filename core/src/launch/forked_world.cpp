@@ -16,35 +16,12 @@
 #include <thread>
 
 #include "ddph/common/error.h"
+#include "ddph/common/stop_signals.h"
 
 namespace ddph {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-volatile sig_atomic_t gInterrupt = 0;
-void onSignal(int sig) { gInterrupt = sig; }
-
-// Installs SIGINT/SIGTERM handlers for the supervisor's lifetime and restores the old ones.
-class SignalGuard {
- public:
-  SignalGuard() {
-    gInterrupt = 0;
-    struct sigaction sa{};
-    sa.sa_handler = onSignal;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGINT, &sa, &oldInt_);
-    ::sigaction(SIGTERM, &sa, &oldTerm_);
-  }
-  ~SignalGuard() {
-    ::sigaction(SIGINT, &oldInt_, nullptr);
-    ::sigaction(SIGTERM, &oldTerm_, nullptr);
-  }
-
- private:
-  struct sigaction oldInt_{};
-  struct sigaction oldTerm_{};
-};
 
 void raiseFdLimit() {
   rlimit limit{};
@@ -111,7 +88,7 @@ ForkedWorldResult runForkedWorld(const ForkedWorldOptions& options, const RankMa
   const int w = options.worldSize;
   raiseFdLimit();
   SharedProgress progress(w);
-  SignalGuard signals;
+  StopSignalScope signals;
   ForkedWorldResult result;
   result.ranks.resize(static_cast<std::size_t>(w));
   std::vector<int> readFds(static_cast<std::size_t>(w), -1);
@@ -148,8 +125,7 @@ ForkedWorldResult runForkedWorld(const ForkedWorldOptions& options, const RankMa
         ::setpgid(0, pgid);
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (::getppid() != parent) ::_exit(kRankInternalError);
-        ::signal(SIGINT, SIG_DFL);
-        ::signal(SIGTERM, SIG_DFL);
+        restoreDefaultStopSignals();
         ::close(fds[0]);
         for (int fd : readFds) {
           if (fd >= 0) ::close(fd);  // the other ranks' result pipes
@@ -194,10 +170,12 @@ ForkedWorldResult runForkedWorld(const ForkedWorldOptions& options, const RankMa
       if (block) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       return;
     }
+    // A SIGINT or SIGTERM wakes the wait at once (until one has come: the pipe stays readable).
+    if (signals.received() == 0) pfds.push_back({signals.fd(), POLLIN, 0});
     const int n = ::poll(pfds.data(), pfds.size(), block ? 10 : 0);
     if (n <= 0) return;
     char buf[65536];
-    for (std::size_t i = 0; i < pfds.size(); ++i) {
+    for (std::size_t i = 0; i < owners.size(); ++i) {
       if (pfds[i].revents == 0) continue;
       const int r = owners[i];
       while (true) {
@@ -242,8 +220,8 @@ ForkedWorldResult runForkedWorld(const ForkedWorldOptions& options, const RankMa
         if (failed) stop();
       }
     }
-    if (gInterrupt != 0 && result.interruptedBy == 0) {
-      result.interruptedBy = gInterrupt;
+    if (signals.received() != 0 && result.interruptedBy == 0) {
+      result.interruptedBy = signals.received();
       stop();
     }
     if (!stopping && Clock::now() - start > options.deadline) {

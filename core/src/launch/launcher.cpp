@@ -3,6 +3,7 @@
 #include "ddph/launch/launcher.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -14,7 +15,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/read_until.hpp>
-#include <boost/asio/signal_set.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <boost/process.hpp>
@@ -23,6 +24,7 @@
 #include <memory>
 
 #include "ddph/common/error.h"
+#include "ddph/common/stop_signals.h"
 
 namespace ddph {
 namespace bp = boost::process;
@@ -57,18 +59,26 @@ struct Rank {
   RankOutcome outcome;
 };
 
+// A descriptor Asio may own and close (the scope keeps its own).
+int duplicate(int fd) {
+  const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) throw Error(fmt::format("cannot duplicate the signal pipe: {}", ::strerror(errno)));
+  return copy;
+}
+
 class Supervisor {
  public:
-  Supervisor(const LaunchOptions& options) : options_(options), signals_(io_, SIGINT, SIGTERM) {}
+  explicit Supervisor(const LaunchOptions& options) : options_(options) {}
 
   LaunchResult run() {
     result_.masterPort =
         options_.masterPort != 0 ? options_.masterPort : findFreePort(options_.masterAddr);
     const auto exe = resolve(options_.command.at(0));
     const std::vector<std::string> args(options_.command.begin() + 1, options_.command.end());
-    signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
-      if (!ec) interrupt(sig);
-    });
+    signalPipe_.async_wait(asio::posix::stream_descriptor::wait_read,
+                           [this](const boost::system::error_code& ec) {
+                             if (!ec) interrupt(stopSignals_.received());
+                           });
     try {
       for (int r = 0; r < options_.numRanks; ++r) spawn(r, exe, args);
     } catch (...) {
@@ -188,7 +198,7 @@ class Supervisor {
       killGroup(SIGKILL);
       deadline_.cancel();
       grace_.cancel();
-      signals_.cancel();
+      signalPipe_.cancel();
       if (!pipesOpen()) return;  // done: nothing left on the io_context
       if (!drainTimerSet_) {
         drainTimerSet_ = true;
@@ -299,7 +309,8 @@ class Supervisor {
 
   const LaunchOptions& options_;
   asio::io_context io_;
-  asio::signal_set signals_;
+  StopSignalScope stopSignals_;
+  asio::posix::stream_descriptor signalPipe_{io_, duplicate(stopSignals_.fd())};
   asio::steady_timer ticker_{io_};
   asio::steady_timer deadline_{io_};
   asio::steady_timer grace_{io_};

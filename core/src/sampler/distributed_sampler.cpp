@@ -1,6 +1,7 @@
 #include "ddph/sampler/distributed_sampler.h"
 
 #include "ddph/common/error.h"
+#include "ddph/common/huge_pages.h"
 
 namespace ddph {
 
@@ -47,12 +48,13 @@ std::vector<Index> distributedShard(const std::vector<Index>& order, const Shard
   const std::int64_t n = request.datasetSize;
   DDPH_ASSERT(static_cast<std::int64_t>(order.size()) == n);
   const std::int64_t numSamples = distributedNumSamples(n, request.numReplicas, dropLast);
-  std::vector<Index> shard(static_cast<std::size_t>(numSamples));
+  std::vector<Index> shard;
+  shard.reserve(static_cast<std::size_t>(numSamples));  // written once, not zeroed first
   // Position p of the padded list is order[p] below N and order[(p - N) % N] above: the padding
   // is the head of the order, tiled (see NOTE [PyTorch DistributedSampler]).
   std::int64_t p = request.rank;
   for (std::int64_t k = 0; k < numSamples; ++k, p += request.numReplicas) {
-    shard[k] = p < n ? order[p] : order[(p - n) % n];
+    shard.push_back(p < n ? order[p] : order[(p - n) % n]);
   }
   return shard;
 }
@@ -85,12 +87,20 @@ Partition DistributedSampler::partition(std::int64_t datasetSize, std::int64_t n
   p.datasetSize = datasetSize;
   p.epoch = epoch;
   p.seed = seed;
-  p.ranks.reserve(static_cast<std::size_t>(numReplicas));
   const std::int64_t length = distributedNumSamples(datasetSize, numReplicas, options_.dropLast);
-  for (std::int64_t r = 0; r < numReplicas; ++r) {
-    p.ranks.push_back(distributedShard(order, {datasetSize, numReplicas, r, epoch, seed},
-                                       options_.dropLast));
-    p.declaredLengths.push_back(length);
+  p.ranks.resize(static_cast<std::size_t>(numReplicas));
+  for (auto& shard : p.ranks) {
+    shard.reserve(static_cast<std::size_t>(length));
+    adviseHugePages(shard.data(), shard.capacity() * sizeof(Index));  // NOTE [Huge pages]
+  }
+  p.declaredLengths.assign(static_cast<std::size_t>(numReplicas), length);
+  // distributedShard for every rank in one pass over the padded order: position q goes to rank
+  // q % W (reading the order once, not W times with a stride of W).
+  const std::int64_t total = length * numReplicas;
+  for (std::int64_t q = 0, r = 0; q < total; ++q) {
+    p.ranks[static_cast<std::size_t>(r)].push_back(q < datasetSize ? order[q]
+                                                                   : order[(q - datasetSize) % datasetSize]);
+    if (++r == numReplicas) r = 0;
   }
   return p;
 }

@@ -1,24 +1,24 @@
-// One of the few translation units that include LibTorch headers.
 #include "ddph/sampler/randperm.h"
-
-#include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
-#include <ATen/core/MT19937RNGEngine.h>
 
 #include <algorithm>
 #include <array>
+
+#include <boost/iterator/counting_iterator.hpp>
+#include <random>
 #include <utility>
 
 #include "ddph/common/error.h"
+#include "ddph/common/huge_pages.h"
+#include "libtorch/backend.h"
 
 namespace ddph {
 namespace {
 
 // See NOTE [Fast randperm].
 void replicaRandperm(Index* r, std::int64_t n, std::uint64_t seed) {
-  for (std::int64_t i = 0; i < n; ++i) r[i] = i;
   if (n < 2) return;
-  at::mt19937 engine(seed);
+  // LibTorch's CPU generator is the standard MT19937 seeded with the seed's low 32 bits.
+  std::mt19937 engine(static_cast<std::uint32_t>(seed));
   // The swap target of step j: j + (32-bit draw % (n - j)). The modulo is done in 32 bits where
   // the span fits, which gives the same value as LibTorch's 64-bit modulo and is cheaper.
   auto target = [&](std::int64_t j) -> std::int64_t {
@@ -48,28 +48,18 @@ void replicaRandperm(Index* r, std::int64_t n, std::uint64_t seed) {
   }
 }
 
-// torch::randperm writes straight into the returned vector (a tensor over its memory), so the
-// permutation exists once: returning a copy of a tensor would hold two permutations of n at the
-// peak (1.6 GB at n = 10^8).
-std::vector<Index> libtorchRandperm(std::int64_t n, std::uint64_t seed) {
-  std::vector<Index> r(static_cast<std::size_t>(n));
-  if (n == 0) return r;
-  at::Generator gen = at::detail::createCPUGenerator(seed);
-  at::Tensor view = at::from_blob(r.data(), {n}, at::TensorOptions().dtype(at::kLong));
-  at::randperm_out(view, n, gen);
-  DDPH_ASSERT(view.data_ptr<std::int64_t>() == r.data());  // written in place, not reallocated
-  return r;
-}
-
 }  // namespace
 
 std::vector<Index> torchRandperm(std::int64_t n, std::uint64_t seed, RandpermImpl impl) {
   DDPH_CHECK(n >= 0, "randperm size must be non-negative, got {}", n);
   if (impl == RandpermImpl::kLibTorch ||
       (impl == RandpermImpl::kAuto && n >= kRandpermReplicaLimit)) {
-    return libtorchRandperm(n, seed);
+    return libtorch::backend().randperm(n, seed);
   }
-  std::vector<Index> r(static_cast<std::size_t>(n));
+  std::vector<Index> r;
+  r.reserve(static_cast<std::size_t>(n));
+  adviseHugePages(r.data(), r.capacity() * sizeof(Index));
+  r.assign(boost::counting_iterator<Index>(0), boost::counting_iterator<Index>(n));
   replicaRandperm(r.data(), n, seed);
   return r;
 }

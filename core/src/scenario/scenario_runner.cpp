@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "ddph/comm/gloo_communicator.h"
+#include "libtorch/backend.h"
 #include "ddph/common/error.h"
 #include "ddph/launch/forked_world.h"
 #include "ddph/launch/launcher.h"
@@ -159,6 +160,9 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
   const double deadline = options.deadlineS.value_or(std::max(600.0, 4 * s.timeoutS));
   world.deadline = std::chrono::milliseconds(static_cast<std::int64_t>(deadline * 1000));
   world.grace = std::chrono::milliseconds(static_cast<std::int64_t>(options.graceS * 1000));
+  // The ranks' stores are c10d's: LibTorch is loaded here, once, and the ranks forked with it
+  // (loaded in each rank it would cost every rank its start-up; NOTE [LibTorch on demand]).
+  libtorch::backend();
   const ForkedWorldResult result = runForkedWorld(world, [&](int rank, int fd, SharedProgress& progress) {
     return rankMain(s, rank, fd, progress);
   });

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -23,6 +24,7 @@
 #include "ddph/comm/nccl_communicator.h"
 #include "ddph/common/atomic_file.h"
 #include "ddph/common/error.h"
+#include "ddph/common/stop_signals.h"
 #include "ddph/config.h"
 #include "ddph/data/dataset_mix.h"
 #include "ddph/data/image_dataset.h"
@@ -278,37 +280,7 @@ std::vector<ParameterSummary> summarizeParameters(torch::nn::Module& model) {
 // recorded, so that all of them stop before the same step even when the signal reached them at
 // different moments (or reached only one). Rank 0 then writes the checkpoint at that position and
 // every rank exits with 128 + the signal. Without --checkpoint there is nothing to save and the
-// default action (terminate) stays.
-std::atomic<int> gStopSignal{0};
-extern "C" void recordStopSignal(int signal) { gStopSignal.store(signal); }
-
-class StopSignals {
- public:
-  explicit StopSignals(bool install) : installed_(install) {
-    if (!installed_) return;
-    gStopSignal.store(0);
-    struct sigaction action {};
-    action.sa_handler = recordStopSignal;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART;
-    ::sigaction(SIGINT, &action, &previousInt_);
-    ::sigaction(SIGTERM, &action, &previousTerm_);
-  }
-  ~StopSignals() {
-    if (!installed_) return;
-    ::sigaction(SIGINT, &previousInt_, nullptr);
-    ::sigaction(SIGTERM, &previousTerm_, nullptr);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-
-  bool installed() const { return installed_; }
-
- private:
-  bool installed_;
-  struct sigaction previousInt_ {};
-  struct sigaction previousTerm_ {};
-};
+// default action (terminate) stays. The recording is ddph::StopSignalScope's.
 
 int defaultThreads(const World& world) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -389,15 +361,16 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
   std::int64_t globalStep = position.globalStep;
   TrainingPosition current = position;  // where a checkpoint written now would resume
   std::int64_t checkpointedAt = -1;      // globalStep of this run's last checkpoint
-  StopSignals stopSignals(!config.checkpointPath.empty());
+  std::optional<StopSignalScope> stopSignals;
+  if (!config.checkpointPath.empty()) stopSignals.emplace();
   int stoppedBy = 0;  // the signal every rank agreed to stop on
   auto limitReached = [&] {
     return stoppedBy != 0 || (config.steps > 0 && globalStep >= config.steps);
   };
   // Collective when the handlers are installed: see NOTE [Stopping on a signal].
   auto signalled = [&](std::int64_t epoch, std::int64_t step) {
-    if (!stopSignals.installed()) return false;
-    std::vector<std::int64_t> signal{gStopSignal.load()};
+    if (!stopSignals) return false;
+    std::vector<std::int64_t> signal{stopSignals->received()};
     if (world.comm) {
       world.comm->allreduce(signal, ReduceOp::kMax,
                             fmt::format("epoch {} step {} stop check", epoch, step));

@@ -2,8 +2,8 @@
 // Communicator: the collectives a data-parallel rank needs, on plain buffers, each with a deadline.
 //
 // The interface is deliberately small (as c10d's Backend is) so that the rest of ddp-harness never
-// sees c10d: the only implementation that touches it lives in src/comm/gloo_communicator.cpp,
-// where the differences between LibTorch versions stay. Every call is collective: all ranks must
+// sees c10d: the implementations that touch it live in src/libtorch/process_group_gloo.cpp and
+// src/comm/nccl_communicator.cpp, where the differences between LibTorch versions stay. Every call is collective: all ranks must
 // call the same operations in the same order, as with torch.distributed.
 //
 // Errors: a call that runs past its deadline throws ddph::TimeoutError; a peer that died or broke

@@ -1,11 +1,11 @@
 #pragma once
-// Gloo communicators and the rendezvous stores they meet through. Two engines (NOTE [Gloo
-// engines]): libgloo directly (gloo_direct_communicator.cpp, the default) or c10d's
-// ProcessGroupGloo (gloo_communicator.cpp, PyTorch's own path).
+// Gloo communicators. Two engines (NOTE [Gloo engines]): libgloo directly
+// (gloo_direct_communicator.cpp, the default) or c10d's ProcessGroupGloo
+// (libtorch/process_group_gloo.cpp, PyTorch's own path, in the on-demand LibTorch library).
 //
 // Two ways to build a world:
-//  - thread-per-rank: one process, a shared in-process store (c10d HashStore), one thread per rank
-//    calling connectGloo(store, rank, W): fast unit tests, no ports;
+//  - thread-per-rank: one process, a shared in-process store (makeInProcessStore), one thread per
+//    rank calling connectGloo(store, rank, W): fast unit tests, no ports;
 //  - process-per-rank: a TCPStore hosted by rank 0 (as PyTorch's env:// does), see rank_env.h.
 // Each rank may bind its own loopback address (127.0.x.y): with every rank on 127.0.0.1 c10d's full
 // mesh runs out of ephemeral ports near 256 ranks (NOTE [Loopback address per rank]).
@@ -17,40 +17,9 @@
 #include <vector>
 
 #include "ddph/comm/communicator.h"
+#include "ddph/comm/rendezvous_store.h"
 
 namespace ddph {
-
-/// A rendezvous key-value store (c10d::Store underneath). Opaque: callers never see c10d.
-class RendezvousStore {
- public:
-  struct Impl;
-  explicit RendezvousStore(std::shared_ptr<Impl> impl);
-  ~RendezvousStore();
-
-  void set(const std::string& key, const std::vector<std::uint8_t>& value);
-  /// Waits for `key` until `timeout`; throws TimeoutError naming the key and `step`.
-  std::vector<std::uint8_t> get(const std::string& key, std::chrono::milliseconds timeout,
-                                const std::string& step);
-  std::int64_t add(const std::string& key, std::int64_t delta);
-
-  const std::shared_ptr<Impl>& impl() const { return impl_; }
-
- private:
-  std::shared_ptr<Impl> impl_;
-};
-
-/// An in-process store shared by thread ranks (c10d::HashStore).
-std::shared_ptr<RendezvousStore> makeInProcessStore();
-
-/// A TCP store: the server (rank 0) listens on host:port, clients connect to it. `port` 0 on the
-/// server picks a free port (see tcpStorePort). Throws TimeoutError when the server is not
-/// reachable before `timeout`.
-std::shared_ptr<RendezvousStore> makeTcpStore(const std::string& host, std::uint16_t port,
-                                              bool isServer, int worldSize,
-                                              std::chrono::milliseconds timeout);
-
-/// The port a TCP store listens on (0 for other stores).
-std::uint16_t tcpStorePort(const RendezvousStore& store);
 
 /// Which code runs the collectives (NOTE [Gloo engines]).
 enum class GlooEngine {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "ddph/comm/communicator.h"
-#include "ddph/comm/gloo_communicator.h"
+#include "ddph/comm/rendezvous_store.h"
 #include "ddph/config.h"
 
 namespace ddph {

@@ -1,31 +1,26 @@
-// The one file of ddp-harness that touches c10d: stores, ProcessGroupGloo and its error types.
+// c10d's ProcessGroupGloo behind the Communicator interface (GlooEngine::kProcessGroup).
 //
 // NOTE [c10d adapter]: every difference between LibTorch 1.13 (Debian 12) and 2.x we depend on is
-// here: the ProcessGroupGloo constructor and Options, c10d::ReduceOp, TCPStoreOptions, and the
-// exceptions (c10::Error for timeouts and peer failures; 2.x adds DistBackendError, also a
-// c10::Error). Nothing outside this file includes a c10d header.
-#include "ddph/comm/gloo_communicator.h"
-
+// here and in c10d_store.cpp: the ProcessGroupGloo constructor and Options, c10d::ReduceOp,
+// TCPStoreOptions, and the exceptions (c10::Error for timeouts and peer failures; 2.x adds
+// DistBackendError, also a c10::Error). Nothing outside core/src/libtorch includes a c10d header
+// but the NCCL communicator.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <string>
 
+#include "comm/collective_errors.h"
+#include "comm/padded_allgather.h"
 #include "ddph/common/error.h"
-#include "padded_allgather.h"
-#include "collective_errors.h"
-#include "ddph/config.h"
-#include "gloo_direct_communicator.h"
-#include "rendezvous_store_impl.h"
+#include "torch_parts.h"
 
-namespace ddph {
+namespace ddph::libtorch {
 
 namespace {
 
@@ -277,95 +272,19 @@ class GlooCommunicator final : public Communicator {
 
 }  // namespace
 
-RendezvousStore::RendezvousStore(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
-RendezvousStore::~RendezvousStore() = default;
-
-void RendezvousStore::set(const std::string& key, const std::vector<std::uint8_t>& value) {
-  impl_->store->set(key, value);
-}
-
-std::vector<std::uint8_t> RendezvousStore::get(const std::string& key,
-                                               std::chrono::milliseconds timeout,
-                                               const std::string& step) {
-  try {
-    impl_->store->wait({key}, timeout);
-    return impl_->store->get(key);
-  } catch (const std::exception& e) {
-    rethrowTyped(e, fmt::format("store wait for '{}'", key), step, timeout);
-  }
-}
-
-std::int64_t RendezvousStore::add(const std::string& key, std::int64_t delta) {
-  return impl_->store->add(key, delta);
-}
-
-std::shared_ptr<RendezvousStore> makeInProcessStore() {
-  auto impl = std::make_shared<RendezvousStore::Impl>();
-  impl->store = c10::make_intrusive<c10d::HashStore>();
-  return std::make_shared<RendezvousStore>(std::move(impl));
-}
-
-std::shared_ptr<RendezvousStore> makeTcpStore(const std::string& host, std::uint16_t port,
-                                              bool isServer, int worldSize,
-                                              std::chrono::milliseconds timeout) {
-  c10d::TCPStoreOptions opts;
-  opts.port = port;
-  opts.isServer = isServer;
-  opts.numWorkers = static_cast<std::size_t>(worldSize);
-  // Joining is checked by the process group's own rendezvous; not waiting here lets rank 0 start
-  // connecting while the others are still being forked.
-  opts.waitWorkers = false;
-  opts.timeout = timeout;
-  auto impl = std::make_shared<RendezvousStore::Impl>();
-  try {
-    auto store = c10::make_intrusive<c10d::TCPStore>(host, opts);
-    impl->port = store->getPort();
-    impl->store = std::move(store);
-  } catch (const std::exception& e) {
-    rethrowTyped(e, fmt::format("TCPStore {} {}:{}", isServer ? "listen on" : "connect to", host,
-                                port),
-                 "init", timeout);
-  }
-  return std::make_shared<RendezvousStore>(std::move(impl));
-}
-
-std::uint16_t tcpStorePort(const RendezvousStore& store) { return store.impl()->port; }
-
-std::string loopbackAddressForRank(int rank) {
-  return fmt::format("127.0.{}.{}", 1 + rank / 250, 1 + rank % 250);
-}
-
-std::unique_ptr<Communicator> connectGloo(std::shared_ptr<RendezvousStore> store, int rank,
-                                          int size, const GlooOptions& options,
-                                          const std::string& groupName) {
-  DDPH_CHECK(size > 0 && rank >= 0 && rank < size, "rank {} is outside a world of {}", rank, size);
-  GlooEngine engine = options.engine;
-  [[maybe_unused]] bool forced = false;  // read only without the direct engine
-  if (const char* name = std::getenv("DDPH_GLOO_ENGINE"); name != nullptr && *name != '\0') {
-    const std::string_view value(name);
-    DDPH_CHECK(value == "direct" || value == "process-group",
-               "DDPH_GLOO_ENGINE={} is neither 'direct' nor 'process-group'", value);
-    engine = value == "direct" ? GlooEngine::kDirect : GlooEngine::kProcessGroup;
-    forced = true;
-  }
-  if (engine == GlooEngine::kDirect) {
-#if DDPH_HAVE_DIRECT_GLOO
-    return connectGlooDirect(std::move(store), rank, size, options, groupName);
-#else
-    // NOTE [Which Gloo]: this build's LibTorch carries its own Gloo without headers for it; an
-    // unforced kDirect (the default) runs on c10d's engine below.
-    DDPH_CHECK(!forced,
-               "DDPH_GLOO_ENGINE=direct: this build has no direct Gloo engine (LibTorch {} ships "
-               "no Gloo headers); use process-group",
-               DDPH_TORCH_VERSION);
-#endif
-  }
+std::unique_ptr<Communicator> connectProcessGroupGloo(std::shared_ptr<RendezvousStore> store,
+                                                      int rank, int size,
+                                                      const GlooOptions& options,
+                                                      const std::string& groupName) {
+  const auto* native = static_cast<const c10::intrusive_ptr<c10d::Store>*>(store->c10dStore());
+  DDPH_CHECK(native != nullptr, "c10d's Gloo engine needs a c10d store (makeTcpStore or "
+                                "makeInProcessStore)");
   try {
     auto opts = c10d::ProcessGroupGloo::Options::create(options.timeout);
     opts->devices.push_back(
         c10d::ProcessGroupGloo::createDeviceForHostname(options.hostname));
     opts->threads = std::max(1, options.threads);
-    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(groupName, store->impl()->store);
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(groupName, *native);
     prefixed->setTimeout(options.timeout);
     auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, opts);
     return std::make_unique<GlooCommunicator>(std::move(pg), std::move(store), options.timeout,
@@ -379,4 +298,4 @@ std::unique_ptr<Communicator> connectGloo(std::shared_ptr<RendezvousStore> store
   }
 }
 
-}  // namespace ddph
+}  // namespace ddph::libtorch
