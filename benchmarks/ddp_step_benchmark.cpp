@@ -66,7 +66,7 @@ double trainLoop(torch::nn::Sequential& net, const Config& config, int rank,
 int runRank(int rank, int world, int port, const Config& config, const std::string& out) {
   torch::set_num_threads(1);
   auto store = ddph::makeTcpStore("127.0.0.1", static_cast<std::uint16_t>(port), false, world, 60s);
-  ddph::GlooOptions options;
+  ddph::GlooOptions options = ddph::glooOptionsFromEnvironment();  // DDPH_GLOO_ENGINE, _WAIT
   options.timeout = 60s;
   auto comm = ddph::connectGloo(store, rank, world, options, "ddp-benchmark");
   auto net = makeModel();

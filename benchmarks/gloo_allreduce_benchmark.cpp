@@ -2,8 +2,8 @@
 // (101,770 floats, the MLP 784-128-10 of ddp_step_benchmark) between W rank processes on this
 // host, with an optional busy "compute" phase of --work-us before each one (as a training step has
 // its forward and backward), so the figure includes what a step sees: the wake-ups, not only the
-// bytes. Torch-free; the engine and wait mode come from GlooOptions' environment overrides
-// (DDPH_GLOO_ENGINE, DDPH_GLOO_WAIT). Not a test.
+// bytes. Torch-free; the engine and wait mode come from the environment (DDPH_GLOO_ENGINE,
+// DDPH_GLOO_WAIT: glooOptionsFromEnvironment). Not a test.
 //
 // Output, one line per world size: `allreduce W=<w> floats=<n> us=<mean microseconds per call>`
 // (rank 0's view: the call's time, compute excluded).
@@ -39,7 +39,7 @@ void spin(int us) {
 
 int runRank(int rank, int world, int port, const Config& config, const std::string& out) {
   auto store = ddph::makeTcpStore("127.0.0.1", static_cast<std::uint16_t>(port), false, world, 60s);
-  ddph::GlooOptions options;
+  ddph::GlooOptions options = ddph::glooOptionsFromEnvironment();  // DDPH_GLOO_ENGINE, _WAIT
   options.timeout = 60s;
   auto comm = ddph::connectGloo(store, rank, world, options, "allreduce-benchmark");
   std::vector<float> data(config.floats, static_cast<float>(rank));

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "ddph/comm/gloo_communicator.h"
-#include "ddph/comm/nccl_communicator.h"
+#include "ddph/ddp/nccl_communicator.h"
 #include "ddph/comm/rank_env.h"
 #include "ddph/common/error.h"
 

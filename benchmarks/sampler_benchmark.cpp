@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "ddph/common/error.h"
-#include "ddph/sampler/distributed_sampler.h"
-#include "ddph/sampler/randperm.h"
+#include "ddph/verify/distributed_sampler.h"
+#include "ddph/verify/randperm.h"
 
 namespace {
 

@@ -2,7 +2,7 @@
 # it) and used in this project's own tree.
 #
 #   ddph_add_sampler_test(<name> SOURCES … [LIBS …] [LABELS …] [TIMEOUT s])
-#     A GoogleTest executable of C++ sampler checks, linked to ddph::core and GoogleTest, each
+#     A GoogleTest executable of C++ sampler checks, linked to ddph::verify and GoogleTest, each
 #     TEST registered with ctest (gtest_discover_tests). In a test, one call checks a contract:
 #       EXPECT_TRUE(ddph::testing::satisfiesContract(mySampler, "pytorch"));
 #
@@ -32,7 +32,7 @@ function(ddph_add_sampler_test name)
     find_package(GTest REQUIRED)
   endif()
   add_executable(${name} ${arg_SOURCES})
-  target_link_libraries(${name} PRIVATE ${arg_LIBS} ddph::core GTest::gtest GTest::gtest_main)
+  target_link_libraries(${name} PRIVATE ${arg_LIBS} ddph::verify GTest::gtest GTest::gtest_main)
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60

@@ -11,6 +11,7 @@ function(ddph_add_gtest name)
   endif()
   add_executable(${name} ${arg_SOURCES})
   target_link_libraries(${name} PRIVATE ${arg_LIBS} GTest::gtest GTest::gtest_main ddph_warnings)
+  add_dependencies(${name} ddph_libtorch)  # the on-demand LibTorch module: loaded, not linked
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60

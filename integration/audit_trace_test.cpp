@@ -10,7 +10,7 @@
 #include "ddph/audit/audit.h"
 #include "ddph/audit/trace.h"
 #include "ddph/common/error.h"
-#include "ddph/sampler/distributed_sampler.h"
+#include "ddph/verify/distributed_sampler.h"
 #include "test_support.h"
 
 namespace ddph::test {

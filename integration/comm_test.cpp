@@ -423,12 +423,20 @@ TEST(GlooCommunicator, RanksThatDisagreeOnSyncPairsFailTheConnect) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
 }
 
-TEST(GlooCommunicator, UnknownWaitInTheEnvironmentIsAConfigError) {
-  DDPH_REQUIRE_DIRECT_GLOO();
+TEST(GlooCommunicator, TheEnvironmentChoosesEngineAndWaitAtTheEdge) {
+  ::setenv("DDPH_GLOO_ENGINE", "process-group", 1);
+  ::setenv("DDPH_GLOO_WAIT", "loop-thread", 1);
+  const GlooOptions options = glooOptionsFromEnvironment();
+  EXPECT_EQ(options.engine, GlooEngine::kProcessGroup);
+  EXPECT_EQ(options.wait, GlooWait::kLoopThread);
   ::setenv("DDPH_GLOO_WAIT", "spin", 1);
-  auto store = makeInProcessStore();
-  EXPECT_THROW(connectGloo(store, 0, 2, makeOptions(1000ms)), ConfigError);
+  EXPECT_THROW(glooOptionsFromEnvironment(), ConfigError);
+  ::setenv("DDPH_GLOO_ENGINE", "mpi", 1);
   ::unsetenv("DDPH_GLOO_WAIT");
+  EXPECT_THROW(glooOptionsFromEnvironment(), ConfigError);
+  ::unsetenv("DDPH_GLOO_ENGINE");
+  // The libraries never read it: connectGloo takes the option as given.
+  EXPECT_EQ(glooOptionsFromEnvironment().engine, GlooEngine::kDirect);
 }
 
 TEST(GlooCommunicator, StoreWaitHasADeadline) {

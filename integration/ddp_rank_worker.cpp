@@ -49,11 +49,12 @@ int main(int argc, char** argv) {
     if (port > 0) {
       store = ddph::makeTcpStore("127.0.0.1", static_cast<std::uint16_t>(port), false, world,
                                  timeout);
-      ddph::GlooOptions options;
+      ddph::GlooOptions options = ddph::glooOptionsFromEnvironment();
       options.timeout = timeout;
       comm = ddph::connectGloo(store, rank, world, options, "ddp-multiproc");
     } else {
-      ddph::RankWorld joined = ddph::initRankWorld(ddph::rankEnvFromEnvironment(), timeout);
+      ddph::RankWorld joined = ddph::initRankWorld(ddph::rankEnvFromEnvironment(), timeout, false,
+                                                   ddph::glooOptionsFromEnvironment());
       store = joined.store;
       comm = std::move(joined.comm);
       rank = joined.env.rank;

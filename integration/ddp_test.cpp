@@ -91,28 +91,16 @@ class CountingCommunicator final : public Communicator {
   int size() const override { return inner_.size(); }
   void setTimeout(std::chrono::milliseconds t) override { inner_.setTimeout(t); }
   std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
-  void allreduce(std::vector<float>& d, ReduceOp op, std::string_view s) override { inner_.allreduce(d, op, s); }
-  void allreduce(std::vector<std::int64_t>& d, ReduceOp op, std::string_view s) override { inner_.allreduce(d, op, s); }
-  std::vector<std::vector<std::int64_t>> allgather(const std::vector<std::int64_t>& m, std::string_view s) override {
-    return inner_.allgather(m, s);
+  void allreduceBuffer(Buffer d, ReduceOp op, std::string_view s) override { inner_.allreduceBuffer(d, op, s); }
+  std::unique_ptr<PendingCollective> allreduceBufferAsync(Buffer d, ReduceOp op, std::string_view s) override {
+    ++started;
+    return inner_.allreduceBufferAsync(d, op, s);
   }
-  std::vector<std::vector<std::int64_t>> allgather(const std::vector<std::int64_t>& m,
-                                                   const std::vector<std::int64_t>& lengths,
-                                                   std::string_view s) override {
-    return inner_.allgather(m, lengths, s);
+  void broadcastBuffer(Buffer d, int root, std::string_view s) override { inner_.broadcastBuffer(d, root, s); }
+  std::vector<std::int64_t> gatherBlocks(std::vector<std::int64_t> b, std::string_view s) override {
+    return inner_.gatherBlocks(std::move(b), s);
   }
-  void broadcast(std::vector<std::int64_t>& d, int root, std::string_view s) override { inner_.broadcast(d, root, s); }
   void barrier(std::string_view s) override { inner_.barrier(s); }
-  void broadcast(float* d, std::size_t n, int root, std::string_view s) override { inner_.broadcast(d, n, root, s); }
-  void broadcast(double* d, std::size_t n, int root, std::string_view s) override { inner_.broadcast(d, n, root, s); }
-  std::unique_ptr<PendingCollective> allreduceAsync(float* d, std::size_t n, ReduceOp op, std::string_view s) override {
-    ++started;
-    return inner_.allreduceAsync(d, n, op, s);
-  }
-  std::unique_ptr<PendingCollective> allreduceAsync(double* d, std::size_t n, ReduceOp op, std::string_view s) override {
-    ++started;
-    return inner_.allreduceAsync(d, n, op, s);
-  }
   std::atomic<int> started{0};
 
  private:

@@ -25,7 +25,7 @@
 
 #if DDPH_TORCH_HAS_CUDA
 #include "ddph/comm/gloo_communicator.h"
-#include "ddph/comm/nccl_communicator.h"
+#include "ddph/ddp/nccl_communicator.h"
 #include "ddph/ddp/distributed_data_parallel.h"
 #endif
 

@@ -14,10 +14,10 @@ if command -v ninja > /dev/null; then generator=(-G Ninja); fi
 cmake -S "$source/examples/cpp" -B "$tmp/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$tmp/prefix" -DDDPH_PYTHON="$python"
 cmake --build "$tmp/build" --parallel 2
-# The example must register its checks (3 GoogleTest tests, 1 built-in, the DDP step; 2 more with
-# Python).
-expected=5
-if [ -n "$python" ]; then expected=7; fi
+# The example must register its checks (3 GoogleTest tests, 1 built-in, the DDP step, one call
+# into each library; 2 more with Python).
+expected=6
+if [ -n "$python" ]; then expected=8; fi
 count=$(ctest --test-dir "$tmp/build" -N | sed -n 's/^Total Tests: //p')
 if [ "$count" != "$expected" ]; then
   echo "install_example_test: expected $expected registered tests, found $count" >&2

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "ddph/common/error.h"
-#include "ddph/contract/contract.h"
-#include "ddph/sampler/distributed_sampler.h"
-#include "ddph/sampler/line_protocol_sampler.h"
+#include "ddph/verify/contract.h"
+#include "ddph/verify/distributed_sampler.h"
+#include "ddph/verify/line_protocol_sampler.h"
 #include "test_support.h"
 
 namespace ddph {

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "ddph/sampler/randperm.h"
+#include "ddph/verify/randperm.h"
 
 namespace ddph {
 namespace {

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "ddph/sampler/batching.h"
-#include "ddph/sampler/distributed_sampler.h"
-#include "ddph/sampler/libtorch_samplers.h"
+#include "ddph/verify/batching.h"
+#include "ddph/verify/distributed_sampler.h"
+#include "ddph/verify/libtorch_samplers.h"
 #include "test_support.h"
 
 namespace {

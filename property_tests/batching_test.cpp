@@ -3,7 +3,7 @@
 #include <rapidcheck/gtest.h>
 
 #include "ddph/common/error.h"
-#include "ddph/sampler/batching.h"
+#include "ddph/verify/batching.h"
 
 namespace ddph {
 namespace {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "ddph/properties/property.h"
-#include "ddph/sampler/distributed_sampler.h"
+#include "ddph/verify/property.h"
+#include "ddph/verify/distributed_sampler.h"
 
 namespace ddph::testing {
 

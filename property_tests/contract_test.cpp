@@ -5,9 +5,9 @@
 #include <random>
 
 #include "ddph/common/error.h"
-#include "ddph/contract/contract.h"
-#include "ddph/contract/gtest.h"
-#include "ddph/sampler/distributed_sampler.h"
+#include "ddph/verify/contract.h"
+#include "ddph/verify/gtest.h"
+#include "ddph/verify/distributed_sampler.h"
 
 namespace ddph {
 namespace {

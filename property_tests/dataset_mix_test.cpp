@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "ddph/common/error.h"
-#include "ddph/sampler/distributed_sampler.h"
+#include "ddph/verify/distributed_sampler.h"
 
 namespace ddph::data {
 namespace {

@@ -19,7 +19,7 @@
 #include <string>
 
 #include "ddph/ddp/gradient_equivalence.h"
-#include "ddph/properties/property.h"
+#include "ddph/verify/property.h"
 
 namespace ddph {
 namespace {

@@ -7,8 +7,8 @@
 #include <iostream>
 #include <set>
 
-#include "ddph/check/counterexample_search.h"
-#include "ddph/sampler/libtorch_samplers.h"
+#include "ddph/verify/counterexample_search.h"
+#include "ddph/verify/libtorch_samplers.h"
 
 namespace ddph {
 namespace {

@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "broken_samplers.h"
-#include "ddph/check/counterexample_search.h"
-#include "ddph/properties/sampler_checks.h"
+#include "ddph/verify/counterexample_search.h"
+#include "ddph/verify/sampler_checks.h"
 
 namespace ddph {
 namespace {

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "ddph/sampler/randperm.h"
+#include "ddph/verify/randperm.h"
 
 namespace ddph {
 namespace {

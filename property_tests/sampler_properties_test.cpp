@@ -4,10 +4,10 @@
 
 #include <cmath>
 
-#include "ddph/check/case_gen.h"
+#include "ddph/verify/case_gen.h"
 #include "ddph/common/error.h"
-#include "ddph/properties/sampler_checks.h"
-#include "ddph/sampler/distributed_sampler.h"
+#include "ddph/verify/sampler_checks.h"
+#include "ddph/verify/distributed_sampler.h"
 
 namespace ddph {
 namespace {

@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
     config.dtype = ddph::train::parseDType(dtype);
     config.shuffle = !noShuffle;
     config.eval = !noEval;
+    config.gloo = ddph::glooOptionsFromEnvironment();
     std::optional<ddph::RankEnv> env;
     if (launchedAsRank()) {
       env = ddph::rankEnvFromEnvironment();

@@ -14,10 +14,10 @@
 
 #include "commands.h"
 #include "ddph/common/error.h"
-#include "ddph/contract/contract.h"
-#include "ddph/properties/property.h"
-#include "ddph/sampler/builtin_samplers.h"
-#include "ddph/sampler/line_protocol_sampler.h"
+#include "ddph/verify/contract.h"
+#include "ddph/verify/property.h"
+#include "ddph/verify/builtin_samplers.h"
+#include "ddph/verify/line_protocol_sampler.h"
 
 namespace ddph::sim {
 namespace {

@@ -106,7 +106,8 @@ int runLaunch(const LaunchArgs& a) {
 
 int runSelfTest(double timeoutS) {
   const RankEnv env = rankEnvFromEnvironment();
-  RankWorld world = initRankWorld(env, seconds(timeoutS), /*perRankLoopback=*/true);
+  RankWorld world = initRankWorld(env, seconds(timeoutS), /*perRankLoopback=*/true,
+                                  glooOptionsFromEnvironment());
   std::vector<std::int64_t> value{env.rank + 1};
   world.comm->allreduce(value, ReduceOp::kSum, "self-test");
   const std::int64_t expected = static_cast<std::int64_t>(env.worldSize) * (env.worldSize + 1) / 2;
@@ -131,13 +132,13 @@ class PrintingObserver final : public RankObserver {
 // One rank of a scenario, joined through env:// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):
 // the process-per-rank, exec'd form of what `ddp-sim run` does with forked ranks.
 int runRankScenario(const std::string& nameOrPath) {
-  Scenario s = isBuiltinScenario(nameOrPath) ? builtinScenario(nameOrPath)
-                                             : loadScenarioFile(nameOrPath);
+  Scenario s = resolveScenario(nameOrPath);
   const RankEnv env = rankEnvFromEnvironment();
   s.worldSize = env.worldSize;
   validateScenario(s);
   RankWorld world = initRankWorld(
-      env, std::chrono::milliseconds(static_cast<std::int64_t>(s.timeoutS * 1000)), true);
+      env, std::chrono::milliseconds(static_cast<std::int64_t>(s.timeoutS * 1000)), true,
+      glooOptionsFromEnvironment());
   PrintingObserver observer;
   const RankRunStats stats = runRankProgram(s, *world.comm, observer);
   world.comm->barrier("end of run");

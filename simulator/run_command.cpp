@@ -1,7 +1,6 @@
 // ddp-sim run: a scenario on W real Gloo rank processes, diagnosed.
 // ddp-sim scenarios: the built-in catalogue.
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include <iostream>
 #include <memory>
@@ -9,9 +8,10 @@
 
 #include "commands.h"
 #include "ddph/common/error.h"
-#include "ddph/properties/property.h"
+#include "ddph/verify/property.h"
 #include "ddph/common/atomic_file.h"
-#include "ddph/report/run_report.h"
+#include "ddph/comm/gloo_communicator.h"
+#include "ddph/scenario/run_report.h"
 #include "ddph/scenario/builtin_scenarios.h"
 #include "ddph/scenario/scenario_file.h"
 #include "ddph/scenario/scenario_runner.h"
@@ -27,27 +27,15 @@ struct RunArgs {
   bool quiet = false;
 };
 
-Scenario resolveScenario(const std::string& nameOrPath) {
-  struct stat st{};
-  if (::stat(nameOrPath.c_str(), &st) == 0) return loadScenarioFile(nameOrPath);
-  if (isBuiltinScenario(nameOrPath)) return builtinScenario(nameOrPath);
-  throw ConfigError(fmt::format(
-      "no scenario '{}': not a built-in name (see `ddp-sim scenarios`) and no such file",
-      nameOrPath));
-}
-
 int runRun(const RunArgs& a) {
   DDPH_CHECK(!a.worldSize || *a.worldSize >= 1, "-n must be at least 1, got {}",
              a.worldSize.value_or(0));
   DDPH_CHECK(!a.deadlineS || *a.deadlineS > 0, "--timeout must be positive");
-  Scenario scenario = resolveScenario(a.scenario);
-  if (a.worldSize) {
-    scenario.worldSize = *a.worldSize;
-    validateScenario(scenario);
-  }
   RunOptions options;
+  options.worldSize = a.worldSize;  // runScenario applies and validates it
   options.deadlineS = a.deadlineS;
-  const RunReport report = runScenario(scenario, options);
+  options.gloo = glooOptionsFromEnvironment();
+  const RunReport report = runScenario(resolveScenario(a.scenario), options);
   if (a.reportPath) writeFileAtomically(*a.reportPath, reportJson(report));
   if (!a.quiet) std::cout << reportText(report) << std::flush;
   if (report.interruptedBy != 0) {

@@ -15,10 +15,10 @@
 
 #include "commands.h"
 #include "ddph/common/error.h"
-#include "ddph/properties/sampler_checks.h"
-#include "ddph/sampler/batching.h"
-#include "ddph/sampler/builtin_samplers.h"
-#include "ddph/sampler/distributed_sampler.h"
+#include "ddph/verify/sampler_checks.h"
+#include "ddph/verify/batching.h"
+#include "ddph/verify/builtin_samplers.h"
+#include "ddph/verify/distributed_sampler.h"
 
 namespace ddph::sim {
 namespace {

@@ -1,7 +1,7 @@
 // Two user samplers, written against ddph::Sampler, each checked against the contract it
 // promises in one call. Nothing here needs LibTorch.
-#include <ddph/contract/gtest.h>
-#include <ddph/sampler/sampler.h>
+#include <ddph/verify/gtest.h>
+#include <ddph/verify/sampler.h>
 
 #include <algorithm>
 #include <numeric>

@@ -1,0 +1,54 @@
+#pragma once
+// The verifier of real runs: the project's properties judged on a trace (ddph/audit/trace.h) of
+// an unmodified program, Python or C++.
+//
+// What it checks, each under the catalogue's property names (ddph/properties/property.h):
+//  - the samplers' partitions of every epoch (coverage, disjointness, reshuffle), with the same
+//    definitions the property suite uses (ddph/properties/partition_checks.h);
+//  - what the program consumed (coverage of consumed samples: zip truncation, break);
+//  - evaluation passes that count padding duplicates (no-duplicates);
+//  - collectives across ranks (collective-mismatch: uneven steps, desynchronised calls);
+//  - how each rank ended (rank-failure, with where it stood and the collective it was blocked in);
+//  - the replicas' parameters (replica-consistency, parameter-updates).
+// See docs/audit.md for each finding with real output.
+
+#include <string>
+#include <vector>
+
+#include "ddph/audit/trace.h"
+#include "ddph/verify/property.h"
+
+namespace ddph::audit {
+
+/// What the audit saw, for the report's overview.
+struct AuditSeen {
+  std::vector<std::string> samplers;     ///< one line each, rank 0's view
+  std::vector<std::string> loaders;      ///< one line each
+  std::vector<std::string> ddpModules;   ///< one line each
+  std::int64_t collectives = 0;          ///< entered on rank 0 (all groups)
+  std::vector<std::pair<std::string, std::int64_t>> collectivesByOp;  ///< rank 0
+};
+
+struct AuditReport {
+  std::string traceDir;
+  std::string program;  ///< rank 0's argv, joined
+  int worldSize = 0;
+  int ranksTraced = 0;
+  bool passed = true;
+  std::vector<Violation> violations;
+  std::vector<std::string> notes;
+  AuditSeen seen;
+  int interruptedBy = 0;  ///< the launcher was interrupted (launch --audit)
+};
+
+/// Runs every check on `trace`. Never throws for what a trace says (only for internal errors).
+AuditReport auditTrace(const Trace& trace);
+
+/// {"trace_dir":…, "program":…, "world_size":…, "passed":…, "violations":[…], "notes":[…],
+///  "seen":{…}} — violations as in `ddp-sim run`'s report.
+std::string auditReportJson(const AuditReport& report);
+
+/// The human summary: verdict, each violation with its likely cause, what was seen.
+std::string auditReportText(const AuditReport& report);
+
+}  // namespace ddph::audit

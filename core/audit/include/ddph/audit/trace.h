@@ -1,0 +1,163 @@
+#pragma once
+// An audit trace read back: what each rank of a real program did, as its recorder wrote it.
+//
+// The format (one `rank-<R>.jsonl` per rank, plus the launcher's optional `launch.json`) is
+// specified in docs/trace-format.md. This is its in-memory form: per rank the samplers, loaders,
+// loader passes with their batches, collectives per group, DDP modules, and how the rank ended.
+// Every event keeps its line number, which orders events within one rank.
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ddph/verify/sampler.h"
+
+namespace ddph::audit {
+
+/// The trace format version this reader understands.
+inline constexpr int kTraceVersion = 1;
+
+/// How the reader can know a sampler's full order for an epoch (see "sampler" in the format).
+enum class OrderKind {
+  kTorchDistributed,  ///< torch's DistributedSampler.__iter__: recomputed from its parameters
+  kSequential,        ///< 0..N-1
+  kRecorded,          ///< only the indices drawn are known (batch lines carry them)
+};
+
+struct SamplerRecord {
+  std::int64_t id = 0;
+  std::string className;
+  std::int64_t datasetLen = 0;
+  OrderKind order = OrderKind::kRecorded;
+  std::optional<std::int64_t> numReplicas, rank, seed;
+  std::optional<bool> shuffle, dropLast;
+  std::vector<std::int64_t> setEpochCalls;  ///< the values, in call order
+};
+
+struct LoaderRecord {
+  std::int64_t id = 0;
+  std::int64_t sampler = -1;
+  std::string dataset;
+  std::int64_t datasetLen = 0;
+  std::int64_t batchSize = 0;
+  bool dropLast = false;
+  bool torchBatching = true;  ///< batches are consecutive slices of the sampler's order
+  std::string datasetFingerprint;  ///< the order the dataset lists its samples in (may be empty)
+};
+
+struct BatchRecord {
+  std::int64_t seq = 0;
+  std::int64_t size = 0;
+  bool grad = true;
+  std::optional<std::vector<Index>> indices;  ///< present for recorded orders / custom batching
+  std::int64_t line = 0;
+};
+
+/// The hash of one DDP module's state, and how many backward passes it had run by then.
+struct ParamsSnapshot {
+  std::string hash;
+  std::int64_t backwards = 0;
+};
+
+/// One pass over a loader: `iter(loader)` up to StopIteration or until it was dropped.
+struct PassRecord {
+  std::int64_t loader = 0;
+  std::int64_t iter = 0;  ///< the loader's epoch
+  // The sampler's state when the pass started.
+  std::optional<std::int64_t> samplerEpoch, seed, numReplicas, rank;
+  std::optional<bool> shuffle, dropLast;
+  std::int64_t datasetLen = 0;
+  std::optional<std::int64_t> declaredBatches;      ///< len(loader)
+  std::map<std::int64_t, ParamsSnapshot> params;    ///< DDP module id -> state at the start
+  std::vector<BatchRecord> batches;
+  bool ended = false;  ///< ran to StopIteration
+  std::int64_t startLine = 0;
+  std::int64_t endLine = 0;  ///< line of epoch_end, or of the next pass / end of trace
+};
+
+struct CollectiveRecord {
+  std::string group;
+  std::int64_t seq = 0;
+  std::string op, dtype;
+  std::int64_t numel = 0;
+  std::string src;  ///< "ddp" or "user"
+  std::int64_t ddp = -1, bucket = -1, backward = -1, peer = -1;
+  bool done = false;
+  std::int64_t line = 0;
+  // Where the program stood: the most recent batch handed out before the call.
+  std::int64_t loader = -1, iter = -1, batchSeq = -1;
+};
+
+struct DdpRecord {
+  std::int64_t id = 0;
+  std::string module;
+  std::int64_t parameters = 0;
+  std::int64_t forwards = 0;
+  std::int64_t backwards = 0;
+  std::optional<ParamsSnapshot> atEnd;
+};
+
+/// Everything one rank recorded.
+struct RankTrace {
+  std::filesystem::path file;
+  int rank = 0;
+  int worldSize = 0;
+  std::string runId, producer, runtime;
+  std::vector<std::string> argv;
+  std::map<std::int64_t, SamplerRecord> samplers;
+  std::map<std::int64_t, LoaderRecord> loaders;
+  std::vector<PassRecord> passes;  ///< in the order they started
+  std::map<std::pair<std::int64_t, std::int64_t>, std::size_t> passIndex;  ///< (loader, iter) -> passes[i]
+  std::map<std::string, std::vector<CollectiveRecord>> collectives;  ///< by group, in seq order
+  std::map<std::string, std::vector<std::int64_t>> groups;           ///< non-default groups
+  std::map<std::int64_t, DdpRecord> ddp;
+  std::optional<std::string> errorType, errorMessage;
+  bool ended = false;  ///< an `end` line: the program exited normally
+  std::int64_t endCode = 0;
+  bool truncatedTail = false;  ///< the last line was cut short (a kill while writing)
+  std::int64_t lines = 0;
+
+  /// The pass of `loader` with iteration `iter`, or nullptr.
+  const PassRecord* findPass(std::int64_t loader, std::int64_t iter) const;
+  /// The last collective entered on any group (the highest line), or nullptr.
+  const CollectiveRecord* lastCollective() const;
+};
+
+/// How the launcher saw one rank end (launch.json).
+struct LaunchedRank {
+  int rank = 0;
+  long pid = 0;
+  std::string outcome;  ///< "exited", "signaled", "timed-out", "stopped"
+  int code = 0;
+  int signal = 0;
+};
+
+struct LaunchRecord {
+  int worldSize = 0;
+  int exitCode = 0;
+  bool timedOut = false;
+  int interruptedBy = 0;
+  std::vector<LaunchedRank> ranks;
+};
+
+/// A whole trace folder.
+struct Trace {
+  std::filesystem::path dir;
+  int worldSize = 0;
+  std::vector<std::optional<RankTrace>> ranks;  ///< [r]: empty when rank r left no file
+  std::optional<LaunchRecord> launch;
+  std::vector<std::string> notes;  ///< what the reader tolerated (cut last lines, …)
+};
+
+/// Reads `dir`. Throws ConfigError (one line naming the file and line) when the folder holds no
+/// trace, a line is not JSON or not a valid event, versions or world sizes disagree, or two runs
+/// are mixed. A last line cut short is tolerated and noted.
+Trace readTrace(const std::filesystem::path& dir);
+
+/// Reads one rank's file (exposed for tests and fuzzing).
+RankTrace readRankTrace(const std::filesystem::path& file);
+
+}  // namespace ddph::audit

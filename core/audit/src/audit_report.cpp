@@ -1,0 +1,51 @@
+// The audit's report: JSON for machines (violations as in `ddp-sim run`), a summary for people.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "ddph/verify/violation_report.h"
+#include "ddph/audit/audit.h"
+
+namespace ddph::audit {
+
+std::string auditReportJson(const AuditReport& r) {
+  nlohmann::ordered_json j;
+  j["trace_dir"] = r.traceDir;
+  j["program"] = r.program;
+  j["world_size"] = r.worldSize;
+  j["ranks_traced"] = r.ranksTraced;
+  j["passed"] = r.passed;
+  auto& violations = j["violations"] = nlohmann::ordered_json::array();
+  for (const auto& v : r.violations) violations.push_back(violationJson(v));
+  j["notes"] = r.notes;
+  nlohmann::ordered_json byOp = nlohmann::ordered_json::object();
+  for (const auto& [op, n] : r.seen.collectivesByOp) byOp[op] = n;
+  j["seen"] = {{"samplers", r.seen.samplers},
+               {"loaders", r.seen.loaders},
+               {"ddp_modules", r.seen.ddpModules},
+               {"collectives", r.seen.collectives},
+               {"collectives_by_op", byOp}};
+  if (r.interruptedBy != 0) j["interrupted_by_signal"] = r.interruptedBy;
+  return j.dump(2) + "\n";
+}
+
+std::string auditReportText(const AuditReport& r) {
+  std::string out = fmt::format("audit of {} ({} of {} ranks traced): {}\n",
+                                r.program.empty() ? r.traceDir : r.program, r.ranksTraced,
+                                r.worldSize, r.passed ? "PASSED" : "FAILED");
+  constexpr std::size_t kShown = 12;
+  out += violationsText(r.violations, {}, kShown);
+  for (const auto& note : r.notes) out += fmt::format("  note: {}\n", note);
+  out += "  seen on rank 0:\n";
+  for (const auto& s : r.seen.samplers) out += fmt::format("    {}\n", s);
+  for (const auto& l : r.seen.loaders) out += fmt::format("    {}\n", l);
+  for (const auto& d : r.seen.ddpModules) out += fmt::format("    {}\n", d);
+  std::string ops;
+  for (const auto& [op, n] : r.seen.collectivesByOp) {
+    ops += fmt::format("{}{} {}", ops.empty() ? "" : ", ", n, op);
+  }
+  out += fmt::format("    {} collectives{}\n", r.seen.collectives, ops.empty() ? "" : ": " + ops);
+  return out;
+}
+
+}  // namespace ddph::audit

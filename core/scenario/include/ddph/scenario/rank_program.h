@@ -1,0 +1,54 @@
+#pragma once
+// What one rank of `ddp-sim run` does: build the scenario's datasets, samplers and batching, run
+// the epochs with a gradient allreduce per step, and at each epoch end all-gather what every rank
+// consumed so the run itself checks the properties (on rank 0, with partition_checks.h).
+//
+// NOTE [Step agreement]: each step's gradient allreduce carries a header of W floats, rank r's
+// slot set to 1 when r has a batch for this step. Every rank keeps calling the allreduce (with an
+// empty gradient) until the header sums to 0, so all ranks learn in the same collective when some
+// ran out of batches while others did not: that step is a `collective-mismatch` (a real job would
+// hang there), named with the ranks on each side, instead of a hang until the global timeout.
+// Ending each epoch costs one extra allreduce whose header is all zeros.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ddph/comm/communicator.h"
+#include "ddph/verify/property.h"
+#include "ddph/scenario/scenario.h"
+
+namespace ddph {
+
+/// Callbacks from a running rank (called on the rank's thread).
+class RankObserver {
+ public:
+  virtual ~RankObserver() = default;
+  /// Before each step's work (epoch, step); also used to locate a crash.
+  virtual void onStep(std::int64_t epoch, std::int64_t step) {}
+  /// Around each step's gradient allreduce (true before, false after): locates a hang.
+  virtual void onWaiting(bool waiting) {}
+  /// A violation found by this rank (rank 0 for the partition properties).
+  virtual void onViolation(const Violation& v) {}
+  /// A fact worth showing in the summary (eval metric, unvisited samples per dataset).
+  virtual void onNote(const std::string& line) {}
+};
+
+struct RankRunStats {
+  std::int64_t steps = 0;       ///< steps with a batch, all epochs
+  double computeSeconds = 0;    ///< time between collectives (data + "compute")
+  double waitSeconds = 0;       ///< time inside the gradient allreduces
+  double epochSeconds = 0;      ///< wall time of the epochs
+  bool stoppedOnMismatch = false;
+};
+
+/// Runs `scenario` as rank comm.rank() of comm.size(). Injected kill faults raise SIGKILL in the
+/// calling process: use only in a rank process. Collective failures propagate as TimeoutError /
+/// ProtocolError.
+RankRunStats runRankProgram(const Scenario& scenario, Communicator& comm, RankObserver& observer);
+
+/// Eval metric stand-in: whether sample `id` of dataset `dataset` is "classified correctly"
+/// (a fixed hash, about 70 % true), so metric skew from duplicates is exactly reproducible.
+bool sampleCorrect(std::int64_t dataset, std::int64_t id);
+
+}  // namespace ddph

@@ -1,0 +1,24 @@
+#pragma once
+// `ddp-sim run`: a scenario on W real rank processes (forked, TCPStore on rank 0, Gloo with one
+// loopback address per rank), supervised, and turned into a RunReport.
+
+#include <optional>
+
+#include "ddph/comm/gloo_communicator.h"
+#include "ddph/scenario/run_report.h"
+#include "ddph/scenario/scenario.h"
+
+namespace ddph {
+
+struct RunOptions {
+  std::optional<int> worldSize;   ///< overrides the scenario's world_size
+  std::optional<double> deadlineS;  ///< the whole run (default: generous, from the scenario)
+  double graceS = 2.0;            ///< SIGTERM → SIGKILL when stopping ranks
+  GlooOptions gloo;               ///< the engine and wait mode (timeout and address: per rank)
+};
+
+/// Runs the scenario. Violations (including rank-failure) are in the report; throws ConfigError
+/// for an invalid scenario / world size before anything runs.
+RunReport runScenario(Scenario scenario, const RunOptions& options);
+
+}  // namespace ddph

@@ -1,0 +1,239 @@
+#include "ddph/scenario/scenario_file.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "ddph/common/error.h"
+#include "ddph/verify/property.h"
+
+namespace ddph {
+namespace {
+
+// Reads one TOML table, remembering which keys were used so unknown ones are errors.
+class TableReader {
+ public:
+  TableReader(const toml::table& table, std::string source, std::string prefix)
+      : table_(table), source_(std::move(source)), prefix_(std::move(prefix)) {}
+
+  [[noreturn]] void fail(const toml::node* node, std::string_view key, const std::string& what) const {
+    const auto line = node ? node->source().begin.line : table_.source().begin.line;
+    throw ConfigError(fmt::format("{}:{}: key '{}{}': {}", source_, line, prefix_, key, what));
+  }
+
+  const toml::node* find(std::string_view key) {
+    used_.insert(std::string(key));
+    return table_.get(key);
+  }
+
+  template <typename T>
+  T get(std::string_view key, T fallback) {
+    const toml::node* node = find(key);
+    if (node == nullptr) return fallback;
+    if constexpr (std::is_same_v<T, bool>) {
+      if (!node->is_boolean()) fail(node, key, "expected true or false");
+      return node->as_boolean()->get();
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (!node->is_string()) fail(node, key, "expected a string");
+      return node->as_string()->get();
+    } else if constexpr (std::is_floating_point_v<T>) {
+      if (node->is_integer()) return static_cast<T>(node->as_integer()->get());
+      if (!node->is_floating_point()) fail(node, key, "expected a number");
+      return static_cast<T>(node->as_floating_point()->get());
+    } else {
+      if (!node->is_integer()) fail(node, key, "expected an integer");
+      return static_cast<T>(node->as_integer()->get());
+    }
+  }
+
+  template <typename T>
+  T required(std::string_view key) {
+    if (table_.get(key) == nullptr) fail(nullptr, key, "is required");
+    return get<T>(key, T{});
+  }
+
+  void checkUnknown() const {
+    for (const auto& [key, node] : table_) {
+      if (used_.count(std::string(key.str())) == 0) {
+        fail(&node, key.str(), "unknown key");
+      }
+    }
+  }
+
+  const std::string& source() const { return source_; }
+
+ private:
+  const toml::table& table_;
+  std::string source_;
+  std::string prefix_;
+  std::set<std::string> used_;
+};
+
+Combine parseCombine(TableReader& r) {
+  const auto text = r.get<std::string>("combine", "zip");
+  if (text == "zip") return Combine::kZip;
+  if (text == "cycle") return Combine::kCycle;
+  if (text == "concat") return Combine::kConcat;
+  if (text == "weighted") return Combine::kWeighted;
+  r.fail(r.find("combine"), "combine",
+         fmt::format("'{}' is not one of zip, cycle, concat, weighted", text));
+}
+
+}  // namespace
+
+const char* combineName(Combine c) {
+  switch (c) {
+    case Combine::kZip: return "zip";
+    case Combine::kCycle: return "cycle";
+    case Combine::kConcat: return "concat";
+    case Combine::kWeighted: return "weighted";
+  }
+  return "?";
+}
+
+Scenario parseScenario(std::string_view text, const std::string& source) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(fmt::format("{}:{}: {}", source, e.source().begin.line, e.description()));
+  }
+  Scenario s;
+  s.source = source;
+  TableReader r(root, source, "");
+  s.name = r.get<std::string>("name", "unnamed");
+  s.description = r.get<std::string>("description", "");
+  s.expect = r.get<std::string>("expect", "");
+  s.worldSize = r.get<int>("world_size", 4);
+  s.epochs = r.get<int>("epochs", 2);
+  s.seed = r.get<std::int64_t>("seed", 0);
+  s.batchSize = r.get<std::int64_t>("batch_size", 1);
+  s.dropLast = r.get<bool>("drop_last", false);
+  s.phase = r.get<std::string>("phase", "train");
+  s.combine = parseCombine(r);
+  s.timeoutS = r.get<double>("timeout_s", 60.0);
+  s.gradientSize = r.get<std::int64_t>("gradient_size", 16);
+
+  auto fail = [&](std::string_view key, const std::string& what) { r.fail(r.find(key), key, what); };
+  if (s.worldSize < 1) fail("world_size", "must be at least 1");
+  if (s.epochs < 1) fail("epochs", "must be at least 1");
+  if (s.batchSize < 1) fail("batch_size", "must be at least 1");
+  if (s.phase != "train" && s.phase != "eval") fail("phase", "must be \"train\" or \"eval\"");
+  if (!(s.timeoutS > 0)) fail("timeout_s", "must be positive");
+  if (s.gradientSize < 1) fail("gradient_size", "must be at least 1");
+  if (!s.expect.empty() && findProperty(s.expect) == nullptr) {
+    fail("expect", fmt::format("'{}' is not a property name", s.expect));
+  }
+
+  if (const toml::node* w = r.find("weights")) {
+    const toml::array* arr = w->as_array();
+    if (arr == nullptr) fail("weights", "expected an array of numbers");
+    for (const auto& v : *arr) {
+      if (!v.is_number()) fail("weights", "expected an array of numbers");
+      const double x = v.is_integer() ? static_cast<double>(v.as_integer()->get())
+                                      : v.as_floating_point()->get();
+      if (!(x > 0)) fail("weights", "every weight must be positive");
+      s.weights.push_back(x);
+    }
+  }
+
+  const toml::node* ds = r.find("datasets");
+  if (ds == nullptr) fail("datasets", "at least one [[datasets]] table is required");
+  const toml::array* dsArray = ds->as_array();
+  if (dsArray == nullptr || dsArray->empty() || !dsArray->is_array_of_tables()) {
+    fail("datasets", "expected one or more [[datasets]] tables");
+  }
+  for (std::size_t i = 0; i < dsArray->size(); ++i) {
+    const toml::table& t = *dsArray->at(i).as_table();
+    TableReader d(t, source, fmt::format("datasets[{}].", i));
+    DatasetSpec spec;
+    spec.name = d.get<std::string>("name", fmt::format("dataset{}", i));
+    spec.size = d.required<std::int64_t>("size");
+    spec.sampler = d.get<std::string>("sampler", "pytorch");
+    spec.shuffle = d.get<bool>("shuffle", true);
+    spec.samplerDropLast = d.get<bool>("sampler_drop_last", false);
+    if (spec.size < 1) d.fail(d.find("size"), "size", "must be at least 1");
+    if (spec.sampler != "pytorch" && spec.sampler != "libtorch-random" &&
+        spec.sampler != "libtorch-sequential" && spec.sampler != "strided") {
+      d.fail(d.find("sampler"), "sampler",
+             fmt::format("'{}' is not one of pytorch, libtorch-random, libtorch-sequential, "
+                         "strided",
+                         spec.sampler));
+    }
+    d.checkUnknown();
+    s.datasets.push_back(std::move(spec));
+  }
+  if (s.combine == Combine::kWeighted && s.weights.size() != s.datasets.size()) {
+    fail("weights", fmt::format("combine = \"weighted\" needs one weight per dataset ({})",
+                                s.datasets.size()));
+  }
+  if (s.combine != Combine::kWeighted && !s.weights.empty()) {
+    fail("weights", "only used with combine = \"weighted\"");
+  }
+
+  if (const toml::node* f = r.find("faults")) {
+    const toml::table* ft = f->as_table();
+    if (ft == nullptr) fail("faults", "expected a table");
+    TableReader fr(*ft, source, "faults.");
+    s.faults.skipSetEpoch = fr.get<bool>("skip_set_epoch", false);
+    s.faults.perRankSeed = fr.get<bool>("per_rank_seed", false);
+    s.faults.perRankOrder = fr.get<bool>("per_rank_order", false);
+    if (const toml::node* k = fr.find("kill")) {
+      if (!k->is_table()) fr.fail(k, "kill", "expected { rank = R, epoch = E, step = S }");
+      TableReader kr(*k->as_table(), source, "faults.kill.");
+      KillFault kill;
+      kill.rank = kr.required<int>("rank");
+      kill.epoch = kr.get<std::int64_t>("epoch", 0);
+      kill.step = kr.required<std::int64_t>("step");
+      if (kill.rank < 0) kr.fail(kr.find("rank"), "rank", "must be non-negative");
+      if (kill.epoch < 0 || kill.step < 0) kr.fail(kr.find("step"), "step", "must be non-negative");
+      kr.checkUnknown();
+      s.faults.kill = kill;
+    }
+    if (const toml::node* k = fr.find("delay")) {
+      if (!k->is_table()) fr.fail(k, "delay", "expected { rank = R, ms = M }");
+      TableReader kr(*k->as_table(), source, "faults.delay.");
+      DelayFault delay;
+      delay.rank = kr.required<int>("rank");
+      delay.ms = kr.required<double>("ms");
+      if (delay.rank < 0) kr.fail(kr.find("rank"), "rank", "must be non-negative");
+      if (!(delay.ms >= 0)) kr.fail(kr.find("ms"), "ms", "must be non-negative");
+      kr.checkUnknown();
+      s.faults.delay = delay;
+    }
+    fr.checkUnknown();
+  }
+  r.checkUnknown();
+  validateScenario(s);
+  return s;
+}
+
+void validateScenario(const Scenario& s) {
+  DDPH_CHECK(s.worldSize >= 1, "{}: world size must be at least 1, got {}", s.source, s.worldSize);
+  // Each rank is a process with a Gloo full mesh: W(W-1)/2 connections on one machine.
+  DDPH_CHECK(s.worldSize <= kMaxWorldSize, "{}: world size {} is above the limit of {} rank processes",
+             s.source, s.worldSize, kMaxWorldSize);
+  if (s.faults.kill) {
+    DDPH_CHECK(s.faults.kill->rank < s.worldSize,
+               "{}: faults.kill.rank {} is outside a world of {} ranks", s.source,
+               s.faults.kill->rank, s.worldSize);
+  }
+  if (s.faults.delay) {
+    DDPH_CHECK(s.faults.delay->rank < s.worldSize,
+               "{}: faults.delay.rank {} is outside a world of {} ranks", s.source,
+               s.faults.delay->rank, s.worldSize);
+  }
+}
+
+Scenario loadScenarioFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  DDPH_CHECK(in.good(), "cannot read scenario file '{}'", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parseScenario(ss.str(), path);
+}
+
+}  // namespace ddph

@@ -1,0 +1,289 @@
+#include "ddph/scenario/scenario_runner.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <string.h>
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <sstream>
+
+#include "ddph/comm/gloo_communicator.h"
+#include "ddph/common/libtorch_module.h"
+#include "ddph/common/error.h"
+#include "ddph/launch/forked_world.h"
+#include "ddph/launch/launcher.h"
+#include "ddph/scenario/rank_program.h"
+#include "ddph/scenario/scenario_file.h"
+
+namespace ddph {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+
+// A rank's observer: JSON lines to the supervisor, progress into shared memory.
+class PipeObserver final : public RankObserver {
+ public:
+  PipeObserver(int fd, SharedProgress::Slot& slot) : fd_(fd), slot_(slot) {}
+  void onStep(std::int64_t epoch, std::int64_t step) override {
+    slot_.epoch.store(epoch);
+    slot_.step.store(step);
+  }
+  void onWaiting(bool waiting) override { slot_.waiting.store(waiting ? 1 : 0); }
+  void onViolation(const Violation& v) override {
+    send({{"t", "violation"}, {"property", v.property}, {"ranks", v.ranks}, {"epoch", v.epoch},
+          {"step", v.step}, {"detail", v.detail}});
+  }
+  void onNote(const std::string& line) override { send({{"t", "note"}, {"text", line}}); }
+  void send(const Json& j) { writeLine(fd_, j.dump()); }
+
+ private:
+  int fd_;
+  SharedProgress::Slot& slot_;
+};
+
+int rankMain(const Scenario& s, const GlooOptions& engine, int rank, int fd,
+             SharedProgress& progress) {
+  PipeObserver observer(fd, progress.slot(rank));
+  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(s.timeoutS * 1000));
+  // NOTE [Connect deadline]: ranks are forked one after another and all connect on the same
+  // cores, so the last rank arrives seconds after the first at large W (about 13 s at W = 512 on 2
+  // loaded cores with the direct engine's sparse connect; c10d's full mesh took 240 s, NOTE [Gloo
+  // engines]). The store waits, the connect and a barrier after it get max(timeout_s, 0.5 s x W);
+  // every collective after that gets timeout_s.
+  const auto connectTimeout =
+      std::max(timeout, std::chrono::milliseconds(500 * static_cast<std::int64_t>(s.worldSize)));
+  const auto start = Clock::now();
+  const auto fail = [&](const char* kind, const std::exception& e, int code) {
+    observer.send({{"t", "error"}, {"kind", kind}, {"message", e.what()}});
+    return code;
+  };
+  try {
+    std::shared_ptr<RendezvousStore> store;
+    if (rank == 0) {
+      // Port 0: the kernel picks a free port, so concurrent runs never collide; the others learn
+      // it through shared memory.
+      store = makeTcpStore("127.0.0.1", 0, true, s.worldSize, connectTimeout);
+      progress.publishPort(tcpStorePort(*store));
+    } else {
+      store = makeTcpStore("127.0.0.1", progress.waitPort(connectTimeout), false, s.worldSize,
+                           connectTimeout);
+    }
+    GlooOptions gloo = engine;
+    gloo.timeout = connectTimeout;
+    gloo.hostname = loopbackAddressForRank(rank);  // NOTE [Loopback address per rank]
+    auto comm = connectGloo(store, rank, s.worldSize, gloo);
+    // Ranks finish connecting far apart at large W: meet under the connect deadline first.
+    comm->barrier("connect");
+    comm->setTimeout(timeout);
+    const double connectS = std::chrono::duration<double>(Clock::now() - start).count();
+    const RankRunStats stats = runRankProgram(s, *comm, observer);
+    comm->barrier("end of run");  // rank 0 hosts the store: nobody leaves before all are done
+    observer.send({{"t", "done"},
+                   {"steps", stats.steps},
+                   {"compute_s", stats.computeSeconds},
+                   {"wait_s", stats.waitSeconds},
+                   {"epoch_s", stats.epochSeconds},
+                   {"connect_s", connectS},
+                   {"mismatch", stats.stoppedOnMismatch}});
+    return kRankOk;
+  } catch (const TimeoutError& e) {
+    return fail("timeout", e, kRankTimeout);
+  } catch (const ProtocolError& e) {
+    return fail("peer", e, kRankPeerFailure);
+  } catch (const ConfigError& e) {
+    return fail("config", e, kRankConfigError);
+  } catch (const std::exception& e) {
+    return fail("internal", e, kRankInternalError);
+  }
+}
+
+struct Parsed {
+  std::vector<Violation> violations;
+  std::vector<std::string> notes;
+  std::optional<Json> done;
+  std::optional<Json> error;
+};
+
+Parsed parseOutput(const std::string& output) {
+  Parsed p;
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line)) {
+    Json j = Json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("t")) continue;  // a half line from a killed rank
+    const std::string t = j["t"];
+    if (t == "violation") {
+      Violation v;
+      v.property = j["property"];
+      v.ranks = j["ranks"].get<std::vector<std::int64_t>>();
+      v.epoch = j["epoch"];
+      v.step = j["step"];
+      v.detail = j["detail"];
+      p.violations.push_back(std::move(v));
+    } else if (t == "note") {
+      p.notes.push_back(j["text"]);
+    } else if (t == "done") {
+      p.done = j;
+    } else if (t == "error") {
+      p.error = j;
+    }
+  }
+  return p;
+}
+
+std::string howItEnded(const ForkedRank& r) {
+  RankOutcome o;
+  o.rank = r.rank;
+  o.pid = r.pid;
+  if (r.signal != 0) {
+    o.kind = RankOutcome::Kind::kSignaled;
+    o.signal = r.signal;
+  } else {
+    o.kind = RankOutcome::Kind::kExited;
+    o.code = r.exitCode;
+  }
+  return describeOutcome(o);
+}
+
+}  // namespace
+
+RunReport runScenario(Scenario s, const RunOptions& options) {
+  if (options.worldSize) s.worldSize = *options.worldSize;
+  validateScenario(s);
+  const auto start = Clock::now();
+  ForkedWorldOptions world;
+  world.worldSize = s.worldSize;
+  // Every collective has its own deadline (timeout_s); the world's is a backstop above them.
+  const double deadline = options.deadlineS.value_or(std::max(600.0, 4 * s.timeoutS));
+  world.deadline = std::chrono::milliseconds(static_cast<std::int64_t>(deadline * 1000));
+  world.grace = std::chrono::milliseconds(static_cast<std::int64_t>(options.graceS * 1000));
+  // The ranks' stores are c10d's: LibTorch is loaded here, once, and the ranks forked with it
+  // (loaded in each rank it would cost every rank its start-up; NOTE [LibTorch on demand]).
+  libtorch::backend();
+  const ForkedWorldResult result = runForkedWorld(world, [&](int rank, int fd, SharedProgress& progress) {
+    return rankMain(s, options.gloo, rank, fd, progress);
+  });
+
+  RunReport report;
+  report.scenario = s.name;
+  report.source = s.source;
+  report.description = s.description;
+  report.worldSize = s.worldSize;
+  report.interruptedBy = result.interruptedBy;
+  std::vector<Parsed> parsed;
+  for (const auto& r : result.ranks) parsed.push_back(parseOutput(r.output));
+  for (const auto& p : parsed) {
+    report.violations.insert(report.violations.end(), p.violations.begin(), p.violations.end());
+    report.notes.insert(report.notes.end(), p.notes.begin(), p.notes.end());
+  }
+
+  // rank-failure: the rank that failed first on its own, not a peer that only saw it fail in a
+  // collective (those exit with kRankPeerFailure a moment later).
+  const ForkedRank* primary = nullptr;
+  for (int pass = 0; pass < 2 && primary == nullptr; ++pass) {
+    for (const auto& r : result.ranks) {
+      const bool failed = (r.signal != 0 || r.exitCode != 0) && !r.stoppedByUs;
+      const bool secondary = r.signal == 0 && r.exitCode == kRankPeerFailure;
+      if (!failed || secondary != (pass == 1)) continue;
+      if (primary == nullptr || r.endSeconds < primary->endSeconds) primary = &r;
+    }
+  }
+  if (primary != nullptr || result.deadlinePassed) {
+    Violation v;
+    v.property = std::string(property::kRankFailure);
+    if (primary != nullptr) {
+      v.epoch = primary->lastEpoch;
+      v.step = primary->lastStep;
+      const auto& p = parsed[static_cast<std::size_t>(primary->rank)];
+      v.ranks = {primary->rank};
+      std::string why = howItEnded(*primary);
+      if (p.error) why += fmt::format(" ({})", (*p.error)["message"].get<std::string>());
+      int peers = 0;
+      for (const auto& r : result.ranks) {
+        if (&r != primary && r.signal == 0 && r.exitCode == kRankPeerFailure) ++peers;
+      }
+      double lastEnd = 0;
+      for (const auto& r : result.ranks) lastEnd = std::max(lastEnd, r.endSeconds);
+      v.detail = fmt::format(
+          "{}; the other {} ranks ended within {:.2f} s ({} failed in a collective on their own, "
+          "the supervisor stopped the rest); no rank process is left",
+          why, s.worldSize - 1, lastEnd - primary->endSeconds, peers);
+      if (primary->signal == 0 && primary->exitCode == kRankTimeout) {
+        // A collective timed out: the ranks that were still running (not waiting in it) are the
+        // ones that never arrived, the stuck or slow ranks a user has to look at.
+        std::vector<std::int64_t> stuck;
+        for (const auto& r : result.ranks) {
+          if (r.stoppedByUs && !r.wasWaiting) stuck.push_back(r.rank);
+        }
+        if (!stuck.empty()) {
+          const auto& first = result.ranks[static_cast<std::size_t>(stuck.front())];
+          v.ranks = stuck;
+          v.epoch = first.lastEpoch;
+          v.step = first.lastStep;
+          v.detail = fmt::format(
+              "rank{} {} never reached the collective the others waited in (last seen at epoch "
+              "{} step {}): {}",
+              stuck.size() == 1 ? "" : "s", fmt::join(stuck, ", "), first.lastEpoch,
+              first.lastStep, v.detail);
+        }
+      }
+    } else {
+      const ForkedRank* slowest = &result.ranks.front();
+      for (const auto& r : result.ranks) {
+        if (std::make_pair(r.lastEpoch, r.lastStep) <
+            std::make_pair(slowest->lastEpoch, slowest->lastStep)) {
+          slowest = &r;
+        }
+      }
+      v.ranks = {slowest->rank};
+      v.epoch = slowest->lastEpoch;
+      v.step = slowest->lastStep;
+      v.detail = fmt::format(
+          "the run outlived its deadline of {:g} s; every rank was stopped; the furthest behind "
+          "was rank {} at epoch {} step {}",
+          deadline, slowest->rank, slowest->lastEpoch, slowest->lastStep);
+    }
+    // A run stopped by its deadline is reported as that first: what the finished ranks found
+    // (a straggler, say) is secondary to the run not finishing. A rank's own failure follows the
+    // violations the ranks reported (a collective mismatch explains the failure it causes).
+    const bool stoppedByDeadline = primary == nullptr;
+    report.violations.insert(stoppedByDeadline ? report.violations.begin() : report.violations.end(),
+                             std::move(v));
+  }
+  report.passed = report.violations.empty() && result.interruptedBy == 0;
+
+  double connect = 0, run = 0;
+  for (std::size_t r = 0; r < parsed.size(); ++r) {
+    const auto& p = parsed[r];
+    double compute = 0, wait = 0;
+    if (p.done) {
+      const double steps = std::max<double>(1.0, (*p.done)["steps"].get<double>());
+      compute = (*p.done)["compute_s"].get<double>() * 1000 / steps;
+      wait = (*p.done)["wait_s"].get<double>() * 1000 / steps;
+      connect = std::max(connect, (*p.done)["connect_s"].get<double>());
+      run = std::max(run, (*p.done)["epoch_s"].get<double>());
+    }
+    report.stepComputeMs.push_back(compute);
+    report.stepWaitMs.push_back(wait);
+    report.peakRssMb.push_back(result.ranks[r].peakRssMb);
+  }
+  const double total = std::chrono::duration<double>(Clock::now() - start).count();
+  report.timings = {{"total_s", total}, {"spawn_s", result.spawnSeconds},
+                    {"connect_s", connect}, {"run_s", run}};
+  if (result.firstFailure) {
+    report.timings.push_back(
+        {"stop_after_failure_s", result.allReapedSeconds - result.firstFailureSeconds});
+  }
+  const double maxRss = *std::max_element(report.peakRssMb.begin(), report.peakRssMb.end());
+  const double meanRss = std::accumulate(report.peakRssMb.begin(), report.peakRssMb.end(), 0.0) /
+                         static_cast<double>(report.peakRssMb.size());
+  report.timings.push_back({"peak_rss_mb_max", maxRss});
+  report.timings.push_back({"peak_rss_mb_mean", meanRss});
+  return report;
+}
+
+}  // namespace ddph

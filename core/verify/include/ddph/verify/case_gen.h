@@ -1,0 +1,35 @@
+#pragma once
+// RapidCheck generators for the configuration space of distributed samplers. Included by the
+// property suite and by the counterexample search; keeps RapidCheck out of the other headers.
+
+#include <rapidcheck.h>
+
+#include <cstdint>
+#include <ostream>
+
+#include "ddph/verify/sampler_checks.h"
+
+namespace ddph {
+
+/// Bounds of the generated cases. Small values are favoured (and everything shrinks towards
+/// N = 0, W = 1, epoch = 0, seed = 0), large ones are still reached.
+struct CaseBounds {
+  std::int64_t maxDatasetSize = 2000;
+  std::int64_t maxReplicas = 64;
+  std::int64_t maxEpoch = 50;
+};
+
+rc::Gen<SamplerCase> genSamplerCase(const CaseBounds& bounds = {});
+
+}  // namespace ddph
+
+namespace rc {
+template <>
+struct Arbitrary<ddph::SamplerCase> {
+  static Gen<ddph::SamplerCase> arbitrary() { return ddph::genSamplerCase(); }
+};
+}  // namespace rc
+
+namespace ddph {
+inline void showValue(const SamplerCase& c, std::ostream& os) { os << formatCase(c); }
+}  // namespace ddph

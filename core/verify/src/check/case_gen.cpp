@@ -1,0 +1,29 @@
+#include "ddph/verify/case_gen.h"
+
+#include <algorithm>
+
+namespace ddph {
+
+rc::Gen<SamplerCase> genSamplerCase(const CaseBounds& bounds) {
+  using rc::gen::inRange;
+  const std::int64_t smallN = std::min<std::int64_t>(bounds.maxDatasetSize, 40);
+  const std::int64_t smallW = std::min<std::int64_t>(bounds.maxReplicas, 8);
+  return rc::gen::build<SamplerCase>(
+      rc::gen::set(&SamplerCase::datasetSize,
+                   rc::gen::oneOf(inRange<std::int64_t>(0, smallN + 1),
+                                  inRange<std::int64_t>(0, bounds.maxDatasetSize + 1))),
+      rc::gen::set(&SamplerCase::numReplicas,
+                   rc::gen::oneOf(inRange<std::int64_t>(1, smallW + 1),
+                                  inRange<std::int64_t>(1, bounds.maxReplicas + 1))),
+      rc::gen::set(&SamplerCase::epoch, inRange<std::int64_t>(0, bounds.maxEpoch + 1)),
+      // Small seeds, and large ones of either sign; both shrink towards 0.
+      rc::gen::set(&SamplerCase::seed,
+                   rc::gen::oneOf(inRange<std::int64_t>(0, 100),
+                                  rc::gen::map(rc::gen::pair(inRange<std::int64_t>(0, std::int64_t{1} << 40),
+                                                             rc::gen::arbitrary<bool>()),
+                                               [](const std::pair<std::int64_t, bool>& p) {
+                                                 return p.second ? -p.first : p.first;
+                                               }))));
+}
+
+}  // namespace ddph

@@ -1,0 +1,115 @@
+#include "ddph/verify/property.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace ddph {
+
+const std::vector<PropertyInfo>& samplerProperties() {
+  static const std::vector<PropertyInfo> kProperties = {
+      {property::kValidRange, "every index is in [0, N)",
+       "the sampler pads or splits past the end of the dataset; pad with indices of the dataset "
+       "(PyTorch repeats the head of the order)"},
+      {property::kEqualLength,
+       "every rank yields the same number of indices, equal to its declared length",
+       "uneven shards make ranks run different numbers of steps and the job hangs in a collective; "
+       "pad to ceil(N / W) per rank or use drop_last"},
+      {property::kCoverage,
+       "the union over ranks holds every index (or exactly the kept ones with drop_last)",
+       "ranks do not share one order (per-rank seed, per-rank dataset order) or indices are lost "
+       "when splitting; give every rank the same seed and the same dataset order"},
+      {property::kDisjointness,
+       "an index appears on more than one rank only as padding: exactly total_size - N extra copies",
+       "ranks do not share one order, so their shards overlap; seed every rank identically"},
+      {property::kPadding,
+       "the extra copies are the head of the epoch's order, tiled when longer than N",
+       "the sampler pads with the wrong elements; pad with order[:total_size - N]"},
+      {property::kReshuffle,
+       "with shuffle, consecutive epochs give different orders; without it the order is 0..N-1",
+       "set_epoch(epoch) is not called before each epoch, so every epoch repeats the same order"},
+      {property::kDeterminism,
+       "the same seed and epoch give the same indices, and the order depends only on seed + epoch",
+       "the sampler draws from an unseeded or global generator; seed a private generator with "
+       "seed + epoch"},
+      // The three below are not DistributedSampler's promises: they make the `exactly-once`
+      // (evaluation sharding) and `with-replacement` contracts (see ddph/contract/contract.h).
+      {property::kNoDuplicates, "no index appears twice, on one rank or across ranks",
+       "the sampler pads shards to equal length (as DistributedSampler does) or ranks overlap; "
+       "for evaluation shard without padding, e.g. indices[rank::num_replicas]"},
+      {property::kBalancedLength,
+       "shard lengths differ by at most one and match the declared lengths",
+       "the split gives the remainder to one rank or drops it; spread the N % W leftover "
+       "indices over the first ranks, one each"},
+      {property::kRanksAgree,
+       "the ranks split one shared draw: no rank yields a copy of another rank's shard",
+       "every rank draws the whole epoch with the same seed but does not take its own part "
+       "(e.g. indices[rank::num_replicas]), so all ranks train on the same samples"},
+  };
+  return kProperties;
+}
+
+const std::vector<PropertyInfo>& runProperties() {
+  static const std::vector<PropertyInfo> kProperties = {
+      {property::kCollectiveMismatch,
+       "every rank runs the same collectives in the same order (same number of steps)",
+       "ranks have different numbers of batches (uneven shards, per-rank data), so one rank stops "
+       "calling the gradient allreduce and a real job hangs; pad shards to equal length "
+       "(DistributedSampler) or use drop_last / DDP's join()"},
+      {property::kRankFailure, "every rank runs to the end",
+       "a rank crashed (OOM kill, exception, signal) or stopped answering; the others block in "
+       "their next collective until the timeout; check the failed rank's log and exit status"},
+      {property::kStraggler,
+       "no rank's step time is far above the others' (the others wait for it in every allreduce)",
+       "one rank computes or loads data slower (slower worker, more data, contention); balance "
+       "the work or look for the slow rank's data loading"},
+  };
+  return kProperties;
+}
+
+const std::vector<PropertyInfo>& trainingProperties() {
+  static const std::vector<PropertyInfo> kProperties = {
+      {property::kGradientEquivalence,
+       "W data-parallel ranks with a per-rank mean loss end every step with the gradients, and "
+       "after k optimizer steps with the parameters, of one process trained on the concatenated "
+       "global batch",
+       "the loss is summed instead of averaged (gradients 1/W too small), ranks see batches of "
+       "different sizes (uneven last batch), BatchNorm normalises with per-rank statistics, a rank "
+       "skipped a step, or the replicas started from different weights (no broadcast from rank 0)"},
+      {property::kReplicaConsistency,
+       "every rank's model parameters and buffers are identical at the same point of the run",
+       "the replicas diverged: an optimizer step or a parameter change ran on some ranks only "
+       "(e.g. `if rank == 0: optimizer.step()`), or buffers were updated per rank; step the "
+       "optimizer on every rank"},
+      {property::kParameterUpdates,
+       "an epoch that ran backward passes changes the model's parameters",
+       "gradients are computed but never applied: no optimizer.step() after loss.backward() (or "
+       "a learning rate of 0); step the optimizer each iteration"},
+  };
+  return kProperties;
+}
+
+const PropertyInfo* findProperty(std::string_view name) {
+  for (const auto* list : {&samplerProperties(), &runProperties(), &trainingProperties()}) {
+    for (const auto& p : *list) {
+      if (p.name == name) return &p;
+    }
+  }
+  return nullptr;
+}
+
+std::string likelyCauseOf(const Violation& v) {
+  if (!v.likelyCause.empty()) return v.likelyCause;
+  if (const PropertyInfo* info = findProperty(v.property)) return std::string(info->likelyCause);
+  return {};
+}
+
+std::string formatViolation(const Violation& v) {
+  std::string where;
+  if (v.epoch >= 0) where += fmt::format(" at epoch {}", v.epoch);
+  if (v.step >= 0) where += fmt::format(" step {}", v.step);
+  if (!v.ranks.empty()) where += fmt::format(" on rank{} {}", v.ranks.size() == 1 ? "" : "s",
+                                             fmt::join(v.ranks, ", "));
+  return fmt::format("{}{}: {}", v.property, where, v.detail);
+}
+
+}  // namespace ddph

@@ -1,0 +1,98 @@
+#include "ddph/verify/sampler_checks.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "ddph/common/error.h"
+
+namespace ddph {
+
+std::string formatCase(const SamplerCase& c) {
+  return fmt::format("N={} W={} epoch={} seed={}", c.datasetSize, c.numReplicas, c.epoch, c.seed);
+}
+
+std::vector<std::string> allSamplerPropertyNames() {
+  std::vector<std::string> names;
+  for (const auto& p : samplerProperties()) names.emplace_back(p.name);
+  return names;
+}
+
+std::vector<std::string> distributedSamplerPropertyNames() {
+  std::vector<std::string> names;
+  for (auto name : {property::kValidRange, property::kEqualLength, property::kCoverage,
+                    property::kDisjointness, property::kPadding, property::kReshuffle,
+                    property::kDeterminism}) {
+    names.emplace_back(name);
+  }
+  return names;
+}
+
+void validatePropertyNames(const std::vector<std::string>& properties) {
+  const auto all = allSamplerPropertyNames();
+  for (const auto& name : properties) {
+    DDPH_CHECK(std::find(all.begin(), all.end(), name) != all.end(), "unknown property '{}'", name);
+  }
+}
+
+std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, const Expectations& e,
+                                    const std::vector<std::string>& properties) {
+  validatePropertyNames(properties);
+  std::optional<Partition> current, next, again, shifted;
+  auto get = [&](std::optional<Partition>& slot, std::int64_t epoch, std::int64_t seed) -> const Partition& {
+    if (!slot) slot = sampler.partition(c.datasetSize, c.numReplicas, epoch, seed);
+    return *slot;
+  };
+  std::vector<Violation> found;
+  auto add = [&](std::optional<Violation> v) {
+    if (v) found.push_back(std::move(*v));
+  };
+  for (const auto& name : properties) {
+    const Partition& p = get(current, c.epoch, c.seed);
+    if (name == property::kValidRange) {
+      add(checkValidRange(p));
+    } else if (name == property::kEqualLength) {
+      add(checkEqualLength(p, e));
+    } else if (name == property::kCoverage) {
+      add(checkCoverage(p, e));
+    } else if (name == property::kDisjointness) {
+      add(checkDisjointness(p, e));
+    } else if (name == property::kPadding) {
+      add(checkPadding(p, e));
+    } else if (name == property::kReshuffle) {
+      add(checkReshuffle(p, get(next, c.epoch + 1, c.seed), e));
+    } else if (name == property::kDeterminism) {
+      const Partition& twice = get(again, c.epoch, c.seed);
+      const Partition* shift = nullptr;
+      if (e.orderDependsOnSeedPlusEpoch && c.epoch >= 1) shift = &get(shifted, c.epoch - 1, c.seed + 1);
+      add(checkDeterminism(p, twice, shift));
+    } else if (name == property::kNoDuplicates) {
+      add(checkNoDuplicates(p));
+    } else if (name == property::kBalancedLength) {
+      add(checkBalancedLength(p));
+    } else if (name == property::kRanksAgree) {
+      add(checkRanksAgree(p));
+    }
+  }
+  return found;
+}
+
+std::vector<Violation> checkSamplerOrRejection(Sampler& sampler, const SamplerCase& c,
+                                               const Expectations& e,
+                                               const std::vector<std::string>& properties) {
+  validatePropertyNames(properties);  // an unknown name is the caller's mistake, not the sampler's
+  try {
+    return checkSampler(sampler, c, e, properties);
+  } catch (const ProtocolError&) {
+    throw;
+  } catch (const Error& error) {
+    Violation v;
+    v.property = properties.empty() ? std::string() : properties.front();
+    v.epoch = c.epoch;
+    v.detail = fmt::format("the sampler rejected a valid request: {}", error.what());
+    return {std::move(v)};
+  }
+}
+
+}  // namespace ddph

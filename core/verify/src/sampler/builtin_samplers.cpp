@@ -1,0 +1,33 @@
+#include "ddph/verify/builtin_samplers.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ddph/common/error.h"
+#include "ddph/verify/distributed_sampler.h"
+#include "ddph/verify/libtorch_samplers.h"
+
+namespace ddph {
+
+std::vector<std::string> builtinSamplerNames() {
+  return {"pytorch", "libtorch-random", "libtorch-sequential"};
+}
+
+std::unique_ptr<Sampler> makeBuiltinSampler(std::string_view name, bool shuffle, bool dropLast) {
+  if (name == "pytorch") {
+    DistributedSamplerOptions options;
+    options.shuffle = shuffle;
+    options.dropLast = dropLast;
+    return std::make_unique<DistributedSampler>(options);
+  }
+  if (name == "libtorch-random") {
+    return std::make_unique<LibTorchSampler>(LibTorchSamplerKind::kRandom, !dropLast);
+  }
+  if (name == "libtorch-sequential") {
+    return std::make_unique<LibTorchSampler>(LibTorchSamplerKind::kSequential, !dropLast);
+  }
+  throw ConfigError(fmt::format("unknown sampler '{}' (expected one of: {})", name,
+                                fmt::join(builtinSamplerNames(), ", ")));
+}
+
+}  // namespace ddph

@@ -1,0 +1,485 @@
+#include "ddph/verify/line_protocol_sampler.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/process/args.hpp>
+#include <boost/process/child.hpp>
+#include <boost/process/exe.hpp>
+#include <boost/process/extend.hpp>
+#include <boost/process/io.hpp>
+#include <boost/process/pipe.hpp>
+#include <boost/process/search_path.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "ddph/common/error.h"
+
+namespace ddph {
+namespace bp = boost::process;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string describeStatus(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  }
+  return fmt::format("ended with wait status {}", status);
+}
+
+// The first bytes of `text`, printable, for error messages.
+std::string excerpt(std::string_view text, std::size_t limit = 80) {
+  std::string out;
+  for (char ch : text.substr(0, limit)) {
+    out += (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ? '?' : ch;
+  }
+  if (text.size() > limit) out += fmt::format("… ({} bytes)", text.size());
+  return out;
+}
+
+std::string mib(std::size_t bytes) { return fmt::format("{} MiB", bytes >> 20); }
+
+void setNonBlockingCloexec(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
+}
+
+// NOTE [SIGPIPE]
+// Writing to a sampler that has exited raises SIGPIPE, which would kill the checker. Rather than
+// ignoring SIGPIPE for the whole process (and for every child it starts), the signal is blocked
+// around each write and a pending one is consumed, so the write fails with EPIPE instead.
+ssize_t writeNoSigpipe(int fd, const char* data, std::size_t size) {
+  sigset_t pipeSet, old;
+  sigemptyset(&pipeSet);
+  sigaddset(&pipeSet, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipeSet, &old);
+  const ssize_t n = ::write(fd, data, size);
+  const int savedErrno = errno;
+  if (n < 0 && savedErrno == EPIPE) {
+    const timespec zero{0, 0};
+    while (sigtimedwait(&pipeSet, nullptr, &zero) > 0) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  errno = savedErrno;
+  return n;
+}
+
+struct Answer {
+  std::vector<Index> indices;
+  std::optional<std::int64_t> length;
+  std::optional<std::string> error;
+};
+
+}  // namespace
+
+std::string requestJson(const ShardRequest& r) {
+  return fmt::format(R"({{"dataset_size":{},"num_replicas":{},"rank":{},"epoch":{},"seed":{}}})",
+                     r.datasetSize, r.numReplicas, r.rank, r.epoch, r.seed);
+}
+
+std::string responseJson(const std::vector<Index>& indices,
+                         const std::optional<std::int64_t>& declaredLength) {
+  if (declaredLength) {
+    return fmt::format(R"({{"indices":[{}],"length":{}}})", fmt::join(indices, ","),
+                       *declaredLength);
+  }
+  return fmt::format(R"({{"indices":[{}]}})", fmt::join(indices, ","));
+}
+
+std::string shellQuote(const std::string& arg) {
+  const bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("@%+=:,./_-", c) != nullptr;
+  });
+  if (plain) return arg;
+  std::string out = "'";
+  for (char c : arg) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+// The running command and our ends of its pipes. Owned by one LineProtocolSampler.
+struct LineProtocolSampler::Process {
+  pid_t pid = -1;      // also its process group id; -1 once reaped
+  int in = -1;         // write end of its stdin
+  int out = -1;        // read end of its stdout
+  std::string buffer;  // bytes read, not yet consumed as lines
+  bool answeredOnce = false;
+  std::int64_t answered = 0;
+  std::size_t totalBytes = 0;
+  std::optional<std::string> failure;
+  // The last exchange's requests and declared lengths, for declaredLength().
+  std::vector<ShardRequest> lastRequests;
+  std::vector<std::optional<std::int64_t>> lastLengths;
+
+  void closeIn() {
+    if (in >= 0) ::close(in);
+    in = -1;
+  }
+
+  // Gives the command up to `grace` to end by itself; its wait status if it did.
+  std::optional<int> waitFor(std::chrono::milliseconds grace) {
+    if (pid < 0) return std::nullopt;
+    const auto deadline = Clock::now() + grace;
+    while (true) {
+      int status = 0;
+      const pid_t done = ::waitpid(pid, &status, WNOHANG);
+      if (done == pid) {
+        ::kill(-pid, SIGKILL);  // whatever it started in its group
+        pid = -1;
+        return status;
+      }
+      if (done < 0 && errno != EINTR) {
+        pid = -1;
+        return std::nullopt;
+      }
+      if (Clock::now() >= deadline) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+
+  // Kills the command's whole process group, reaps it and closes the pipes. Idempotent.
+  void kill() {
+    closeIn();
+    if (pid > 0) {
+      ::kill(-pid, SIGKILL);
+      ::kill(pid, SIGKILL);
+      int status = 0;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      pid = -1;
+    }
+    if (out >= 0) ::close(out);
+    out = -1;
+  }
+};
+
+LineProtocolSampler::LineProtocolSampler(std::vector<std::string> command,
+                                         LineProtocolOptions options)
+    : command_(std::move(command)), options_(options), process_(std::make_unique<Process>()) {
+  DDPH_CHECK(!command_.empty(), "no sampler command given");
+  DDPH_CHECK(options_.requestTimeout.count() > 0, "the request timeout must be positive");
+  boost::filesystem::path program = command_[0];
+  if (command_[0].find('/') == std::string::npos) {
+    program = bp::search_path(command_[0]);
+    DDPH_CHECK(!program.empty(), "sampler command '{}' not found on PATH", command_[0]);
+  }
+  DDPH_CHECK(::access(program.c_str(), X_OK) == 0, "sampler command '{}' is not executable",
+             program.string());
+  const std::vector<std::string> args(command_.begin() + 1, command_.end());
+  const pid_t parent = ::getpid();
+  bp::pipe toChild, fromChild;
+  try {
+    bp::child child(
+        bp::exe = program, bp::args = args, bp::std_in < toChild, bp::std_out > fromChild,
+        bp::extend::on_exec_setup = [parent](auto&) {
+          // Its own process group, so a kill reaches whatever it starts (a shell wrapper's
+          // children); killed with the checker, so no sampler outlives it.
+          ::setpgid(0, 0);
+          ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+          if (::getppid() != parent) ::_exit(127);
+        });
+    process_->pid = child.id();
+    child.detach();  // reaped here, with waitpid, on every exit path
+  } catch (const std::exception& e) {
+    throw ConfigError(fmt::format("cannot start sampler command '{}': {}", name(), e.what()));
+  }
+  process_->in = toChild.native_sink();
+  process_->out = fromChild.native_source();
+  toChild.assign_sink(-1);  // the Process owns the descriptors now
+  fromChild.assign_source(-1);
+  setNonBlockingCloexec(process_->in);
+  setNonBlockingCloexec(process_->out);
+}
+
+LineProtocolSampler::~LineProtocolSampler() { close(); }
+
+void LineProtocolSampler::close() {
+  if (!process_) return;
+  Process& p = *process_;
+  p.closeIn();  // EOF: a well-behaved sampler exits by itself
+  if (p.pid > 0) p.waitFor(options_.exitGrace);
+  p.kill();
+  if (!p.failure) p.failure = "the sampler was closed";
+}
+
+std::string LineProtocolSampler::name() const {
+  std::vector<std::string> quoted;
+  for (const auto& a : command_) quoted.push_back(shellQuote(a));
+  return fmt::format("{}", fmt::join(quoted, " "));
+}
+
+std::int64_t LineProtocolSampler::requestsAnswered() const { return process_->answered; }
+
+bool LineProtocolSampler::alive() const { return !process_->failure && process_->pid > 0; }
+
+namespace {
+
+// One exchange: writes every request, reads one answer a request, enforcing the deadlines and
+// limits. `fail` kills the command and throws.
+template <typename Fail>
+std::vector<Answer> exchangeLines(int in, int out, std::string& buffer, bool& answeredOnce,
+                             std::size_t& totalBytes, const std::vector<ShardRequest>& requests,
+                             const LineProtocolOptions& options, Fail&& fail) {
+  // Output nobody asked for (a previous answer had more lines than requests, or the command
+  // exited between requests) is caught before it can be mistaken for an answer.
+  if (!buffer.empty()) {
+    fail(fmt::format("printed more lines than requests: '{}'", excerpt(buffer)), false);
+  }
+  {
+    pollfd pfd{out, POLLIN, 0};
+    if (::poll(&pfd, 1, 0) > 0) {
+      char chunk[256];
+      const ssize_t n = ::read(out, chunk, sizeof chunk);
+      if (n > 0) {
+        fail(fmt::format("printed more lines than requests: '{}'",
+                         excerpt(std::string_view(chunk, static_cast<std::size_t>(n)))),
+             false);
+      }
+      if (n == 0) fail("closed its stdout between requests", true);
+    }
+  }
+
+  std::string payload;
+  for (const auto& r : requests) {
+    payload += requestJson(r);
+    payload += '\n';
+  }
+  std::size_t written = 0;
+  std::vector<Answer> answers;
+  answers.reserve(requests.size());
+  std::size_t batchBytes = 0;
+  std::size_t scanned = 0;  // bytes of buffer known to hold no newline
+  auto deadline = Clock::now() + (answeredOnce ? options.requestTimeout : options.startupTimeout);
+  std::vector<char> chunk(1 << 18);
+
+  auto describeRequest = [&](std::size_t k) {
+    return fmt::format("request {} of {} ({})", k + 1, requests.size(), requestJson(requests[k]));
+  };
+
+  auto takeLine = [&](std::string_view line) {
+    const std::size_t k = answers.size();
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      fail(fmt::format("answered {} with a line that is not JSON: '{}'", describeRequest(k),
+                       excerpt(line)),
+           false);
+    }
+    Answer a;
+    if (j.is_object() && j.contains("error")) {
+      a.error = j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump();
+    } else if (j.is_object() && j.contains("indices") && j["indices"].is_array()) {
+      const auto& arr = j["indices"];
+      a.indices.reserve(arr.size());
+      for (const auto& v : arr) {
+        if (!v.is_number_integer() ||
+            (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX))) {
+          fail(fmt::format("answered {} with a non-integer index {}", describeRequest(k),
+                           excerpt(v.dump())),
+               false);
+        }
+        a.indices.push_back(v.get<std::int64_t>());
+      }
+      if (j.contains("length")) {
+        if (!j["length"].is_number_integer()) {
+          fail(fmt::format("answered {} with a non-integer \"length\" {}", describeRequest(k),
+                           excerpt(j["length"].dump())),
+               false);
+        }
+        a.length = j["length"].get<std::int64_t>();
+      }
+    } else {
+      fail(fmt::format("answered {} with JSON that has neither \"indices\" (an array) nor "
+                       "\"error\": '{}'",
+                       describeRequest(k), excerpt(line)),
+           false);
+    }
+    answers.push_back(std::move(a));
+    answeredOnce = true;
+    deadline = Clock::now() + options.requestTimeout;
+  };
+
+  while (answers.size() < requests.size()) {
+    pollfd fds[2] = {{out, POLLIN, 0}, {in, POLLOUT, 0}};
+    const nfds_t count = written < payload.size() ? 2 : 1;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      const auto limit = answeredOnce ? options.requestTimeout : options.startupTimeout;
+      fail(fmt::format("did not answer {} within {:.3g} s", describeRequest(answers.size()),
+                       limit.count() / 1000.0),
+           false);
+    }
+    const int ready = ::poll(fds, count, static_cast<int>(std::min<long>(left.count() + 1, 1 << 30)));
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      throw Error(fmt::format("poll on the sampler's pipes failed: {}", std::strerror(errno)));
+    }
+    if (count == 2 && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      const ssize_t n = writeNoSigpipe(in, payload.data() + written, payload.size() - written);
+      if (n > 0) {
+        written += static_cast<std::size_t>(n);
+      } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+        fail(fmt::format("stopped reading its stdin at {}", describeRequest(answers.size())), true);
+      }
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      const ssize_t n = ::read(out, chunk.data(), chunk.size());
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR) continue;
+        fail(fmt::format("its stdout failed: {}", std::strerror(errno)), true);
+      }
+      if (n == 0) {
+        fail(fmt::format("closed its stdout after answering {} of {} requests (next: {})",
+                         answers.size(), requests.size(), requestJson(requests[answers.size()])),
+             true);
+      }
+      totalBytes += static_cast<std::size_t>(n);
+      batchBytes += static_cast<std::size_t>(n);
+      if (totalBytes > options.maxTotalBytes) {
+        fail(fmt::format("printed more than {} in all", mib(options.maxTotalBytes)), false);
+      }
+      if (batchBytes > options.maxBatchBytes) {
+        fail(fmt::format("answered {} requests with more than {}", requests.size(),
+                         mib(options.maxBatchBytes)),
+             false);
+      }
+      buffer.append(chunk.data(), static_cast<std::size_t>(n));
+      std::size_t start = 0;
+      while (true) {
+        const std::size_t nl = buffer.find('\n', std::max(start, scanned));
+        if (nl == std::string::npos) break;
+        if (answers.size() == requests.size()) {
+          fail(fmt::format("printed more lines than requests: '{}'",
+                           excerpt(std::string_view(buffer).substr(start))),
+               false);
+        }
+        if (nl - start > options.maxLineBytes) {
+          fail(fmt::format("answered {} with a line longer than {}",
+                           describeRequest(answers.size()), mib(options.maxLineBytes)),
+               false);
+        }
+        takeLine(std::string_view(buffer).substr(start, nl - start));
+        start = nl + 1;
+      }
+      buffer.erase(0, start);
+      scanned = buffer.size();
+      if (buffer.size() > options.maxLineBytes) {
+        fail(fmt::format("answered {} with a line longer than {}",
+                         describeRequest(answers.size()), mib(options.maxLineBytes)),
+             false);
+      }
+    }
+  }
+  if (!buffer.empty()) {
+    fail(fmt::format("printed more lines than requests: '{}'", excerpt(buffer)), false);
+  }
+  // Surplus already in the pipe is caught now rather than before the next request (an EOF is
+  // left for the next request to report).
+  pollfd pending{out, POLLIN, 0};
+  if (::poll(&pending, 1, 0) > 0 && (pending.revents & POLLIN)) {
+    const ssize_t n = ::read(out, chunk.data(), chunk.size());
+    if (n > 0) {
+      fail(fmt::format("printed more lines than requests: '{}'",
+                       excerpt(std::string_view(chunk.data(), static_cast<std::size_t>(n)))),
+           false);
+    }
+  }
+  return answers;
+}
+
+}  // namespace
+
+std::vector<std::vector<Index>> LineProtocolSampler::exchange(
+    const std::vector<ShardRequest>& requests) {
+  Process& p = *process_;
+  if (p.failure) throw ProtocolError(*p.failure);
+  // Kills the command and throws; `ended` says it went away by itself, so its exit status is
+  // worth a short wait.
+  auto fail = [&](const std::string& what, bool ended) {
+    std::string status;
+    if (ended) {
+      p.closeIn();
+      if (auto s = p.waitFor(std::chrono::milliseconds(1000))) status = "; it " + describeStatus(*s);
+    }
+    const bool stillRunning = p.pid > 0;
+    p.kill();
+    p.failure = fmt::format("sampler `{}` {}{}{}", name(), what, status,
+                            stillRunning ? "; killed it" : "");
+    throw ProtocolError(*p.failure);
+  };
+  std::vector<Answer> answers = exchangeLines(p.in, p.out, p.buffer, p.answeredOnce, p.totalBytes,
+                                               requests, options_, fail);
+  p.answered += static_cast<std::int64_t>(answers.size());
+  p.lastRequests = requests;
+  p.lastLengths.clear();
+  std::vector<std::vector<Index>> shards;
+  for (std::size_t k = 0; k < answers.size(); ++k) {
+    if (answers[k].error) {
+      // The sampler refused a request: the stream is still in step, only this question failed.
+      throw ConfigError(fmt::format("sampler `{}` answered {} with error: {}", name(),
+                                    requestJson(requests[k]), *answers[k].error));
+    }
+    p.lastLengths.push_back(answers[k].length);
+    shards.push_back(std::move(answers[k].indices));
+  }
+  return shards;
+}
+
+std::vector<Index> LineProtocolSampler::indices(const ShardRequest& request) {
+  return std::move(exchange({request}).front());
+}
+
+std::optional<std::int64_t> LineProtocolSampler::declaredLength(const ShardRequest& request) {
+  const Process& p = *process_;
+  for (std::size_t k = 0; k < p.lastRequests.size(); ++k) {
+    const ShardRequest& r = p.lastRequests[k];
+    if (r.datasetSize == request.datasetSize && r.numReplicas == request.numReplicas &&
+        r.rank == request.rank && r.epoch == request.epoch && r.seed == request.seed) {
+      return p.lastLengths[k];
+    }
+  }
+  return std::nullopt;
+}
+
+Partition LineProtocolSampler::partition(std::int64_t datasetSize, std::int64_t numReplicas,
+                                         std::int64_t epoch, std::int64_t seed) {
+  DDPH_CHECK(numReplicas > 0, "num_replicas must be positive, got {}", numReplicas);
+  std::vector<ShardRequest> requests;
+  requests.reserve(static_cast<std::size_t>(numReplicas));
+  for (std::int64_t r = 0; r < numReplicas; ++r) {
+    requests.push_back({datasetSize, numReplicas, r, epoch, seed});
+  }
+  auto shards = exchange(requests);
+  Partition p;
+  p.datasetSize = datasetSize;
+  p.epoch = epoch;
+  p.seed = seed;
+  p.ranks = std::move(shards);
+  const auto& lengths = process_->lastLengths;
+  if (std::all_of(lengths.begin(), lengths.end(), [](const auto& l) { return l.has_value(); })) {
+    for (const auto& l : lengths) p.declaredLengths.push_back(*l);
+  }
+  return p;
+}
+
+}  // namespace ddph

@@ -1,0 +1,39 @@
+#include "ddph/verify/sampler.h"
+
+#include "ddph/common/error.h"
+
+namespace ddph {
+
+std::optional<std::int64_t> Sampler::declaredLength(const ShardRequest& /*request*/) {
+  return std::nullopt;
+}
+
+Partition Sampler::partition(std::int64_t datasetSize, std::int64_t numReplicas,
+                             std::int64_t epoch, std::int64_t seed) {
+  DDPH_CHECK(numReplicas > 0, "num_replicas must be positive, got {}", numReplicas);
+  Partition p;
+  p.datasetSize = datasetSize;
+  p.epoch = epoch;
+  p.seed = seed;
+  p.ranks.reserve(static_cast<std::size_t>(numReplicas));
+  bool declares = true;
+  for (std::int64_t r = 0; r < numReplicas; ++r) {
+    const ShardRequest request{datasetSize, numReplicas, r, epoch, seed};
+    p.ranks.push_back(indices(request));
+    if (declares) {
+      if (auto length = declaredLength(request)) {
+        p.declaredLengths.push_back(*length);
+      } else {
+        declares = false;
+        p.declaredLengths.clear();
+      }
+    }
+  }
+  return p;
+}
+
+RankSampler::RankSampler(Sampler& sampler, std::int64_t datasetSize, std::int64_t numReplicas,
+                         std::int64_t rank, std::int64_t seed)
+    : sampler_(sampler), request_{datasetSize, numReplicas, rank, 0, seed} {}
+
+}  // namespace ddph
