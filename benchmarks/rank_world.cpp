@@ -16,17 +16,17 @@ namespace ddph::bench {
 using namespace std::chrono_literals;
 
 double runRankWorld(const std::string& self, int world, const std::vector<std::string>& args) {
-  test::TempDir dir("ddph-bench-world");
+  test_support::TempDir dir("ddph-bench-world");
   auto store = makeTcpStore("127.0.0.1", 0, true, world, 60s);
   const std::string port = std::to_string(tcpStorePort(*store));
   const std::string out = dir.path() + "/rank0.value";
-  std::vector<std::unique_ptr<test::ChildProcess>> ranks;
+  std::vector<std::unique_ptr<test_support::ChildProcess>> ranks;
   for (int r = 0; r < world; ++r) {
     std::vector<std::string> argv{self, "--rank", std::to_string(r), "--world",
                                   std::to_string(world), "--port", port};
     argv.insert(argv.end(), args.begin(), args.end());
     argv.insert(argv.end(), {"--out", out});
-    ranks.push_back(std::make_unique<test::ChildProcess>(argv));
+    ranks.push_back(std::make_unique<test_support::ChildProcess>(argv));
   }
   const auto deadline = std::chrono::steady_clock::now() + 300s;
   for (int r = 0; r < world; ++r) {

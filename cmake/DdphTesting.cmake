@@ -4,6 +4,24 @@
 # once). TEST_PREFIX is put before every discovered test's name (e.g.
 # "dataset_mix." so that `ctest -R dataset` selects the executable's tests).
 include(GoogleTest)
+
+# ddph_test_paths(TARGET): what a test program finds, one name each, the same in every test:
+#   DDPH_DDP_SIM, DDPH_DDP_TRAIN  the two tools (built before the test)
+#   DDPH_PYTHON                   the Python that imports torch ("" where there is none)
+#   DDPH_EXAMPLES_DIR, DDPH_MNIST_DIR, DDPH_AUDIT_PROGRAMS_DIR, DDPH_PYTHON_PACKAGE_DIR
+# and the on-demand LibTorch module is built before it (loaded, not linked).
+function(ddph_test_paths target)
+  target_compile_definitions(${target} PRIVATE
+    DDPH_DDP_SIM="$<TARGET_FILE:ddp-sim>"
+    DDPH_DDP_TRAIN="$<TARGET_FILE:ddp-train>"
+    DDPH_PYTHON="${DDPH_PYTHON}"
+    DDPH_EXAMPLES_DIR="${PROJECT_SOURCE_DIR}/examples"
+    DDPH_MNIST_DIR="${PROJECT_SOURCE_DIR}/data/mnist"
+    DDPH_AUDIT_PROGRAMS_DIR="${PROJECT_SOURCE_DIR}/integration/audit_programs"
+    DDPH_PYTHON_PACKAGE_DIR="${PROJECT_SOURCE_DIR}/python")
+  add_dependencies(${target} ddp-sim ddp-train ddph_libtorch)
+endfunction()
+
 function(ddph_add_gtest name)
   cmake_parse_arguments(arg "" "TIMEOUT;TEST_PREFIX" "SOURCES;LIBS;LABELS;RESOURCE_LOCK" ${ARGN})
   if(NOT arg_TIMEOUT)
@@ -11,7 +29,7 @@ function(ddph_add_gtest name)
   endif()
   add_executable(${name} ${arg_SOURCES})
   target_link_libraries(${name} PRIVATE ${arg_LIBS} GTest::gtest GTest::gtest_main ddph_warnings)
-  add_dependencies(${name} ddph_libtorch)  # the on-demand LibTorch module: loaded, not linked
+  ddph_test_paths(${name})
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60

@@ -20,13 +20,13 @@ using namespace std::chrono_literals;
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
 
-namespace ddph::test {
+namespace ddph::test_support {
 namespace {
 
-const std::string kSim = DDPH_SIM_PATH;
-const std::string kTrain = DDPH_TRAIN_PATH;
+const std::string kSim = DDPH_DDP_SIM;
+const std::string kTrain = DDPH_DDP_TRAIN;
 const std::string kMnistDir = DDPH_MNIST_DIR;
-const std::string kPython = DDPH_PYTHON_PATH;
+const std::string kPython = DDPH_PYTHON;
 const std::string kPrograms = DDPH_AUDIT_PROGRAMS_DIR;
 
 struct Audited {
@@ -365,4 +365,4 @@ TEST(AuditCommand, UnreadableTraceIsExitTwoWithOneLine) {
 }
 
 }  // namespace
-}  // namespace ddph::test
+}  // namespace ddph::test_support

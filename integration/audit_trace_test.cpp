@@ -13,7 +13,7 @@
 #include "ddph/verify/distributed_sampler.h"
 #include "test_support.h"
 
-namespace ddph::test {
+namespace ddph::test_support {
 namespace {
 using nlohmann::json;
 using audit::AuditReport;
@@ -343,4 +343,4 @@ TEST(AuditTraceFiles, IndexListEncodingsDecodeAlike) {
 }
 
 }  // namespace
-}  // namespace ddph::test
+}  // namespace ddph::test_support

@@ -15,9 +15,9 @@ namespace ddph {
 namespace {
 
 using namespace std::chrono_literals;
-using test::CommandResult;
-using test::countLines;
-using test::runCommand;
+using test_support::CommandResult;
+using test_support::countLines;
+using test_support::runCommand;
 
 const std::string kDdpSim = DDPH_DDP_SIM;
 const std::string kPython = DDPH_PYTHON;  // "" when no interpreter imports torch
@@ -154,7 +154,7 @@ std::vector<CommandResult> checkSamplers(const std::vector<std::vector<std::stri
     args.insert(args.begin(), {kDdpSim, "check-sampler"});
     argvs.push_back(std::move(args));
   }
-  return test::runCommands(argvs, 240s);
+  return test_support::runCommands(argvs, 240s);
 }
 
 // A broken sampler is not a counterexample: exit 2, one line on stderr.

@@ -106,7 +106,7 @@ const fs::path kMnistTestLabels = "t10k-labels-idx1-ubyte";
 // ---- CIFAR-10 binary batches ------------------------------------------------------------------
 
 TEST(Cifar10Reader, testBatchRoundTrips) {
-  test::TempDir dir;
+  test_support::TempDir dir;
   const ImageDataset written = cifarLike(4);
   writeCifar10Batch(fs::path(dir.path()) / "test_batch.bin", written);
   EXPECT_EQ(fs::file_size(fs::path(dir.path()) / "test_batch.bin"), 4u * 3073u);
@@ -117,7 +117,7 @@ TEST(Cifar10Reader, testBatchRoundTrips) {
 }
 
 TEST(Cifar10Reader, trainSplitReadsDataBatchesInOrder) {
-  test::TempDir dir;
+  test_support::TempDir dir;
   const fs::path d = dir.path();
   // Written out of order, with different sizes: the reader must still go 1, 2, 3.
   const std::array<ImageDataset, 3> batches{cifarLike(2, 1), cifarLike(3, 2), cifarLike(1, 3)};
@@ -137,7 +137,7 @@ TEST(Cifar10Reader, trainSplitReadsDataBatchesInOrder) {
 }
 
 TEST(Cifar10Reader, corruptFilesNameTheFileAndTheProblem) {
-  test::TempDir dir;
+  test_support::TempDir dir;
   const fs::path d = dir.path();
   const fs::path file = d / "test_batch.bin";
   auto loadTest = [&] { loadCifar10(d, Split::kTest); };
@@ -191,7 +191,7 @@ TEST(Cifar10Reader, corruptFilesNameTheFileAndTheProblem) {
 // ---- MNIST IDX files ----------------------------------------------------------------------------
 
 TEST(MnistReader, idxFilesRoundTripBigEndian) {
-  test::TempDir dir;
+  test_support::TempDir dir;
   const fs::path d = dir.path();
   const ImageDataset train = mnistLike(3, 1);
   const ImageDataset testSplit = mnistLike(2, 5);
@@ -216,7 +216,7 @@ TEST(MnistReader, idxFilesRoundTripBigEndian) {
 }
 
 TEST(MnistReader, corruptFilesNameTheFileAndTheProblem) {
-  test::TempDir dir;
+  test_support::TempDir dir;
   const fs::path d = dir.path();
   const fs::path imagesFile = d / kMnistTrainImages;
   const fs::path labelsFile = d / kMnistTrainLabels;
@@ -297,7 +297,7 @@ TEST(MnistReader, corruptFilesNameTheFileAndTheProblem) {
 // ---- Atomic writes ------------------------------------------------------------------------------
 
 TEST(DatasetWriters, replaceAtomicallyAndLeaveNoTempFiles) {
-  test::TempDir dir;
+  test_support::TempDir dir;
   const fs::path d = dir.path();
   writeCifar10Batch(d / "test_batch.bin", cifarLike(2));
   writeCifar10Batch(d / "test_batch.bin", cifarLike(1, 4));  // replaces the file
@@ -389,7 +389,7 @@ TEST(SyntheticDataset, labelsSpreadOverEveryClass) {
 }
 
 TEST(SyntheticDataset, writesAsMnistIdxAndReadsBack) {
-  test::TempDir dir;
+  test_support::TempDir dir;
   const fs::path d = dir.path();
   const ImageDataset synthetic = makeSynthetic(50, 3, Split::kTest);
   writeMnistIdx(d / kMnistTestImages, d / kMnistTestLabels, synthetic);

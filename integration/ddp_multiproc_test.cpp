@@ -37,12 +37,12 @@ struct Outcome {
 
 Outcome runWorld(int world, const std::string& model, const std::string& optimizer, int steps,
                  int killRank = -1) {
-  test::TempDir dir("ddph-ddp-multiproc");
+  test_support::TempDir dir("ddph-ddp-multiproc");
   auto store = makeTcpStore("127.0.0.1", 0, true, world, 30s);
   const auto port = std::to_string(tcpStorePort(*store));
-  std::vector<std::unique_ptr<test::ChildProcess>> children;
+  std::vector<std::unique_ptr<test_support::ChildProcess>> children;
   for (int r = 0; r < world; ++r) {
-    children.push_back(std::make_unique<test::ChildProcess>(std::vector<std::string>{
+    children.push_back(std::make_unique<test_support::ChildProcess>(std::vector<std::string>{
         DDPH_RANK_WORKER, "--port", port, "--rank", std::to_string(r), "--world",
         std::to_string(world), "--model", model, "--optimizer", optimizer, "--steps",
         std::to_string(steps), "--seed", "7", "--timeout-ms", "5000", "--out",

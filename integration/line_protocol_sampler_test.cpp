@@ -18,9 +18,9 @@ namespace ddph {
 namespace {
 
 using namespace std::chrono_literals;
-using test::processGone;
-using test::readFile;
-using test::TempDir;
+using test_support::processGone;
+using test_support::readFile;
+using test_support::TempDir;
 
 const char* kPython = "/usr/bin/python3";
 

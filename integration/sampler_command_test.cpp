@@ -22,11 +22,11 @@
 namespace {
 
 using namespace std::chrono_literals;
-using ddph::test::CommandResult;
-using ddph::test::runCommand;
+using ddph::test_support::CommandResult;
+using ddph::test_support::runCommand;
 namespace fs = std::filesystem;
 
-const std::string kSim = DDPH_SIM_PATH;
+const std::string kSim = DDPH_DDP_SIM;
 
 // The dynamic loader's own account of every file it opened (glibc's LD_DEBUG=files, on stderr).
 CommandResult runWithLoaderLog(const std::vector<std::string>& argv) {
@@ -88,7 +88,7 @@ TEST(SamplerCommand, JsonHoldsTheSamplersIndicesAndBatches) {
 TEST(SamplerCommand, MissingLibTorchLibraryIsAOneLineError) {
   // A copy of ddp-sim with no <libdir>/libddph_libtorch.so beside it (nor installed: the test
   // expects the install libdir not to hold one).
-  ddph::test::TempDir dir;
+  ddph::test_support::TempDir dir;
   const fs::path bin = fs::path(dir.path()) / "bin";
   fs::create_directories(bin);
   const fs::path copy = bin / "ddp-sim";

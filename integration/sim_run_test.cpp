@@ -15,10 +15,10 @@
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 
-namespace ddph::test {
+namespace ddph::test_support {
 namespace {
 
-const std::string kSim = DDPH_SIM_PATH;
+const std::string kSim = DDPH_DDP_SIM;
 
 struct SimRun {
   CommandResult command;
@@ -240,4 +240,4 @@ TEST(SimRun, SigintStopsEveryRank) {
 }
 
 }  // namespace
-}  // namespace ddph::test
+}  // namespace ddph::test_support

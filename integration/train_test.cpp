@@ -28,11 +28,11 @@ using namespace std::chrono_literals;
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
 
-namespace ddph::test {
+namespace ddph::test_support {
 namespace {
 
-const std::string kSim = DDPH_SIM_PATH;
-const std::string kTrain = DDPH_TRAIN_PATH;
+const std::string kSim = DDPH_DDP_SIM;
+const std::string kTrain = DDPH_DDP_TRAIN;
 const std::string kMnistDir = DDPH_MNIST_DIR;
 
 struct TrainRun {
@@ -425,4 +425,4 @@ TEST(TrainErrors, ARankThatFailsStopsTheWorldWithExitOne) {
 }
 
 }  // namespace
-}  // namespace ddph::test
+}  // namespace ddph::test_support

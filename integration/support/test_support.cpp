@@ -21,7 +21,7 @@
 
 extern char** environ;
 
-namespace ddph::test {
+namespace ddph::test_support {
 
 TempDir::TempDir(const std::string& prefix) {
   const char* base = std::getenv("TMPDIR");
@@ -272,4 +272,4 @@ bool processGone(pid_t pid, std::chrono::milliseconds within) {
   }
 }
 
-}  // namespace ddph::test
+}  // namespace ddph::test_support

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace ddph::test {
+namespace ddph::test_support {
 
 /// The environment variable that marks a test's children (see processesWithMarker).
 inline constexpr const char* kMarkerVariable = "DDPH_TEST_MARKER";
@@ -96,4 +96,4 @@ std::string readFile(const std::string& path);
 /// Number of lines in `text` that contain `needle`.
 int countLines(const std::string& text, const std::string& needle);
 
-}  // namespace ddph::test
+}  // namespace ddph::test_support

@@ -31,7 +31,7 @@ enum class GlooEngine {
 };
 
 /// How the direct engine's exchange allreduce (W <= 4, payloads over 64 KiB gathered) waits for
-/// the bytes of its peers (NOTE [Sync pairs] in gloo_direct_communicator.cpp). Programs read
+/// the bytes of its peers (NOTE [Sync pairs] in gloo_direct/exchange_allreduce.h). Programs read
 /// DDPH_GLOO_WAIT=auto|loop-thread|sync|busy-poll at their edge (glooOptionsFromEnvironment).
 /// Every rank of a world must agree on loop-thread or not (sync and busy-poll mix): where they
 /// disagree, the ranks that want synchronous pairs fail their connect with a TimeoutError.
