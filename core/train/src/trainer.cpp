@@ -287,215 +287,308 @@ int defaultThreads(const World& world) {
   return std::max(1, static_cast<int>(cores) / std::max(1, world.localSize));
 }
 
-}  // namespace
-
-TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEnv>& env) {
-  validate(config);
-  // Datasets first: a missing or corrupt file fails every rank at once, before anyone waits for
-  // a peer.
-  World world = describeWorld(config, env);
-  torch::set_num_threads(config.threads > 0 ? config.threads : defaultThreads(world));
-  std::vector<LoadedDataset> datasets = loadDatasets(config, world.device);
-  connectWorld(world, config, env);
-  // DDPH_AUDIT_DIR (ddp-sim launch --audit) or --trace-samples DIR: the audit trace.
-  TrainingTrace audit(world.rank, world.size, config.traceSamplesPath);
-  world.comm = audit.record(std::move(world.comm));
-  const bool isRank0 = world.rank == 0;
-  const auto dtype = config.dtype == DType::kFloat64 ? torch::kDouble : torch::kFloat;
-
-  // The model: the same seed on every rank (DDP also broadcasts rank 0's parameters).
-  std::vector<ModelInput> inputs;
-  std::int64_t classes = 0;
-  for (std::size_t d = 0; d < datasets.size(); ++d) {
-    inputs.push_back({config.datasets[d], datasets[d].train.shape.features()});
-    classes = std::max<std::int64_t>(classes, datasets[d].train.numClasses);
+// NOTE [Stopping on a signal] (above): the ranks agree, before every step, on whether a signal
+// arrived; SIGINT and SIGTERM are only recorded while a checkpoint can be written.
+class StopAgreement {
+ public:
+  explicit StopAgreement(bool withCheckpoint) {
+    if (withCheckpoint) signals_.emplace();
   }
-  torch::manual_seed(static_cast<std::uint64_t>(config.seed));
-  MultiInputMlp model(inputs, config.hidden, classes);
-  model->to(world.device, dtype);
-  auto optimizer = makeOptimizer(config, model->parameters());
-
-  const Fingerprint fingerprint = fingerprintOf(config, datasets, world.size);
-  TrainingPosition position;
-  if (!config.resumePath.empty()) {
-    position = loadCheckpoint(config.resumePath, *model, *optimizer, fingerprint);
-  }
-
-  std::unique_ptr<DistributedDataParallel> ddp;
-  if (world.comm) {
-    DdpOptions options;
-    // concat: a step holds one dataset, so the other datasets' input layers get no gradient.
-    options.findUnusedParameters = config.mix == data::Mix::kConcat && datasets.size() > 1;
-    ddp = std::make_unique<DistributedDataParallel>(model.ptr(), *world.comm, options);
-  }
-  if (audit.enabled()) {
-    std::vector<std::int64_t> sizes;
-    for (const auto& ds : datasets) sizes.push_back(ds.train.size());
-    audit.declare(config.datasets, sizes, config.seed, config.shuffle, config.batchSize, *model);
-  }
-
-  if (isRank0) {
-    std::string what;
-    for (std::size_t d = 0; d < datasets.size(); ++d) {
-      what += fmt::format("{}{} ({} train", d ? ", " : "", config.datasets[d], datasets[d].train.size());
-      what += datasets[d].test ? fmt::format(" / {} test)", datasets[d].test->size()) : ")";
+  /// Collective when the handlers are installed: every rank stops before the same step.
+  bool agreed(Communicator* comm, std::int64_t epoch, std::int64_t step) {
+    if (!signals_) return false;
+    std::vector<std::int64_t> signal{signals_->received()};
+    if (comm) {
+      comm->allreduce(signal, ReduceOp::kMax,
+                      fmt::format("epoch {} step {} stop check", epoch, step));
     }
-    if (datasets.size() > 1) what += fmt::format(", mixed by {}", data::mixName(config.mix));
+    stoppedBy_ = static_cast<int>(signal[0]);
+    return stoppedBy_ != 0;
+  }
+  /// The signal every rank agreed to stop on, 0 while none.
+  int stoppedBy() const { return stoppedBy_; }
+
+ private:
+  std::optional<StopSignalScope> signals_;
+  int stoppedBy_ = 0;
+};
+
+/// One run of runTraining: the world, the model and its optimizer, the datasets, and where the
+/// run stands (global step, last checkpoint). run() trains epoch after epoch; each epoch is
+/// runEpoch (its steps), then its record summed over ranks (epochRecord).
+class TrainingRun {
+ public:
+  TrainingRun(const TrainConfig& config, const std::optional<RankEnv>& env)
+      : config_(config),
+        // Datasets first: a missing or corrupt file fails every rank at once, before anyone waits
+        // for a peer.
+        world_(describeWorld(config, env)),
+        threads_(setThreads(config, world_)),
+        datasets_(loadDatasets(config, world_.device)),
+        audit_(connect(world_, config, env), world_.size, config.traceSamplesPath),
+        isRank0_(world_.rank == 0),
+        dtype_(config.dtype == DType::kFloat64 ? torch::kDouble : torch::kFloat),
+        model_(makeModel()),
+        optimizer_(makeOptimizer(config, model_->parameters())),
+        fingerprint_(fingerprintOf(config, datasets_, world_.size)),
+        stop_(!config.checkpointPath.empty()) {
+    // DDPH_AUDIT_DIR (ddp-sim launch --audit) or --trace-samples DIR: the audit trace.
+    world_.comm = audit_.record(std::move(world_.comm));
+    if (!config.resumePath.empty()) {
+      position_ = loadCheckpoint(config.resumePath, *model_, *optimizer_, fingerprint_);
+    }
+    globalStep_ = position_.globalStep;
+    current_ = position_;
+    if (world_.comm) {
+      DdpOptions options;
+      // concat: a step holds one dataset, so the other datasets' input layers get no gradient.
+      options.findUnusedParameters = config.mix == data::Mix::kConcat && datasets_.size() > 1;
+      ddp_ = std::make_unique<DistributedDataParallel>(model_.ptr(), *world_.comm, options);
+    }
+    if (audit_.enabled()) {
+      std::vector<std::int64_t> sizes;
+      for (const auto& ds : datasets_) sizes.push_back(ds.train.size());
+      audit_.declare(config.datasets, sizes, config.seed, config.shuffle, config.batchSize, *model_);
+    }
+  }
+
+  TrainingReport run() {
+    announce();
+    TrainingReport report;
+    report.worldSize = world_.size;
+    report.backend = world_.comm ? world_.comm->backendName() : "none";
+    report.config = config_;
+    for (std::int64_t epoch = position_.epoch; epoch < config_.epochs && !limitReached(); ++epoch) {
+      EpochRecord record = runEpoch(epoch);
+      report.trainSeconds += record.seconds;
+      report.trainSamples += record.samples;
+      if (isRank0_) {
+        fmt::print("{}\n", epochSummaryLine(record, config_.epochs));
+        std::fflush(stdout);
+      }
+      report.epochs.push_back(std::move(record));
+    }
+    // The final checkpoint, at an epoch boundary (or where a resumed run found nothing to do).
+    if (!config_.checkpointPath.empty() && checkpointedAt_ != globalStep_) {
+      writeCheckpoint(current_);
+    }
+    report.globalSteps = globalStep_;
+    report.stoppedBySignal = stop_.stoppedBy();
+    if (isRank0_ && stop_.stoppedBy() != 0) {
+      fmt::print(stderr, "ddp-train: stopped by signal {} before step {}{}\n", stop_.stoppedBy(),
+                 globalStep_,
+                 config_.checkpointPath.empty()
+                     ? ""
+                     : fmt::format("; resume with --resume {}", config_.checkpointPath));
+    }
+    report.parameters = summarizeParameters(*model_);
+    if (isRank0_ && !config_.reportJsonPath.empty()) writeReport(report, config_.reportJsonPath);
+    // Nobody leaves before rank 0 has written its files (a launcher may stop the world as soon as
+    // one rank exits).
+    if (world_.comm) world_.comm->barrier("end of training");
+    audit_.finish(*model_);
+    return report;
+  }
+
+ private:
+  // One epoch's state while it runs.
+  struct Epoch {
+    std::int64_t index = 0;
+    std::vector<std::vector<Index>> shards;
+    std::vector<data::MixedStep> plan;
+    std::int64_t firstStep = 0;
+    std::vector<data::VisitCounter> visits;
+    double lossCarried = 0;  // rank 0: the loss of the steps before the checkpoint
+    torch::Tensor lossSum;
+    std::int64_t samples = 0;
+    std::int64_t stepsInEpoch() const { return static_cast<std::int64_t>(plan.size()); }
+  };
+
+  static int setThreads(const TrainConfig& config, const World& world) {
+    const int threads = config.threads > 0 ? config.threads : defaultThreads(world);
+    torch::set_num_threads(threads);
+    return threads;
+  }
+
+  // Joins the world (after the datasets loaded); the rank, for the audit trace.
+  static int connect(World& world, const TrainConfig& config, const std::optional<RankEnv>& env) {
+    connectWorld(world, config, env);
+    return world.rank;
+  }
+
+  // The same seed on every rank (DDP also broadcasts rank 0's parameters).
+  MultiInputMlp makeModel() const {
+    std::vector<ModelInput> inputs;
+    std::int64_t classes = 0;
+    for (std::size_t d = 0; d < datasets_.size(); ++d) {
+      inputs.push_back({config_.datasets[d], datasets_[d].train.shape.features()});
+      classes = std::max<std::int64_t>(classes, datasets_[d].train.numClasses);
+    }
+    torch::manual_seed(static_cast<std::uint64_t>(config_.seed));
+    MultiInputMlp model(inputs, config_.hidden, classes);
+    model->to(world_.device, dtype_);
+    return model;
+  }
+
+  void announce() const {
+    if (!isRank0_) return;
+    std::string what;
+    for (std::size_t d = 0; d < datasets_.size(); ++d) {
+      what += fmt::format("{}{} ({} train", d ? ", " : "", config_.datasets[d],
+                          datasets_[d].train.size());
+      what += datasets_[d].test ? fmt::format(" / {} test)", datasets_[d].test->size()) : ")";
+    }
+    if (datasets_.size() > 1) what += fmt::format(", mixed by {}", data::mixName(config_.mix));
     fmt::print("ddp-train: {} rank{} ({}), {}; batch {} per rank ({} global), {} lr {}{}\n",
-               world.size, world.size == 1 ? "" : "s",
-               world.comm ? world.comm->backendName() : "single process", what, config.batchSize,
-               config.batchSize * world.size, optimizerName(config.optimizer), config.lr,
-               config.resumePath.empty()
+               world_.size, world_.size == 1 ? "" : "s",
+               world_.comm ? world_.comm->backendName() : "single process", what,
+               config_.batchSize, config_.batchSize * world_.size,
+               optimizerName(config_.optimizer), config_.lr,
+               config_.resumePath.empty()
                    ? ""
-                   : fmt::format("; resumed from {} at epoch {} step {}", config.resumePath,
-                                 position.epoch + 1, position.stepInEpoch));
+                   : fmt::format("; resumed from {} at epoch {} step {}", config_.resumePath,
+                                 position_.epoch + 1, position_.stepInEpoch));
     std::fflush(stdout);
   }
-  TrainingReport report;
-  report.worldSize = world.size;
-  report.backend = world.comm ? world.comm->backendName() : "none";
-  report.config = config;
-  ProgressReporter progress(isRank0 ? config.progress : ProgressMode::kNone, stderr);
-  DistributedSampler sampler(DistributedSamplerOptions{config.shuffle, /*dropLast=*/false});
 
-  std::int64_t globalStep = position.globalStep;
-  TrainingPosition current = position;  // where a checkpoint written now would resume
-  std::int64_t checkpointedAt = -1;      // globalStep of this run's last checkpoint
-  std::optional<StopSignalScope> stopSignals;
-  if (!config.checkpointPath.empty()) stopSignals.emplace();
-  int stoppedBy = 0;  // the signal every rank agreed to stop on
-  auto limitReached = [&] {
-    return stoppedBy != 0 || (config.steps > 0 && globalStep >= config.steps);
-  };
-  // Collective when the handlers are installed: see NOTE [Stopping on a signal].
-  auto signalled = [&](std::int64_t epoch, std::int64_t step) {
-    if (!stopSignals) return false;
-    std::vector<std::int64_t> signal{stopSignals->received()};
-    if (world.comm) {
-      world.comm->allreduce(signal, ReduceOp::kMax,
-                            fmt::format("epoch {} step {} stop check", epoch, step));
-    }
-    stoppedBy = static_cast<int>(signal[0]);
-    return stoppedBy != 0;
-  };
-  auto writeCheckpoint = [&](const TrainingPosition& at) {
-    if (isRank0) saveCheckpoint(config.checkpointPath, *model, *optimizer, at, fingerprint);
-    checkpointedAt = at.globalStep;
-  };
+  bool limitReached() const {
+    return stop_.stoppedBy() != 0 || (config_.steps > 0 && globalStep_ >= config_.steps);
+  }
 
-  for (std::int64_t epoch = position.epoch; epoch < config.epochs && !limitReached(); ++epoch) {
-    // One DistributedSampler per dataset; passing the epoch is set_epoch(epoch).
-    std::vector<std::vector<Index>> shards;
-    for (const auto& ds : datasets) {
-      shards.push_back(sampler.indices({ds.train.size(), world.size, world.rank, epoch, config.seed}));
-    }
-    const std::vector<data::MixedStep> plan = data::planEpoch(shards, config.batchSize, config.mix);
-    const auto stepsInEpoch = static_cast<std::int64_t>(plan.size());
-    if (audit.enabled()) {
-      std::vector<std::int64_t> batches;  // len(loader) of each dataset's own loader
-      for (const auto& shard : shards) {
-        batches.push_back((static_cast<std::int64_t>(shard.size()) + config.batchSize - 1) / config.batchSize);
-      }
-      audit.startEpoch(epoch, batches, *model);
-    }
-    const bool resumedHere = epoch == position.epoch && position.stepInEpoch > 0;
-    const std::int64_t firstStep = resumedHere ? std::min(position.stepInEpoch, stepsInEpoch) : 0;
+  void writeCheckpoint(const TrainingPosition& at) {
+    if (isRank0_) saveCheckpoint(config_.checkpointPath, *model_, *optimizer_, at, fingerprint_);
+    checkpointedAt_ = at.globalStep;
+  }
 
-    std::vector<EpochIndices> onDevice;
-    for (std::size_t d = 0; d < datasets.size(); ++d) onDevice.emplace_back(plan, d, world.device);
-    std::vector<data::VisitCounter> visits;
-    for (const auto& ds : datasets) visits.emplace_back(ds.train.size());
+  // A checkpoint after `stepsDone` steps of `e` (collective inside the epoch: the epoch's loss so
+  // far is summed over ranks).
+  void checkpointAt(const Epoch& e, std::int64_t stepsDone) {
+    if (stepsDone >= e.stepsInEpoch()) {
+      writeCheckpoint({e.index + 1, 0, globalStep_, 0.0});
+      return;
+    }
+    std::vector<float> sum{static_cast<float>(e.lossSum.item<double>() + e.lossCarried)};
+    if (world_.comm) {
+      world_.comm->allreduce(sum, ReduceOp::kSum,
+                             fmt::format("epoch {} step {} checkpoint", e.index, stepsDone));
+    }
+    writeCheckpoint({e.index, stepsDone, globalStep_, static_cast<double>(sum[0])});
+  }
+
+  // One DistributedSampler per dataset (passing the epoch is set_epoch(epoch)), the steps planned
+  // by the mix, and what a resumed run already did.
+  Epoch planEpoch(std::int64_t epoch) {
+    DistributedSampler sampler(DistributedSamplerOptions{config_.shuffle, /*dropLast=*/false});
+    Epoch e;
+    e.index = epoch;
+    for (const auto& ds : datasets_) {
+      e.shards.push_back(
+          sampler.indices({ds.train.size(), world_.size, world_.rank, epoch, config_.seed}));
+    }
+    e.plan = data::planEpoch(e.shards, config_.batchSize, config_.mix);
+    const bool resumedHere = epoch == position_.epoch && position_.stepInEpoch > 0;
+    e.firstStep = resumedHere ? std::min(position_.stepInEpoch, e.stepsInEpoch()) : 0;
+    for (const auto& ds : datasets_) e.visits.emplace_back(ds.train.size());
     // The steps before the checkpoint were taken by the interrupted run: they count as visited.
-    for (std::int64_t s = 0; s < firstStep; ++s) {
-      for (std::size_t d = 0; d < datasets.size(); ++d) visits[d].visit(plan[s].batches[d]);
+    for (std::int64_t s = 0; s < e.firstStep; ++s) {
+      for (std::size_t d = 0; d < datasets_.size(); ++d) e.visits[d].visit(e.plan[s].batches[d]);
     }
     // Rank 0 carries the loss of the steps before the checkpoint (already summed over ranks).
-    const double lossCarried = resumedHere && isRank0 ? position.epochLossSum : 0.0;
-    auto lossSum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(world.device));
-    std::int64_t samples = 0;
+    e.lossCarried = resumedHere && isRank0_ ? position_.epochLossSum : 0.0;
+    e.lossSum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(world_.device));
+    return e;
+  }
 
-    // A checkpoint inside the epoch (collective: the epoch's loss so far is summed over ranks).
-    auto checkpointAt = [&](std::int64_t stepsDone) {
-      if (stepsDone >= stepsInEpoch) {
-        writeCheckpoint({epoch + 1, 0, globalStep, 0.0});
-        return;
-      }
-      std::vector<float> sum{static_cast<float>(lossSum.item<double>() + lossCarried)};
-      if (world.comm) {
-        world.comm->allreduce(sum, ReduceOp::kSum,
-                              fmt::format("epoch {} step {} checkpoint", epoch, stepsDone));
-      }
-      writeCheckpoint({epoch, stepsDone, globalStep, static_cast<double>(sum[0])});
-    };
+  // One optimizer step: every dataset's batch of this step, loss1 + loss2, backward, step.
+  torch::Tensor trainStep(Epoch& e, std::int64_t step, std::vector<EpochIndices>& onDevice) {
+    clearGradients(*model_);
+    torch::Tensor loss;
+    for (std::size_t d = 0; d < datasets_.size(); ++d) {
+      const auto& batch = e.plan[step].batches[d];
+      if (batch.empty()) continue;
+      e.visits[d].visit(batch);
+      audit_.batch(e.index, d, batch);
+      e.samples += static_cast<std::int64_t>(batch.size());
+      auto idx = onDevice[d].batch(static_cast<std::size_t>(step), batch.size());
+      auto logits = model_->forward(d, batchInputs(datasets_[d], idx, dtype_));
+      auto l = torch::nn::functional::cross_entropy(logits, datasets_[d].trainY.index_select(0, idx));
+      loss = loss.defined() ? loss + l : l;
+    }
+    loss.backward();
+    optimizer_->step();
+    ++globalStep_;
+    e.lossSum += loss.detach().to(torch::kDouble);
+    return loss;
+  }
 
-    progress.startEpoch(epoch, config.epochs, firstStep, stepsInEpoch);
+  EpochRecord runEpoch(std::int64_t epoch) {
+    Epoch e = planEpoch(epoch);
+    if (audit_.enabled()) {
+      std::vector<std::int64_t> batches;  // len(loader) of each dataset's own loader
+      for (const auto& shard : e.shards) {
+        batches.push_back((static_cast<std::int64_t>(shard.size()) + config_.batchSize - 1) /
+                          config_.batchSize);
+      }
+      audit_.startEpoch(epoch, batches, *model_);
+    }
+    std::vector<EpochIndices> onDevice;
+    for (std::size_t d = 0; d < datasets_.size(); ++d) onDevice.emplace_back(e.plan, d, world_.device);
+
+    progress_.startEpoch(epoch, config_.epochs, e.firstStep, e.stepsInEpoch());
     const auto start = Clock::now();
-    std::int64_t step = firstStep;
-    for (; step < stepsInEpoch && !limitReached(); ++step) {
-      if (signalled(epoch, step)) break;
-      clearGradients(*model);
-      torch::Tensor loss;
-      for (std::size_t d = 0; d < datasets.size(); ++d) {
-        const auto& batch = plan[step].batches[d];
-        if (batch.empty()) continue;
-        visits[d].visit(batch);
-        audit.batch(epoch, d, batch);
-        samples += static_cast<std::int64_t>(batch.size());
-        auto idx = onDevice[d].batch(static_cast<std::size_t>(step), batch.size());
-        auto logits = model->forward(d, batchInputs(datasets[d], idx, dtype));
-        auto l = torch::nn::functional::cross_entropy(logits, datasets[d].trainY.index_select(0, idx));
-        loss = loss.defined() ? loss + l : l;  // loss1 + loss2
+    std::int64_t step = e.firstStep;
+    for (; step < e.stepsInEpoch() && !limitReached(); ++step) {
+      if (stop_.agreed(world_.comm.get(), epoch, step)) break;
+      const torch::Tensor loss = trainStep(e, step, onDevice);
+      if (progress_.wantsLoss(step)) {
+        progress_.update(step, loss.item<double>(), e.samples * world_.size);
       }
-      loss.backward();
-      optimizer->step();
-      ++globalStep;
-      lossSum += loss.detach().to(torch::kDouble);
-      if (progress.wantsLoss(step)) {
-        progress.update(step, loss.item<double>(), samples * world.size);
-      }
-      if (!config.checkpointPath.empty() && config.checkpointEvery > 0 &&
-          globalStep % config.checkpointEvery == 0) {
-        checkpointAt(step + 1);
+      if (!config_.checkpointPath.empty() && config_.checkpointEvery > 0 &&
+          globalStep_ % config_.checkpointEvery == 0) {
+        checkpointAt(e, step + 1);
       }
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    if (audit.enabled()) {
-      std::vector<std::int64_t> consumed(datasets.size(), 0), shardSizes;
+    if (audit_.enabled()) {
+      std::vector<std::int64_t> consumed(datasets_.size(), 0), shardSizes;
       for (std::int64_t s = 0; s < step; ++s) {
-        for (std::size_t d = 0; d < datasets.size(); ++d) consumed[d] += plan[s].batches[d].size();
+        for (std::size_t d = 0; d < datasets_.size(); ++d) consumed[d] += e.plan[s].batches[d].size();
       }
-      for (const auto& shard : shards) shardSizes.push_back(static_cast<std::int64_t>(shard.size()));
-      audit.endEpoch(epoch, consumed, shardSizes);
+      for (const auto& shard : e.shards) shardSizes.push_back(static_cast<std::int64_t>(shard.size()));
+      audit_.endEpoch(epoch, consumed, shardSizes);
     }
-    progress.finishEpoch();
-    current = step >= stepsInEpoch ? TrainingPosition{epoch + 1, 0, globalStep, 0.0}
-                                   : TrainingPosition{epoch, step, globalStep, 0.0};
-    if (step < stepsInEpoch && !config.checkpointPath.empty() && checkpointedAt != globalStep) {
-      checkpointAt(step);  // stopped by --steps or a signal inside the epoch
+    progress_.finishEpoch();
+    current_ = step >= e.stepsInEpoch() ? TrainingPosition{epoch + 1, 0, globalStep_, 0.0}
+                                        : TrainingPosition{epoch, step, globalStep_, 0.0};
+    if (step < e.stepsInEpoch() && !config_.checkpointPath.empty() && checkpointedAt_ != globalStep_) {
+      checkpointAt(e, step);  // stopped by --steps or a signal inside the epoch
     }
+    return epochRecord(e, step, seconds);
+  }
 
-    // The epoch's record, summed over ranks.
+  // The epoch's record, summed over ranks, with the evaluation unless the run is stopping.
+  EpochRecord epochRecord(Epoch& e, std::int64_t steps, double seconds) {
     EpochRecord record;
-    record.epoch = epoch;
-    record.firstStep = firstStep;
-    record.steps = step;
-    const std::string label = fmt::format("epoch {} summary", epoch);
-    std::vector<float> lossTotal{static_cast<float>(lossSum.item<double>() + lossCarried)};
-    std::vector<std::int64_t> sampleTotal{samples};
-    if (world.comm) {
-      world.comm->allreduce(lossTotal, ReduceOp::kSum, label);
-      world.comm->allreduce(sampleTotal, ReduceOp::kSum, label);
+    record.epoch = e.index;
+    record.firstStep = e.firstStep;
+    record.steps = steps;
+    const std::string label = fmt::format("epoch {} summary", e.index);
+    std::vector<float> lossTotal{static_cast<float>(e.lossSum.item<double>() + e.lossCarried)};
+    std::vector<std::int64_t> sampleTotal{e.samples};
+    if (world_.comm) {
+      world_.comm->allreduce(lossTotal, ReduceOp::kSum, label);
+      world_.comm->allreduce(sampleTotal, ReduceOp::kSum, label);
     }
-    record.loss = step > 0 ? lossTotal[0] / static_cast<double>(step * world.size) : 0.0;
+    record.loss = steps > 0 ? lossTotal[0] / static_cast<double>(steps * world_.size) : 0.0;
     record.samples = sampleTotal[0];
     record.seconds = seconds;
     record.samplesPerSecond = seconds > 0 ? static_cast<double>(record.samples) / seconds : 0.0;
-    for (std::size_t d = 0; d < datasets.size(); ++d) {
-      if (world.comm) world.comm->allreduce(visits[d].counts(), ReduceOp::kSum, label);
-      record.datasets.push_back({config.datasets[d], data::summarize(visits[d].counts())});
+    for (std::size_t d = 0; d < datasets_.size(); ++d) {
+      if (world_.comm) world_.comm->allreduce(e.visits[d].counts(), ReduceOp::kSum, label);
+      record.datasets.push_back({config_.datasets[d], data::summarize(e.visits[d].counts())});
     }
-    if (config.eval && stoppedBy == 0) {
-      record.eval = evaluate(model, datasets, config, world, dtype, epoch);
+    if (config_.eval && stop_.stoppedBy() == 0) {
+      record.eval = evaluate(model_, datasets_, config_, world_, dtype_, e.index);
       std::int64_t correct = 0, total = 0;
       for (const auto& ev : record.eval) {
         correct += ev.correct;
@@ -503,31 +596,33 @@ TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEn
       }
       record.evalAccuracy = total > 0 ? static_cast<double>(correct) / static_cast<double>(total) : 0.0;
     }
-    report.trainSeconds += seconds;
-    report.trainSamples += record.samples;
-    if (isRank0) {
-      fmt::print("{}\n", epochSummaryLine(record, config.epochs));
-      std::fflush(stdout);
-    }
-    report.epochs.push_back(std::move(record));
+    return record;
   }
-  // The final checkpoint, at an epoch boundary (or where a resumed run found nothing left to do).
-  if (!config.checkpointPath.empty() && checkpointedAt != globalStep) writeCheckpoint(current);
-  report.globalSteps = globalStep;
-  report.stoppedBySignal = stoppedBy;
-  if (isRank0 && stoppedBy != 0) {
-    fmt::print(stderr, "ddp-train: stopped by signal {} before step {}{}\n", stoppedBy, globalStep,
-               config.checkpointPath.empty() ? ""
-                                             : fmt::format("; resume with --resume {}",
-                                                           config.checkpointPath));
-  }
-  report.parameters = summarizeParameters(*model);
-  if (isRank0 && !config.reportJsonPath.empty()) writeReport(report, config.reportJsonPath);
-  // Nobody leaves before rank 0 has written its files (a launcher may stop the world as soon as
-  // one rank exits).
-  if (world.comm) world.comm->barrier("end of training");
-  audit.finish(*model);
-  return report;
+
+  const TrainConfig& config_;
+  World world_;
+  int threads_;  // torch's intra-op threads, set before the datasets load (member order)
+  std::vector<LoadedDataset> datasets_;
+  TrainingTrace audit_;
+  bool isRank0_;
+  torch::ScalarType dtype_;
+  MultiInputMlp model_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  Fingerprint fingerprint_;
+  StopAgreement stop_;
+  TrainingPosition position_;      // where this run starts (a checkpoint's, or the beginning)
+  std::int64_t globalStep_ = 0;
+  TrainingPosition current_;       // where a checkpoint written now would resume
+  std::int64_t checkpointedAt_ = -1;  // globalStep of this run's last checkpoint
+  std::unique_ptr<DistributedDataParallel> ddp_;
+  ProgressReporter progress_{isRank0_ ? config_.progress : ProgressMode::kNone, stderr};
+};
+
+}  // namespace
+
+TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEnv>& env) {
+  validate(config);
+  return TrainingRun(config, env).run();
 }
 
 }  // namespace ddph::train

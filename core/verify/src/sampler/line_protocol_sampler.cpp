@@ -234,6 +234,68 @@ bool LineProtocolSampler::alive() const { return !process_->failure && process_-
 
 namespace {
 
+// One answer line: {"indices": [...], "length"?: n} or {"error": "..."}; anything else fails
+// naming `request` (NOTE [Sampler line protocol]).
+template <typename Fail>
+Answer parseAnswer(std::string_view line, const std::string& request, Fail&& fail) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    fail(fmt::format("answered {} with a line that is not JSON: '{}'", request, excerpt(line)),
+         false);
+  }
+  Answer a;
+  if (j.is_object() && j.contains("error")) {
+    a.error = j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump();
+    return a;
+  }
+  if (!j.is_object() || !j.contains("indices") || !j["indices"].is_array()) {
+    fail(fmt::format("answered {} with JSON that has neither \"indices\" (an array) nor "
+                     "\"error\": '{}'",
+                     request, excerpt(line)),
+         false);
+  }
+  const auto& arr = j["indices"];
+  a.indices.reserve(arr.size());
+  for (const auto& v : arr) {
+    if (!v.is_number_integer() ||
+        (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX))) {
+      fail(fmt::format("answered {} with a non-integer index {}", request, excerpt(v.dump())),
+           false);
+    }
+    a.indices.push_back(v.get<std::int64_t>());
+  }
+  if (j.contains("length")) {
+    if (!j["length"].is_number_integer()) {
+      fail(fmt::format("answered {} with a non-integer \"length\" {}", request,
+                       excerpt(j["length"].dump())),
+           false);
+    }
+    a.length = j["length"].get<std::int64_t>();
+  }
+  return a;
+}
+
+// Output nobody asked for (more lines than requests, buffered or still in the pipe) fails the
+// exchange before it can be mistaken for an answer; so does an EOF between requests where
+// `eofIsFailure`.
+template <typename Fail>
+void refuseSurplus(int out, const std::string& buffer, bool eofIsFailure, Fail&& fail) {
+  if (!buffer.empty()) {
+    fail(fmt::format("printed more lines than requests: '{}'", excerpt(buffer)), false);
+  }
+  pollfd pending{out, POLLIN, 0};
+  if (::poll(&pending, 1, 0) <= 0) return;
+  char chunk[256];
+  const ssize_t n = ::read(out, chunk, sizeof chunk);
+  if (n > 0) {
+    fail(fmt::format("printed more lines than requests: '{}'",
+                     excerpt(std::string_view(chunk, static_cast<std::size_t>(n)))),
+         false);
+  }
+  if (n == 0 && eofIsFailure) fail("closed its stdout between requests", true);
+}
+
 // One exchange: writes every request, reads one answer a request, enforcing the deadlines and
 // limits. `fail` kills the command and throws.
 template <typename Fail>
@@ -242,22 +304,7 @@ std::vector<Answer> exchangeLines(int in, int out, std::string& buffer, bool& an
                              const LineProtocolOptions& options, Fail&& fail) {
   // Output nobody asked for (a previous answer had more lines than requests, or the command
   // exited between requests) is caught before it can be mistaken for an answer.
-  if (!buffer.empty()) {
-    fail(fmt::format("printed more lines than requests: '{}'", excerpt(buffer)), false);
-  }
-  {
-    pollfd pfd{out, POLLIN, 0};
-    if (::poll(&pfd, 1, 0) > 0) {
-      char chunk[256];
-      const ssize_t n = ::read(out, chunk, sizeof chunk);
-      if (n > 0) {
-        fail(fmt::format("printed more lines than requests: '{}'",
-                         excerpt(std::string_view(chunk, static_cast<std::size_t>(n)))),
-             false);
-      }
-      if (n == 0) fail("closed its stdout between requests", true);
-    }
-  }
+  refuseSurplus(out, buffer, /*eofIsFailure=*/true, fail);
 
   std::string payload;
   for (const auto& r : requests) {
@@ -277,44 +324,7 @@ std::vector<Answer> exchangeLines(int in, int out, std::string& buffer, bool& an
   };
 
   auto takeLine = [&](std::string_view line) {
-    const std::size_t k = answers.size();
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) {
-      fail(fmt::format("answered {} with a line that is not JSON: '{}'", describeRequest(k),
-                       excerpt(line)),
-           false);
-    }
-    Answer a;
-    if (j.is_object() && j.contains("error")) {
-      a.error = j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump();
-    } else if (j.is_object() && j.contains("indices") && j["indices"].is_array()) {
-      const auto& arr = j["indices"];
-      a.indices.reserve(arr.size());
-      for (const auto& v : arr) {
-        if (!v.is_number_integer() ||
-            (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX))) {
-          fail(fmt::format("answered {} with a non-integer index {}", describeRequest(k),
-                           excerpt(v.dump())),
-               false);
-        }
-        a.indices.push_back(v.get<std::int64_t>());
-      }
-      if (j.contains("length")) {
-        if (!j["length"].is_number_integer()) {
-          fail(fmt::format("answered {} with a non-integer \"length\" {}", describeRequest(k),
-                           excerpt(j["length"].dump())),
-               false);
-        }
-        a.length = j["length"].get<std::int64_t>();
-      }
-    } else {
-      fail(fmt::format("answered {} with JSON that has neither \"indices\" (an array) nor "
-                       "\"error\": '{}'",
-                       describeRequest(k), excerpt(line)),
-           false);
-    }
-    answers.push_back(std::move(a));
+    answers.push_back(parseAnswer(line, describeRequest(answers.size()), fail));
     answeredOnce = true;
     deadline = Clock::now() + options.requestTimeout;
   };
@@ -390,20 +400,9 @@ std::vector<Answer> exchangeLines(int in, int out, std::string& buffer, bool& an
       }
     }
   }
-  if (!buffer.empty()) {
-    fail(fmt::format("printed more lines than requests: '{}'", excerpt(buffer)), false);
-  }
   // Surplus already in the pipe is caught now rather than before the next request (an EOF is
   // left for the next request to report).
-  pollfd pending{out, POLLIN, 0};
-  if (::poll(&pending, 1, 0) > 0 && (pending.revents & POLLIN)) {
-    const ssize_t n = ::read(out, chunk.data(), chunk.size());
-    if (n > 0) {
-      fail(fmt::format("printed more lines than requests: '{}'",
-                       excerpt(std::string_view(chunk.data(), static_cast<std::size_t>(n)))),
-           false);
-    }
-  }
+  refuseSurplus(out, buffer, /*eofIsFailure=*/false, fail);
   return answers;
 }
 
