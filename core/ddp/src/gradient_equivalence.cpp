@@ -317,7 +317,9 @@ Tolerance defaultTolerance(const TrainingSetup& s) {
   return {1e-4, 1e-6};
 }
 
-EquivalenceReport checkGradientEquivalence(const TrainingSetup& s, const Tolerance& tolerance) {
+namespace {
+
+void validateSetup(const TrainingSetup& s) {
   const ModelSpec& m = s.model;
   DDPH_CHECK(s.worldSize >= 1 && s.worldSize <= 64, "world size {} is not in [1, 64]", s.worldSize);
   DDPH_CHECK(s.batchPerRank >= 1 && s.steps >= 1, "batch per rank and steps must be positive");
@@ -328,189 +330,230 @@ EquivalenceReport checkGradientEquivalence(const TrainingSetup& s, const Toleran
              "BatchNorm in training needs at least 2 samples per rank");
   DDPH_CHECK(!s.unevenLastBatch || s.batchPerRank >= 2,
              "an uneven last batch needs at least 2 samples per rank");
+}
 
-  EquivalenceReport report;
-  const Run reference = runReference(s);
+// Every rank in a thread of its own over an in-process store, each recording its run.
+std::vector<Run> runDdpRanks(const TrainingSetup& s) {
   std::vector<Run> ranks(static_cast<std::size_t>(s.worldSize));
-  {
-    auto store = makeInProcessStore();
-    std::vector<std::thread> threads;
-    for (int r = 0; r < s.worldSize; ++r) {
-      threads.emplace_back([&, r] { runRank(s, store, r, ranks[static_cast<std::size_t>(r)]); });
-    }
-    for (auto& t : threads) t.join();
-    // NOTE [Teardown order]: communicators go first (a process group waits for its queued work,
-    // bounded by its timeout), then the DDP objects whose buckets that work may still write to.
-    for (auto& run : ranks) run.comm.reset();
-    for (auto& run : ranks) run.ddp.reset();
+  auto store = makeInProcessStore();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < s.worldSize; ++r) {
+    threads.emplace_back([&, r] { runRank(s, store, r, ranks[static_cast<std::size_t>(r)]); });
   }
-  report.buckets = ranks[0].buckets;
+  for (auto& t : threads) t.join();
+  // NOTE [Teardown order]: communicators go first (a process group waits for its queued work,
+  // bounded by its timeout), then the DDP objects whose buckets that work may still write to.
+  for (auto& run : ranks) run.comm.reset();
+  for (auto& run : ranks) run.ddp.reset();
+  return ranks;
+}
 
-  const int W = s.worldSize;
-  // Steps a rank skipped (it recorded no gradients for them while its loop went on).
+Violation equivalenceViolation(std::vector<std::int64_t> ranks, std::int64_t step,
+                               std::string detail) {
+  Violation v;
+  v.property = std::string(property::kGradientEquivalence);
+  v.ranks = std::move(ranks);
+  v.step = step;
+  v.detail = std::move(detail);
+  return v;
+}
+
+/// The ranks and steps a rank skipped (it recorded no gradients for them while its loop went
+/// on), as the note every finding then carries; empty when every rank ran every step.
+std::string unequalStepsNote(const std::vector<Run>& ranks) {
   std::vector<std::string> skipped;
-  for (int r = 0; r < W; ++r) {
-    const Run& run = ranks[static_cast<std::size_t>(r)];
-    for (std::size_t step = 0; step < run.grads.size(); ++step) {
-      if (run.grads[step].empty()) skipped.push_back(fmt::format("rank {} step {}", r, step));
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    for (std::size_t step = 0; step < ranks[r].grads.size(); ++step) {
+      if (ranks[r].grads[step].empty()) skipped.push_back(fmt::format("rank {} step {}", r, step));
     }
   }
-  const bool unequalSteps = !skipped.empty();
-  const std::string stepsNote =
-      unequalSteps
-          ? fmt::format(
-                "; the ranks ran different numbers of steps (skipped: {}): their collectives "
-                "paired gradients of different steps, and a rank with more steps then waited for a "
-                "peer that never came. Every rank must run every step (pad or drop the last batch "
-                "instead of skipping one)",
-                fmt::join(skipped, ", "))
-          : std::string();
+  if (skipped.empty()) return {};
+  return fmt::format(
+      "; the ranks ran different numbers of steps (skipped: {}): their collectives paired "
+      "gradients of different steps, and a rank with more steps then waited for a peer that "
+      "never came. Every rank must run every step (pad or drop the last batch instead of "
+      "skipping one)",
+      fmt::join(skipped, ", "));
+}
 
-  // 1. Ranks that failed (a timeout or a broken collective).
-  for (int r = 0; r < W; ++r) {
-    const Run& run = ranks[static_cast<std::size_t>(r)];
+// 1. Ranks that failed (a timeout or a broken collective).
+void checkFailedRanks(const std::vector<Run>& ranks, const std::string& stepsNote,
+                      EquivalenceReport& report) {
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const Run& run = ranks[r];
     if (run.error.empty()) continue;
-    Violation v;
-    v.property = std::string(property::kGradientEquivalence);
-    v.ranks = {r};
-    v.step = run.failedStep;
-    v.detail = fmt::format("rank {} failed and could not finish training: {}{}", r,
-                           errorKind(run.error), stepsNote);
-    report.violations.push_back(std::move(v));
+    report.violations.push_back(equivalenceViolation(
+        {static_cast<std::int64_t>(r)}, run.failedStep,
+        fmt::format("rank {} failed and could not finish training: {}{}", r, errorKind(run.error),
+                    stepsNote)));
   }
+}
 
-  // 2. Replicas that did not start from rank 0's weights.
-  std::vector<std::int64_t> divergedStart;
-  double startGap = 0.0;
-  for (int r = 1; r < W; ++r) {
-    const Run& run = ranks[static_cast<std::size_t>(r)];
-    if (run.initial.empty() || ranks[0].initial.empty()) continue;
-    const auto [d, index] = worst(run.initial, ranks[0].initial, Tolerance{});
+// 2. Replicas that did not start from rank 0's weights; returns them.
+std::vector<std::int64_t> checkStartingWeights(const std::vector<Run>& ranks,
+                                               EquivalenceReport& report) {
+  std::vector<std::int64_t> diverged;
+  double gap = 0.0;
+  for (std::size_t r = 1; r < ranks.size(); ++r) {
+    if (ranks[r].initial.empty() || ranks[0].initial.empty()) continue;
+    const auto [d, index] = worst(ranks[r].initial, ranks[0].initial, Tolerance{});
     if (d.absolute > 0) {
-      divergedStart.push_back(r);
-      startGap = std::max(startGap, d.absolute);
+      diverged.push_back(static_cast<std::int64_t>(r));
+      gap = std::max(gap, d.absolute);
     }
   }
-  if (!divergedStart.empty()) {
-    Violation v;
-    v.property = std::string(property::kGradientEquivalence);
-    v.ranks = divergedStart;
-    v.step = 0;
-    v.detail = fmt::format(
-        "the replicas started from different weights (largest difference to rank 0: {:.3g}): "
-        "parameters were not broadcast from rank 0 before training, so every rank trains its own "
-        "model and no single-process run computes the same",
-        startGap);
-    report.violations.push_back(std::move(v));
+  if (!diverged.empty()) {
+    report.violations.push_back(equivalenceViolation(
+        diverged, 0,
+        fmt::format("the replicas started from different weights (largest difference to rank 0: "
+                    "{:.3g}): parameters were not broadcast from rank 0 before training, so every "
+                    "rank trains its own model and no single-process run computes the same",
+                    gap)));
   }
-  const bool hasBatchNorm = m.batchNorm;
+  return diverged;
+}
 
-  // 3. Gradients, step by step.
+// What one step's comparison found on every rank.
+struct StepComparison {
+  std::vector<std::int64_t> deviating;
+  Deviation worst;
+  std::size_t worstParam = 0;
+  int worstRank = -1;
+  bool allScaled = false;  // every gradient exactly 1/W of the reference
+  bool allTimesW = false;  // every gradient exactly W times the reference
+  std::vector<std::int64_t> sizes;  // per-rank batch sizes (0: skipped or failed)
+};
+
+StepComparison compareStep(const std::vector<Run>& ranks, const std::vector<at::Tensor>& ref,
+                           int step, const Tolerance& tolerance, EquivalenceReport& report) {
+  const int W = static_cast<int>(ranks.size());
+  StepComparison c;
+  c.allScaled = c.allTimesW = W > 1;
+  for (int r = 0; r < W; ++r) {
+    const Run& run = ranks[static_cast<std::size_t>(r)];
+    if (static_cast<std::size_t>(step) >= run.grads.size() ||
+        run.grads[static_cast<std::size_t>(step)].empty()) {
+      c.sizes.push_back(0);
+      c.allScaled = c.allTimesW = false;
+      continue;
+    }
+    c.sizes.push_back(run.batchSizes[static_cast<std::size_t>(step)]);
+    const auto& got = run.grads[static_cast<std::size_t>(step)];
+    const auto [d, index] = worst(got, ref, tolerance);
+    report.maxGradientError = std::max(report.maxGradientError, d.relative());
+    if (d.exceeds(tolerance)) {
+      c.deviating.push_back(r);
+      if (c.worstRank < 0 || d.relative() > c.worst.relative()) {
+        c.worst = d;
+        c.worstParam = index;
+        c.worstRank = r;
+      }
+    }
+    c.allScaled = c.allScaled && scaledCopy(got, ref, 1.0 / W);
+    c.allTimesW = c.allTimesW && scaledCopy(got, ref, static_cast<double>(W));
+  }
+  return c;
+}
+
+// The most likely reason one step's gradients differ, from what the comparison saw.
+std::string gradientCause(const StepComparison& c, int W, int step, const std::string& stepsNote,
+                          bool divergedStart, bool batchNorm) {
+  const bool unevenSizes =
+      std::adjacent_find(c.sizes.begin(), c.sizes.end(), std::not_equal_to<>()) != c.sizes.end();
+  if (c.allScaled) {
+    return fmt::format(
+        "every DDP gradient is exactly 1/W = 1/{} of the single-process one: the loss is summed "
+        "over the batch, and DDP averages gradients over ranks; use a mean-reduced loss (or scale "
+        "a summed loss by W)",
+        W);
+  }
+  if (c.allTimesW) {
+    return fmt::format(
+        "every DDP gradient is exactly W = {} times the single-process one: gradients were "
+        "summed over ranks instead of averaged (divide by the world size)",
+        W);
+  }
+  if (!stepsNote.empty()) {
+    return fmt::format("per-rank batch sizes at this step were [{}] (0: skipped or failed){}",
+                       fmt::join(c.sizes, ", "), stepsNote);
+  }
+  if (unevenSizes) {
+    return fmt::format(
+        "the ranks had batches of different sizes [{}]: each rank's mean loss weighs its samples "
+        "by 1/(W * B_rank) instead of 1/N, so averaging over ranks is not the global mean; give "
+        "every rank a batch of the same size (drop_last, or pad the last batch)",
+        fmt::join(c.sizes, ", "));
+  }
+  if (divergedStart) return "follows from the different starting weights (see step 0)";
+  if (batchNorm) {
+    return "the model has BatchNorm layers, and each rank normalises with the statistics of its "
+           "own batch instead of the global batch's; use synchronised BatchNorm or a "
+           "normalisation that is per sample";
+  }
+  if (step > 0) {
+    return "the parameters already differed after the previous step, or DDP averaged wrongly";
+  }
+  return "no known cause: DDP's averaged gradients are not the single-process gradients";
+}
+
+// 3. Gradients, step by step.
+void checkGradients(const TrainingSetup& s, const Run& reference, const std::vector<Run>& ranks,
+                    const Tolerance& tolerance, const std::string& stepsNote, bool divergedStart,
+                    EquivalenceReport& report) {
   for (int step = 0; step < s.steps; ++step) {
-    const auto& ref = reference.grads[static_cast<std::size_t>(step)];
-    std::vector<std::int64_t> deviating;
-    Deviation worstDev;
-    std::size_t worstParam = 0;
-    int worstRank = -1;
-    bool allScaled = W > 1;
-    bool allTimesW = W > 1;
-    std::vector<std::int64_t> sizes;
-    for (int r = 0; r < W; ++r) {
-      const Run& run = ranks[static_cast<std::size_t>(r)];
-      if (static_cast<std::size_t>(step) >= run.grads.size() ||
-          run.grads[static_cast<std::size_t>(step)].empty()) {
-        sizes.push_back(0);
-        allScaled = false;
-        allTimesW = false;
-        continue;
-      }
-      sizes.push_back(run.batchSizes[static_cast<std::size_t>(step)]);
-      const auto& got = run.grads[static_cast<std::size_t>(step)];
-      const auto [d, index] = worst(got, ref, tolerance);
-      report.maxGradientError = std::max(report.maxGradientError, d.relative());
-      if (d.exceeds(tolerance)) {
-        deviating.push_back(r);
-        if (worstRank < 0 || d.relative() > worstDev.relative()) {
-          worstDev = d;
-          worstParam = index;
-          worstRank = r;
-        }
-      }
-      allScaled = allScaled && scaledCopy(got, ref, 1.0 / W);
-      allTimesW = allTimesW && scaledCopy(got, ref, static_cast<double>(W));
-    }
-    if (deviating.empty()) continue;
-    std::string why;
-    const bool unevenSizes =
-        std::adjacent_find(sizes.begin(), sizes.end(), std::not_equal_to<>()) != sizes.end();
-    if (allScaled) {
-      why = fmt::format(
-          "every DDP gradient is exactly 1/W = 1/{} of the single-process one: the loss is "
-          "summed over the batch, and DDP averages gradients over ranks; use a mean-reduced loss "
-          "(or scale a summed loss by W)",
-          W);
-    } else if (allTimesW) {
-      why = fmt::format(
-          "every DDP gradient is exactly W = {} times the single-process one: gradients were "
-          "summed over ranks instead of averaged (divide by the world size)",
-          W);
-    } else if (unequalSteps) {
-      why = fmt::format("per-rank batch sizes at this step were [{}] (0: skipped or failed){}",
-                        fmt::join(sizes, ", "), stepsNote);
-    } else if (unevenSizes) {
-      why = fmt::format(
-          "the ranks had batches of different sizes [{}]: each rank's mean loss weighs its "
-          "samples by 1/(W * B_rank) instead of 1/N, so averaging over ranks is not the global "
-          "mean; give every rank a batch of the same size (drop_last, or pad the last batch)",
-          fmt::join(sizes, ", "));
-    } else if (!divergedStart.empty()) {
-      why = "follows from the different starting weights (see step 0)";
-    } else if (hasBatchNorm) {
-      why = "the model has BatchNorm layers, and each rank normalises with the statistics of its "
-            "own batch instead of the global batch's; use synchronised BatchNorm or a "
-            "normalisation that is per sample";
-    } else if (step > 0) {
-      why = "the parameters already differed after the previous step, or DDP averaged wrongly";
-    } else {
-      why = "no known cause: DDP's averaged gradients are not the single-process gradients";
-    }
-    Violation v;
-    v.property = std::string(property::kGradientEquivalence);
-    v.ranks = deviating;
-    v.step = step;
-    v.detail = fmt::format(
-        "gradients differ from one process on the global batch of {}: worst on rank {}, "
-        "parameter '{}', max |ddp - single| = {:.3g} against max |single| = {:.3g} (tolerance "
-        "{:.1g} relative + {:.1g}); {}",
-        reference.batchSizes[static_cast<std::size_t>(step)], worstRank, reference.names[worstParam],
-        worstDev.absolute, worstDev.scale, tolerance.relative, tolerance.absolute, why);
-    report.violations.push_back(std::move(v));
+    const StepComparison c = compareStep(
+        ranks, reference.grads[static_cast<std::size_t>(step)], step, tolerance, report);
+    if (c.deviating.empty()) continue;
+    const std::string why =
+        gradientCause(c, s.worldSize, step, stepsNote, divergedStart, s.model.batchNorm);
+    report.violations.push_back(equivalenceViolation(
+        c.deviating, step,
+        fmt::format("gradients differ from one process on the global batch of {}: worst on rank "
+                    "{}, parameter '{}', max |ddp - single| = {:.3g} against max |single| = "
+                    "{:.3g} (tolerance {:.1g} relative + {:.1g}); {}",
+                    reference.batchSizes[static_cast<std::size_t>(step)], c.worstRank,
+                    reference.names[c.worstParam], c.worst.absolute, c.worst.scale,
+                    tolerance.relative, tolerance.absolute, why)));
   }
+}
 
-  // 4. Parameters after the last step.
+// 4. Parameters after the last step.
+void checkFinalParameters(const TrainingSetup& s, const Run& reference,
+                          const std::vector<Run>& ranks, const Tolerance& tolerance,
+                          EquivalenceReport& report) {
   std::vector<std::int64_t> deviating;
   Deviation worstDev;
-  for (int r = 0; r < W; ++r) {
-    const Run& run = ranks[static_cast<std::size_t>(r)];
-    if (run.final.empty()) continue;
-    const auto [d, index] = worst(run.final, reference.final, tolerance);
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    if (ranks[r].final.empty()) continue;
+    const auto [d, index] = worst(ranks[r].final, reference.final, tolerance);
     report.maxParameterError = std::max(report.maxParameterError, d.relative());
     if (d.exceeds(tolerance)) {
-      deviating.push_back(r);
+      deviating.push_back(static_cast<std::int64_t>(r));
       if (d.relative() > worstDev.relative()) worstDev = d;
     }
   }
-  if (!deviating.empty()) {
-    Violation v;
-    v.property = std::string(property::kGradientEquivalence);
-    v.ranks = deviating;
-    v.detail = fmt::format(
-        "parameters after {} {} step(s) differ from one process on the global batch: max "
-        "|ddp - single| = {:.3g} against max |single| = {:.3g}",
-        s.steps, s.optimizer == OptimizerKind::kAdam ? "Adam" : "SGD-momentum", worstDev.absolute,
-        worstDev.scale);
-    report.violations.push_back(std::move(v));
-  }
+  if (deviating.empty()) return;
+  report.violations.push_back(equivalenceViolation(
+      deviating, /*step: not one step's finding*/ -1,
+      fmt::format("parameters after {} {} step(s) differ from one process on the global batch: "
+                  "max |ddp - single| = {:.3g} against max |single| = {:.3g}",
+                  s.steps, s.optimizer == OptimizerKind::kAdam ? "Adam" : "SGD-momentum",
+                  worstDev.absolute, worstDev.scale)));
+}
+
+}  // namespace
+
+EquivalenceReport checkGradientEquivalence(const TrainingSetup& s, const Tolerance& tolerance) {
+  validateSetup(s);
+  EquivalenceReport report;
+  const Run reference = runReference(s);
+  const std::vector<Run> ranks = runDdpRanks(s);
+  report.buckets = ranks[0].buckets;
+  const std::string stepsNote = unequalStepsNote(ranks);
+  checkFailedRanks(ranks, stepsNote, report);
+  const bool divergedStart = !checkStartingWeights(ranks, report).empty();
+  checkGradients(s, reference, ranks, tolerance, stepsNote, divergedStart, report);
+  checkFinalParameters(s, reference, ranks, tolerance, report);
   return report;
 }
 

@@ -11,20 +11,11 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include "ddph/common/error.h"
-#include "ddph/libtorch/scalar_type.h"
+#include "ddph/libtorch/c10d_glue.h"
 
 namespace ddph {
 
 namespace {
-
-c10d::ReduceOp toC10d(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return c10d::ReduceOp::SUM;
-    case ReduceOp::kMax: return c10d::ReduceOp::MAX;
-    case ReduceOp::kMin: return c10d::ReduceOp::MIN;
-  }
-  return c10d::ReduceOp::SUM;
-}
 
 [[noreturn]] void rethrow(const std::exception& e, std::string_view op, std::string_view step,
                           std::chrono::milliseconds timeout) {
@@ -85,26 +76,6 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  class Pending final : public PendingCollective {
-   public:
-    Pending(c10::intrusive_ptr<c10d::Work> work, std::string step, std::chrono::milliseconds t)
-        : work_(std::move(work)), step_(std::move(step)), timeout_(t) {}
-    void wait() override {
-      if (!work_) return;
-      auto work = std::move(work_);
-      try {
-        work->wait(timeout_);  // orders the current CUDA stream after the collective
-      } catch (const std::exception& e) {
-        rethrow(e, "allreduce", step_, timeout_);
-      }
-    }
-
-   private:
-    c10::intrusive_ptr<c10d::Work> work_;
-    std::string step_;
-    std::chrono::milliseconds timeout_;
-  };
-
   at::Tensor device(const Buffer& data) const {
     return at::from_blob(data.data, {static_cast<std::int64_t>(data.count)},
                          at::TensorOptions().dtype(libtorch::scalarType(data.type)).device(at::kCUDA, device_));
@@ -124,10 +95,11 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<PendingCollective> start(at::Tensor t, ReduceOp op, std::string_view step) {
     std::vector<at::Tensor> tensors{std::move(t)};
     c10d::AllreduceOptions opts;
-    opts.reduceOp = toC10d(op);
+    opts.reduceOp = libtorch::toC10d(op);
     opts.timeout = timeout_;
     try {
-      return std::make_unique<Pending>(pg_->allreduce(tensors, opts), std::string(step), timeout_);
+      return std::make_unique<libtorch::PendingWork>(pg_->allreduce(tensors, opts), std::string(step),
+                                                     timeout_, &rethrow);
     } catch (const std::exception& e) {
       rethrow(e, "allreduce", step, timeout_);
     }

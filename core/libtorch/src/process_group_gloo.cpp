@@ -17,7 +17,7 @@
 
 #include "ddph/comm/collective_errors.h"
 #include "ddph/common/error.h"
-#include "ddph/libtorch/scalar_type.h"
+#include "ddph/libtorch/c10d_glue.h"
 #include "torch_parts.h"
 
 namespace ddph::libtorch {
@@ -25,15 +25,6 @@ namespace ddph::libtorch {
 namespace {
 
 using detail::rethrowTyped;
-
-c10d::ReduceOp toC10d(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return c10d::ReduceOp::SUM;
-    case ReduceOp::kMax: return c10d::ReduceOp::MAX;
-    case ReduceOp::kMin: return c10d::ReduceOp::MIN;
-  }
-  return c10d::ReduceOp::SUM;
-}
 
 class GlooCommunicator final : public Communicator {
  public:
@@ -66,8 +57,8 @@ class GlooCommunicator final : public Communicator {
     opts.reduceOp = toC10d(op);
     opts.timeout = timeout_;
     try {
-      return std::make_unique<GlooPending>(pg_->allreduce(tensors, opts), std::string(step),
-                                           timeout_);
+      return std::make_unique<PendingWork>(pg_->allreduce(tensors, opts), std::string(step),
+                                           timeout_, &rethrowTyped);
     } catch (const std::exception& e) {
       rethrowTyped(e, "allreduce", step, timeout_);
     }
@@ -112,28 +103,6 @@ class GlooCommunicator final : public Communicator {
   std::string backendName() const override { return "gloo"; }
 
  private:
-  // A started c10d Work; wait() maps its failure like the blocking calls do.
-  class GlooPending final : public PendingCollective {
-   public:
-    GlooPending(c10::intrusive_ptr<c10d::Work> work, std::string step,
-                std::chrono::milliseconds timeout)
-        : work_(std::move(work)), step_(std::move(step)), timeout_(timeout) {}
-    void wait() override {
-      if (!work_) return;
-      auto work = std::move(work_);
-      try {
-        work->wait(timeout_);
-      } catch (const std::exception& e) {
-        rethrowTyped(e, "allreduce", step_, timeout_);
-      }
-    }
-
-   private:
-    c10::intrusive_ptr<c10d::Work> work_;
-    std::string step_;
-    std::chrono::milliseconds timeout_;
-  };
-
   template <typename T>
   static at::ScalarType scalarTypeOf() {
     return scalarType(elementTypeOf<T>());
