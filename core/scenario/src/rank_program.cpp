@@ -19,7 +19,10 @@
 #include "ddph/verify/batching.h"
 #include "ddph/verify/builtin_samplers.h"
 #include "ddph/verify/distributed_sampler.h"
+#include "epoch_schedule.h"
+#include "pipeline_hints.h"
 #include "scenario_trace.h"
+#include "straggler_check.h"
 
 namespace ddph {
 namespace {
@@ -177,8 +180,14 @@ class RankRun {
       }
       batches[d] = makeBatches(shard, batching);
     }
-    if (epoch == 0 && rank_ == 0) explainPipeline(batches);
-    const auto schedule = makeSchedule(batches, epoch);
+    std::vector<std::size_t> counts;
+    for (const auto& b : batches) counts.push_back(b.size());
+    if (epoch == 0 && rank_ == 0) {
+      std::vector<DatasetSpec> specs;
+      for (const auto& src : sources_) specs.push_back(src.spec);
+      for (const auto& hint : pipelineHints(s_, specs, counts, world_)) observer_.onNote(hint);
+    }
+    const auto schedule = epochSchedule(s_, counts, epoch);
     std::vector<std::int64_t> batchCounts, drawn(sources_.size(), 0);
     for (const auto& b : batches) batchCounts.push_back(static_cast<std::int64_t>(b.size()));
     trace_.startEpoch(epoch, s_.faults.skipSetEpoch ? std::nullopt : std::optional<std::int64_t>(epoch),
@@ -239,103 +248,6 @@ class RankRun {
         return false;
       }
     }
-  }
-
-  // Facts about this pipeline's configuration that explain a violation (shown as notes): what a
-  // user would work out by hand from the sampler and DataLoader settings.
-  void explainPipeline(const std::vector<std::vector<std::vector<Index>>>& batches) {
-    const std::int64_t w = world_;
-    if (s_.combine == Combine::kZip && sources_.size() > 1) {
-      std::size_t shortest = 0;
-      for (std::size_t d = 1; d < batches.size(); ++d) {
-        if (batches[d].size() < batches[shortest].size()) shortest = d;
-      }
-      for (std::size_t d = 0; d < batches.size(); ++d) {
-        if (batches[d].size() == batches[shortest].size()) continue;
-        observer_.onNote(fmt::format(
-            "hint: zip() stops with the shortest loader: {} has {} batches per rank, {} has {}; "
-            "the last {} batches of {} are never drawn (cycle the shorter or iterate by epochs "
-            "of the longer)",
-            sources_[shortest].spec.name, batches[shortest].size(), sources_[d].spec.name,
-            batches[d].size(), batches[d].size() - batches[shortest].size(),
-            sources_[d].spec.name));
-      }
-    }
-    for (const auto& src : sources_) {
-      const std::int64_t n = src.spec.size;
-      if (src.spec.sampler != "pytorch") continue;
-      const std::int64_t perRank = distributedNumSamples(n, w, src.spec.samplerDropLast);
-      if (s_.dropLast && perRank % s_.batchSize != 0) {
-        observer_.onNote(fmt::format(
-            "hint: DataLoader(drop_last=True) drops the last {} samples of every rank's shard of "
-            "{} ({} per epoch); DistributedSampler(drop_last=True) is the one that drops at most "
-            "W - 1 = {} samples",
-            perRank % s_.batchSize, src.spec.name, (perRank % s_.batchSize) * w, w - 1));
-      }
-      if (src.spec.samplerDropLast && perRank == 0) {
-        observer_.onNote(fmt::format(
-            "hint: DistributedSampler(drop_last=True) with N = {} < W = {} gives num_samples = 0: "
-            "no rank gets a sample; use fewer ranks or drop_last=False",
-            n, w));
-      }
-      const std::int64_t padding = perRank * w - n;
-      if (s_.phase == "eval" && padding > 0) {
-        observer_.onNote(fmt::format(
-            "hint: DistributedSampler pads {} with {} repeated samples to give {} ranks equal "
-            "shards; evaluation counts them twice: evaluate without padding (an unpadded "
-            "sampler, then all_reduce the metric sums)",
-            src.spec.name, padding, w));
-      }
-    }
-  }
-
-  using Schedule = std::vector<std::vector<std::pair<std::size_t, std::size_t>>>;
-
-  Schedule makeSchedule(const std::vector<std::vector<std::vector<Index>>>& batches,
-                        std::int64_t epoch) const {
-    Schedule schedule;
-    std::vector<std::size_t> counts;
-    for (const auto& b : batches) counts.push_back(b.size());
-    const std::size_t shortest = *std::min_element(counts.begin(), counts.end());
-    const std::size_t longest = *std::max_element(counts.begin(), counts.end());
-    switch (s_.combine) {
-      case Combine::kZip:
-      case Combine::kConcat:
-        for (std::size_t k = 0; k < shortest; ++k) {
-          schedule.emplace_back();
-          for (std::size_t d = 0; d < counts.size(); ++d) schedule.back().push_back({d, k});
-        }
-        break;
-      case Combine::kCycle:
-        for (std::size_t k = 0; k < longest; ++k) {
-          schedule.emplace_back();
-          for (std::size_t d = 0; d < counts.size(); ++d) {
-            if (counts[d] > 0) schedule.back().push_back({d, k % counts[d]});
-          }
-        }
-        break;
-      case Combine::kWeighted: {
-        // The same generator on every rank (seed, epoch): ranks agree on which dataset each step
-        // draws from, as a seeded weighted sampler would.
-        std::mt19937_64 gen(static_cast<std::uint64_t>(s_.seed) * 1000003ULL +
-                            static_cast<std::uint64_t>(epoch));
-        std::vector<std::size_t> next(counts.size(), 0);
-        while (true) {
-          std::vector<double> weights;
-          double total = 0;
-          for (std::size_t d = 0; d < counts.size(); ++d) {
-            weights.push_back(next[d] < counts[d] ? s_.weights[d] : 0.0);
-            total += weights.back();
-          }
-          if (total <= 0) break;
-          std::discrete_distribution<std::size_t> pick(weights.begin(), weights.end());
-          const std::size_t d = pick(gen);
-          schedule.push_back({{d, next[d]++}});
-        }
-        break;
-      }
-    }
-    return schedule;
   }
 
   void injectFaults(std::int64_t epoch, std::int64_t step) {
@@ -476,37 +388,7 @@ class RankRun {
                                      std::vector<std::int64_t>(static_cast<std::size_t>(world_), 2),
                                      "end of run, gather step times");
     if (rank_ != 0) return;
-    std::vector<std::int64_t> compute, wait;
-    for (const auto& r : all) {
-      compute.push_back(r.at(0));
-      wait.push_back(r.at(1));
-    }
-    const auto median = [](std::vector<std::int64_t> v) {
-      std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
-      return static_cast<double>(v[v.size() / 2]);
-    };
-    const double medianCompute = median(compute);
-    const double medianStep = medianCompute + median(wait);
-    // A straggler computes over 3x the median, at least 5 ms more, and the excess is a real part
-    // (over a quarter) of the median step: scheduling noise on a loaded machine, or a rank that
-    // is a little slower while everyone waits seconds in collectives, is not a straggler.
-    std::vector<std::int64_t> slow;
-    for (int r = 0; r < world_; ++r) {
-      const double t = static_cast<double>(compute[static_cast<std::size_t>(r)]);
-      const double excess = t - medianCompute;
-      if (t > 3 * medianCompute && excess > 5000 && excess > 0.25 * medianStep) slow.push_back(r);
-    }
-    if (slow.empty()) return;
-    const auto worst = slow.front();
-    Violation v;
-    v.property = std::string(property::kStraggler);
-    v.ranks = slow;
-    v.detail = fmt::format(
-        "rank {} computes {:.1f} ms per step where the median rank computes {:.2f} ms; the others "
-        "wait for it in every allreduce (rank 0 waits {:.1f} ms per step)",
-        worst, compute[static_cast<std::size_t>(worst)] / 1000.0, medianCompute / 1000.0,
-        all[0].at(1) / 1000.0);
-    observer_.onViolation(v);
+    if (const auto v = findStragglers(all)) observer_.onViolation(*v);
   }
 
   const Scenario& s_;
