@@ -51,6 +51,21 @@ std::string firstFew(const std::vector<Index>& values, std::size_t limit = 8) {
                      values.size());
 }
 
+// The first rank whose declared length (len(sampler)) is not the number of indices it yields.
+std::optional<Violation> declaredLengthMismatch(const Partition& p, std::string_view property) {
+  const std::int64_t w = p.numReplicas();
+  for (std::int64_t r = 0; r < w && r < static_cast<std::int64_t>(p.declaredLengths.size()); ++r) {
+    const auto length = static_cast<std::int64_t>(p.ranks[r].size());
+    if (p.declaredLengths[r] != length) {
+      return violation(property, p,
+                       fmt::format("rank {} declares length {} but yields {} indices", r,
+                                   p.declaredLengths[r], length),
+                       {r});
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::vector<Index> interleave(const Partition& p) {
@@ -84,15 +99,7 @@ std::optional<Violation> checkValidRange(const Partition& p) {
 
 std::optional<Violation> checkEqualLength(const Partition& p, const Expectations& e) {
   const std::int64_t w = p.numReplicas();
-  for (std::int64_t r = 0; r < w; ++r) {
-    const auto length = static_cast<std::int64_t>(p.ranks[r].size());
-    if (r < static_cast<std::int64_t>(p.declaredLengths.size()) && p.declaredLengths[r] != length) {
-      return violation(property::kEqualLength, p,
-                       fmt::format("rank {} declares length {} but yields {} indices", r,
-                                   p.declaredLengths[r], length),
-                       {r});
-    }
-  }
+  if (auto v = declaredLengthMismatch(p, property::kEqualLength)) return v;
   for (std::int64_t r = 1; r < w; ++r) {
     if (p.ranks[r].size() != p.ranks[0].size()) {
       return violation(property::kEqualLength, p,
@@ -260,15 +267,7 @@ std::optional<Violation> checkNoDuplicates(const Partition& p) {
 std::optional<Violation> checkBalancedLength(const Partition& p) {
   const std::int64_t w = p.numReplicas();
   if (w == 0) return std::nullopt;
-  for (std::int64_t r = 0; r < w && r < static_cast<std::int64_t>(p.declaredLengths.size()); ++r) {
-    const auto length = static_cast<std::int64_t>(p.ranks[r].size());
-    if (p.declaredLengths[r] != length) {
-      return violation(property::kBalancedLength, p,
-                       fmt::format("rank {} declares length {} but yields {} indices", r,
-                                   p.declaredLengths[r], length),
-                       {r});
-    }
-  }
+  if (auto v = declaredLengthMismatch(p, property::kBalancedLength)) return v;
   std::int64_t shortest = 0, longest = 0;
   for (std::int64_t r = 1; r < w; ++r) {
     if (p.ranks[r].size() < p.ranks[shortest].size()) shortest = r;
