@@ -18,7 +18,7 @@ using namespace std::chrono_literals;
 double runRankWorld(const std::string& self, int world, const std::vector<std::string>& args) {
   test_support::TempDir dir("ddph-bench-world");
   auto store = makeTcpStore("127.0.0.1", 0, true, world, 60s);
-  const std::string port = std::to_string(tcpStorePort(*store));
+  const std::string port = std::to_string(store->port());
   const std::string out = dir.path() + "/rank0.value";
   std::vector<std::unique_ptr<test_support::ChildProcess>> ranks;
   for (int r = 0; r < world; ++r) {

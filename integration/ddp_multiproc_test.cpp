@@ -39,7 +39,7 @@ Outcome runWorld(int world, const std::string& model, const std::string& optimiz
                  int killRank = -1) {
   test_support::TempDir dir("ddph-ddp-multiproc");
   auto store = makeTcpStore("127.0.0.1", 0, true, world, 30s);
-  const auto port = std::to_string(tcpStorePort(*store));
+  const auto port = std::to_string(store->port());
   std::vector<std::unique_ptr<test_support::ChildProcess>> children;
   for (int r = 0; r < world; ++r) {
     children.push_back(std::make_unique<test_support::ChildProcess>(std::vector<std::string>{

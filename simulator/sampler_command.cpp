@@ -9,7 +9,6 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
-#include <iterator>
 #include <optional>
 #include <string_view>
 

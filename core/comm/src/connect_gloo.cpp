@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "ddph/comm/collective_errors.h"
 #include "ddph/common/error.h"
 #include "ddph/config.h"
 #include "gloo_direct/gloo_direct_communicator.h"
@@ -60,15 +61,25 @@ std::unique_ptr<Communicator> connectGloo(std::shared_ptr<RendezvousStore> store
                                           int size, const GlooOptions& options,
                                           const std::string& groupName) {
   DDPH_CHECK(size > 0 && rank >= 0 && rank < size, "rank {} is outside a world of {}", rank, size);
+  // What Gloo or c10d threw while connecting becomes a typed error naming the rank, for either
+  // engine (their collectives map their own errors).
+  try {
 #if DDPH_HAVE_DIRECT_GLOO
-  if (options.engine == GlooEngine::kDirect) {
-    return connectGlooDirect(std::move(store), rank, size, options, groupName);
-  }
+    if (options.engine == GlooEngine::kDirect) {
+      return connectGlooDirect(std::move(store), rank, size, options, groupName);
+    }
 #endif
-  // NOTE [Which Gloo]: a build whose LibTorch carries its own Gloo without headers for it has no
-  // direct engine; kDirect (the default) runs on c10d's engine there.
-  return libtorch::backend().connectProcessGroupGloo(std::move(store), rank, size, options,
-                                                    groupName);
+    // NOTE [Which Gloo]: a build whose LibTorch carries its own Gloo without headers for it has
+    // no direct engine; kDirect (the default) runs on c10d's engine there.
+    return libtorch::backend().connectProcessGroupGloo(std::move(store), rank, size, options,
+                                                      groupName);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    detail::rethrowTyped(e, fmt::format("connecting rank {} of {} (Gloo on {})", rank, size,
+                                        options.hostname),
+                         "init", options.timeout);
+  }
 }
 
 }  // namespace ddph

@@ -79,6 +79,4 @@ const Backend& backend() {
   return *b;
 }
 
-bool loaded() { return g_backend.load() != nullptr; }
-
 }  // namespace ddph::libtorch

@@ -198,23 +198,15 @@ std::unique_ptr<Communicator> connectProcessGroupGloo(std::shared_ptr<Rendezvous
   const auto* native = static_cast<const c10::intrusive_ptr<c10d::Store>*>(store->c10dStore());
   DDPH_CHECK(native != nullptr, "c10d's Gloo engine needs a c10d store (makeTcpStore or "
                                 "makeInProcessStore)");
-  try {
-    auto opts = c10d::ProcessGroupGloo::Options::create(options.timeout);
-    opts->devices.push_back(
-        c10d::ProcessGroupGloo::createDeviceForHostname(options.hostname));
-    opts->threads = std::max(1, options.threads);
-    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(groupName, *native);
-    prefixed->setTimeout(options.timeout);
-    auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, opts);
-    return std::make_unique<GlooCommunicator>(std::move(pg), std::move(store), options.timeout,
-                                              size > options.starCollectivesAbove);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    rethrowTyped(e, fmt::format("connecting rank {} of {} (Gloo on {})", rank, size,
-                                options.hostname),
-                 "init", options.timeout);
-  }
+  auto opts = c10d::ProcessGroupGloo::Options::create(options.timeout);
+  opts->devices.push_back(
+      c10d::ProcessGroupGloo::createDeviceForHostname(options.hostname));
+  opts->threads = std::max(1, options.threads);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(groupName, *native);
+  prefixed->setTimeout(options.timeout);
+  auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, opts);
+  return std::make_unique<GlooCommunicator>(std::move(pg), std::move(store), options.timeout,
+                                            size > options.starCollectivesAbove);
 }
 
 }  // namespace ddph::libtorch

@@ -67,7 +67,7 @@ int rankMain(const Scenario& s, const GlooOptions& engine, int rank, int fd,
       // Port 0: the kernel picks a free port, so concurrent runs never collide; the others learn
       // it through shared memory.
       store = makeTcpStore("127.0.0.1", 0, true, s.worldSize, connectTimeout);
-      progress.publishPort(tcpStorePort(*store));
+      progress.publishPort(store->port());
     } else {
       store = makeTcpStore("127.0.0.1", progress.waitPort(connectTimeout), false, s.worldSize,
                            connectTimeout);

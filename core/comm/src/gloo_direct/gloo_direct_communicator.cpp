@@ -182,23 +182,15 @@ class GlooDirectCommunicator final : public Communicator {
 std::unique_ptr<Communicator> connectGlooDirect(std::shared_ptr<RendezvousStore> store, int rank,
                                                 int size, const GlooOptions& options,
                                                 const std::string& groupName) {
-  try {
-    gloo::transport::tcp::attr attr;
-    attr.hostname = options.hostname;
-    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<SparseContext>(rank, size);
-    if (size > 1) {
-      context->connect(*store, groupName, std::move(device), options.timeout,
-                       resolveWait(options.wait, size));
-    }
-    return std::make_unique<GlooDirectCommunicator>(std::move(context), std::move(store), options);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    rethrowTyped(e, fmt::format("connecting rank {} of {} (Gloo on {})", rank, size,
-                                options.hostname),
-                 "init", options.timeout);
+  gloo::transport::tcp::attr attr;
+  attr.hostname = options.hostname;
+  std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
+  auto context = std::make_shared<SparseContext>(rank, size);
+  if (size > 1) {
+    context->connect(*store, groupName, std::move(device), options.timeout,
+                     resolveWait(options.wait, size));
   }
+  return std::make_unique<GlooDirectCommunicator>(std::move(context), std::move(store), options);
 }
 
 }  // namespace ddph

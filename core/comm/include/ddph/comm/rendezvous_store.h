@@ -34,13 +34,10 @@ class RendezvousStore {
 std::shared_ptr<RendezvousStore> makeInProcessStore();
 
 /// A TCP store (c10d::TCPStore): the server (rank 0) listens on host:port, clients connect to it.
-/// `port` 0 on the server picks a free port (see tcpStorePort). Throws TimeoutError when the
+/// `port` 0 on the server picks a free port (see RendezvousStore::port). Throws TimeoutError when the
 /// server is not reachable before `timeout`.
 std::shared_ptr<RendezvousStore> makeTcpStore(const std::string& host, std::uint16_t port,
                                               bool isServer, int worldSize,
                                               std::chrono::milliseconds timeout);
-
-/// The port a TCP store listens on (0 for other stores).
-inline std::uint16_t tcpStorePort(const RendezvousStore& store) { return store.port(); }
 
 }  // namespace ddph

@@ -61,9 +61,6 @@ class Backend {
 /// place it looked, where it cannot be loaded.
 const Backend& backend();
 
-/// Whether the library is loaded in this process (by backend()). For tests and diagnostics.
-bool loaded();
-
 }  // namespace ddph::libtorch
 
 /// The library's one exported symbol; its name carries the interface's version.
