@@ -20,17 +20,17 @@ double runRankWorld(const std::string& self, int world, const std::vector<std::s
   auto store = makeTcpStore("127.0.0.1", 0, true, world, 60s);
   const std::string port = std::to_string(store->port());
   const std::string out = dir.path() + "/rank0.value";
-  std::vector<std::unique_ptr<test_support::ChildProcess>> ranks;
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
   for (int r = 0; r < world; ++r) {
     std::vector<std::string> argv{self, "--rank", std::to_string(r), "--world",
                                   std::to_string(world), "--port", port};
     argv.insert(argv.end(), args.begin(), args.end());
     argv.insert(argv.end(), {"--out", out});
-    ranks.push_back(std::make_unique<test_support::ChildProcess>(argv));
+    ranks.push_back(std::make_unique<ChildProcess>(argv));
   }
   const auto deadline = std::chrono::steady_clock::now() + 300s;
   for (int r = 0; r < world; ++r) {
-    const int rc = ranks[static_cast<std::size_t>(r)]->wait(deadline);
+    const int rc = test_support::exitCodeBy(*ranks[static_cast<std::size_t>(r)], deadline);
     if (rc != 0) throw Error(fmt::format("benchmark rank {} exited with {}", r, rc));
   }
   double value = 0;

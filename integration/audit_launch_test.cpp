@@ -264,7 +264,7 @@ TEST(AuditPython, InterruptedLauncherStillAuditsAndExits130) {
        "model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1, 1))\n"
        "model(torch.ones(2, 1)).sum().backward()\n"
        "threading.Event().wait()\n"},
-      {}, dir.path() + "/out", dir.path() + "/err");
+      childOptions({}, dir.path() + "/out", dir.path() + "/err"));
   const auto deadline = std::chrono::steady_clock::now() + 120s;
   auto stepped = [&](int rank) {
     const std::string file = traces + "/rank-" + std::to_string(rank) + ".jsonl";
@@ -274,8 +274,8 @@ TEST(AuditPython, InterruptedLauncherStillAuditsAndExits130) {
     std::this_thread::sleep_for(50ms);  // polling for a file, with a deadline: no ordering by time
   }
   ASSERT_TRUE(stepped(0) && stepped(1)) << readFile(dir.path() + "/err");
-  launcher.sendSignal(SIGINT);
-  EXPECT_EQ(launcher.wait(std::chrono::steady_clock::now() + 120s), 130)
+  launcher.signal(SIGINT);
+  EXPECT_EQ(exitCodeBy(launcher, std::chrono::steady_clock::now() + 120s), 130)
       << readFile(dir.path() + "/err");
   const Json r = Json::parse(readFile(report));
   EXPECT_EQ(r["interrupted_by_signal"], 2) << r.dump(2);

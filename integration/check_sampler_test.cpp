@@ -161,7 +161,7 @@ std::vector<CommandResult> checkSamplers(const std::vector<std::vector<std::stri
 TEST(CheckSampler, BrokenSamplersExit2) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--", "/bin/sh", "-c", "while read l; do echo garbage; done"}, "not JSON: 'garbage'"},
-      {{"--", "/bin/sh", "-c", "read l; exit 7"}, "exited with status 7"},
+      {{"--", "/bin/sh", "-c", "read l; exit 7"}, "exited with code 7"},
       {{"--timeout", "0.5", "--startup-timeout", "0.5", "--", "/bin/sh", "-c", "sleep 600"},
        "did not answer request 1 of 1"},
       {{"--", "/bin/sh", "-c", "read l; exec cat /dev/zero"}, "line longer than 64 MiB"},

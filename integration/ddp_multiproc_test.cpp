@@ -40,9 +40,9 @@ Outcome runWorld(int world, const std::string& model, const std::string& optimiz
   test_support::TempDir dir("ddph-ddp-multiproc");
   auto store = makeTcpStore("127.0.0.1", 0, true, world, 30s);
   const auto port = std::to_string(store->port());
-  std::vector<std::unique_ptr<test_support::ChildProcess>> children;
+  std::vector<std::unique_ptr<ChildProcess>> children;
   for (int r = 0; r < world; ++r) {
-    children.push_back(std::make_unique<test_support::ChildProcess>(std::vector<std::string>{
+    children.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
         DDPH_RANK_WORKER, "--port", port, "--rank", std::to_string(r), "--world",
         std::to_string(world), "--model", model, "--optimizer", optimizer, "--steps",
         std::to_string(steps), "--seed", "7", "--timeout-ms", "5000", "--out",
@@ -57,7 +57,8 @@ Outcome runWorld(int world, const std::string& model, const std::string& optimiz
       outcome.params.emplace_back();
       continue;
     }
-    outcome.exitCodes.push_back(children[static_cast<std::size_t>(r)]->wait(deadline));
+    outcome.exitCodes.push_back(
+        test_support::exitCodeBy(*children[static_cast<std::size_t>(r)], deadline));
     outcome.params.push_back(readDoubles(dir.path() + "/rank" + std::to_string(r)));
   }
   return outcome;

@@ -249,12 +249,12 @@ TEST(GpuTrain, DdpTrainWithNcclBackend) {
   const int world = std::min(gpuCount(), 8);
   ddph::test_support::TempDir dir("ddph-gpu-train");
   const std::string report = dir.path() + "/report.json";
-  ddph::test_support::ChildProcess child(
+  ddph::ChildProcess child(
       {sim, "launch", "-n", std::to_string(world), "--timeout", "240", "--", train, "--backend",
        "nccl", "--dataset", "synthetic", "--dataset-size", "4096", "--steps", "20",
        "--batch-size", "32", "--seed", "1", "--no-eval", "--progress", "none", "--report-json",
        report});
-  const int rc = child.wait(std::chrono::steady_clock::now() + 300s);
+  const int rc = ddph::test_support::exitCodeBy(child, std::chrono::steady_clock::now() + 300s);
   ASSERT_EQ(rc, 0) << "ddp-sim launch -n " << world << " -- ddp-train --backend nccl "
                    << (rc == -1 ? "ran past 300 s" : "failed");
   std::ifstream in(report);

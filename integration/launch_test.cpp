@@ -93,8 +93,8 @@ TEST(Launch, TimeoutStopsEveryRank) {
 TEST(Launch, SigintStopsEveryRank) {
   TempDir dir;
   const auto marker = uniqueMarker();
-  ChildProcess launcher(launch({"-n", "3"}, {"/bin/sleep", "60"}), {{kMarkerVariable, marker}},
-                        dir.path() + "/out", dir.path() + "/err");
+  ChildProcess launcher(launch({"-n", "3"}, {"/bin/sleep", "60"}), 
+                        childOptions({{kMarkerVariable, marker}}, dir.path() + "/out", dir.path() + "/err"));
   // Wait until the three ranks run `sleep` (a rank between fork and exec is still a ddp-sim).
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (processesWithMarker(marker, "sleep").size() < 3 &&
@@ -102,8 +102,8 @@ TEST(Launch, SigintStopsEveryRank) {
     std::this_thread::sleep_for(20ms);
   }
   ASSERT_EQ(processesWithMarker(marker, "sleep").size(), 3u);
-  launcher.sendSignal(SIGINT);
-  EXPECT_EQ(launcher.wait(std::chrono::steady_clock::now() + 20s), 128 + SIGINT);
+  launcher.signal(SIGINT);
+  EXPECT_EQ(exitCodeBy(launcher, std::chrono::steady_clock::now() + 20s), 128 + SIGINT);
   EXPECT_NE(readFile(dir.path() + "/err").find("interrupted by SIGINT"), std::string::npos);
   EXPECT_TRUE(waitNoProcessesWithMarker(marker, 5s).empty());
 }
@@ -111,16 +111,16 @@ TEST(Launch, SigintStopsEveryRank) {
 TEST(Launch, KilledLauncherLeavesNoOrphan) {
   TempDir dir;
   const auto marker = uniqueMarker();
-  ChildProcess launcher(launch({"-n", "3"}, {"/bin/sleep", "60"}), {{kMarkerVariable, marker}},
-                        dir.path() + "/out", dir.path() + "/err");
+  ChildProcess launcher(launch({"-n", "3"}, {"/bin/sleep", "60"}), 
+                        childOptions({{kMarkerVariable, marker}}, dir.path() + "/out", dir.path() + "/err"));
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (processesWithMarker(marker, "sleep").size() < 3 &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(20ms);
   }
   ASSERT_EQ(processesWithMarker(marker, "sleep").size(), 3u);
-  launcher.sendSignal(SIGKILL);  // no chance to clean up: PR_SET_PDEATHSIG must do it
-  EXPECT_EQ(launcher.wait(std::chrono::steady_clock::now() + 10s), 128 + SIGKILL);
+  launcher.signal(SIGKILL);  // no chance to clean up: PR_SET_PDEATHSIG must do it
+  EXPECT_EQ(exitCodeBy(launcher, std::chrono::steady_clock::now() + 10s), 128 + SIGKILL);
   EXPECT_TRUE(waitNoProcessesWithMarker(marker, 5s).empty());
 }
 

@@ -146,7 +146,7 @@ TEST(LineProtocolSampler, MalformedAnswersAreProtocolErrors) {
 TEST(LineProtocolSampler, CrashReportsTheExitStatus) {
   {
     LineProtocolSampler s(sh("read l; exit 3"), fast());
-    expectProtocolError([&] { s.indices({3, 1, 0, 0, 0}); }, "exited with status 3");
+    expectProtocolError([&] { s.indices({3, 1, 0, 0, 0}); }, "exited with code 3");
   }
   {
     LineProtocolSampler s(sh("read l; kill -SEGV $$"), fast());
@@ -224,7 +224,7 @@ TEST(LineProtocolSampler, SamplerThatStopsReadingDoesNotKillTheChecker) {
   // Exits at once: the requests (more than a pipe buffer) hit a closed pipe (EPIPE, no SIGPIPE).
   LineProtocolSampler s(sh("exit 0"), fast());
   std::this_thread::sleep_for(100ms);
-  expectProtocolError([&] { s.partition(0, 5000, 0, 0); }, "exited with status 0");
+  expectProtocolError([&] { s.partition(0, 5000, 0, 0); }, "exited with code 0");
 }
 
 TEST(LineProtocolSampler, BadCommandsAreConfigErrors) {

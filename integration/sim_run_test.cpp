@@ -223,8 +223,8 @@ TEST(SimRun, SigintStopsEveryRank) {
   std::ofstream(path) << "world_size = 4\nbatch_size = 1\n[[datasets]]\nsize = 4000\n"
                          "[faults]\ndelay = { rank = 0, ms = 20 }\n";
   const auto marker = uniqueMarker();
-  ChildProcess run({kSim, "run", path}, {{kMarkerVariable, marker}}, dir.path() + "/out",
-                   dir.path() + "/err");
+  ChildProcess run({kSim, "run", path},
+                   childOptions({{kMarkerVariable, marker}}, dir.path() + "/out", dir.path() + "/err"));
   const auto deadline = std::chrono::steady_clock::now() + 30s;
   // The run and its 4 forked ranks (all named ddp-sim; forked ranks never exec).
   while (processesWithMarker(marker, "ddp-sim").size() < 5 &&
@@ -233,8 +233,8 @@ TEST(SimRun, SigintStopsEveryRank) {
   }
   ASSERT_EQ(processesWithMarker(marker, "ddp-sim").size(), 5u);
   std::this_thread::sleep_for(500ms);
-  run.sendSignal(SIGINT);
-  EXPECT_EQ(run.wait(std::chrono::steady_clock::now() + 30s), 128 + SIGINT)
+  run.signal(SIGINT);
+  EXPECT_EQ(exitCodeBy(run, std::chrono::steady_clock::now() + 30s), 128 + SIGINT)
       << readFile(dir.path() + "/err");
   EXPECT_TRUE(waitNoProcessesWithMarker(marker, 5s).empty());
 }

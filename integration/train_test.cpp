@@ -225,14 +225,14 @@ TEST(TrainResume, SigtermStopsEveryRankAtOneStepWithACheckpoint) {
   const std::string marker = uniqueMarker();
   ChildProcess launcher(launch({"--checkpoint", d + "/ckpt", "--checkpoint-every", "10",
                                 "--trace-samples", d + "/first"}),
-                        {{kMarkerVariable, marker}}, d + "/out", d + "/err");
+                        childOptions({{kMarkerVariable, marker}}, d + "/out", d + "/err"));
   const auto deadline = std::chrono::steady_clock::now() + 120s;
   while (!fs::exists(d + "/ckpt") && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(20ms);
   }
   ASSERT_TRUE(fs::exists(d + "/ckpt")) << readFile(d + "/err");
-  launcher.sendSignal(SIGTERM);
-  const int rc = launcher.wait(std::chrono::steady_clock::now() + 120s);
+  launcher.signal(SIGTERM);
+  const int rc = exitCodeBy(launcher, std::chrono::steady_clock::now() + 120s);
   EXPECT_EQ(rc, 128 + SIGTERM) << readFile(d + "/err");
   EXPECT_TRUE(waitNoProcessesWithMarker(marker, 10s).empty());
   const std::string err = readFile(d + "/err");

@@ -75,7 +75,7 @@ class CrashingSampler : public Sampler {
  public:
   std::string name() const override { return "crashing"; }
   std::vector<Index> indices(const ShardRequest&) override {
-    throw ProtocolError("sampler 'crashing' exited with status 3");
+    throw ProtocolError("sampler 'crashing' exited with code 3");
   }
 };
 
@@ -182,7 +182,7 @@ TEST(Contract, SamplerFailureIsAProtocolErrorNotACounterexample) {
   EXPECT_THROW(checkContract(crashing, "pytorch", quick(5)), ProtocolError);
   const auto verdict = testing::satisfiesContract(crashing, "pytorch", quick(5));
   EXPECT_FALSE(verdict);
-  EXPECT_NE(std::string(verdict.message()).find("exited with status 3"), std::string::npos);
+  EXPECT_NE(std::string(verdict.message()).find("exited with code 3"), std::string::npos);
 }
 
 TEST(Contract, RecordCaseReplaysWhatThePropertyAsked) {

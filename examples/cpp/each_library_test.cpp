@@ -43,8 +43,13 @@ TEST(InstalledLibraries, CommGivesEachRankItsLoopbackAddress) {  // ddph::comm
   EXPECT_EQ(ddph::loopbackAddressForRank(251), "127.0.2.2");
 }
 
-TEST(InstalledLibraries, LaunchNamesSignals) {  // ddph::launch
-  EXPECT_EQ(ddph::signalName(SIGTERM), "SIGTERM");
+TEST(InstalledLibraries, LaunchDescribesARankThatDied) {  // ddph::launch
+  ddph::RankOutcome outcome;
+  outcome.rank = 2;
+  outcome.pid = 4711;
+  outcome.kind = ddph::RankOutcome::Kind::kSignaled;
+  outcome.signal = SIGTERM;
+  EXPECT_EQ(ddph::describeOutcome(outcome), "rank 2 (pid 4711) was killed by signal 15 (SIGTERM)");
 }
 
 TEST(InstalledLibraries, DataZipStopsAtTheShorterDataset) {  // ddph::data

@@ -1,11 +1,7 @@
 #include "test_support.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,8 +14,6 @@
 #include <stdexcept>
 #include <system_error>
 #include <thread>
-
-extern char** environ;
 
 namespace ddph::test_support {
 
@@ -37,111 +31,19 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ignored);
 }
 
-namespace {
-
-// The spawn attributes and file actions, destroyed on every path out of the constructor.
-struct SpawnSetup {
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_t actions;
-  SpawnSetup() {
-    posix_spawnattr_init(&attr);
-    posix_spawn_file_actions_init(&actions);
-  }
-  ~SpawnSetup() {
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-  }
-  SpawnSetup(const SpawnSetup&) = delete;
-  SpawnSetup& operator=(const SpawnSetup&) = delete;
-};
-
-int decodeStatus(int status) {
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+ChildOptions childOptions(const std::map<std::string, std::string>& env,
+                          const std::string& outPath, const std::string& errPath) {
+  ChildOptions options;
+  options.env = env;
+  if (!outPath.empty()) options.out = StreamTarget::file(outPath);
+  if (!errPath.empty()) options.err = StreamTarget::file(errPath);
+  return options;
 }
 
-}  // namespace
-
-ChildProcess::ChildProcess(const std::vector<std::string>& argv,
-                           const std::map<std::string, std::string>& env,
-                           const std::string& outPath, const std::string& errPath) {
-  if (argv.empty()) throw std::invalid_argument("ChildProcess: empty argv");
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-
-  // This environment, with `env` overriding or added.
-  std::vector<std::string> vars;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string var = *e;
-    if (env.count(var.substr(0, var.find('='))) == 0) vars.push_back(var);
-  }
-  for (const auto& [key, value] : env) vars.push_back(key + "=" + value);
-  std::vector<char*> envp;
-  for (auto& v : vars) envp.push_back(v.data());
-  envp.push_back(nullptr);
-
-  SpawnSetup setup;
-  // Default dispositions and an empty mask: a test runner that ignores or blocks SIGINT must not
-  // make the child immune to the signals the tests send it.
-  sigset_t all, none;
-  sigfillset(&all);
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&setup.attr, &all);
-  posix_spawnattr_setsigmask(&setup.attr, &none);
-  posix_spawnattr_setflags(&setup.attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
-  if (!outPath.empty()) {
-    posix_spawn_file_actions_addopen(&setup.actions, 1, outPath.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  }
-  if (!errPath.empty()) {
-    posix_spawn_file_actions_addopen(&setup.actions, 2, errPath.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  }
-  const int rc =
-      ::posix_spawn(&pid_, args[0], &setup.actions, &setup.attr, args.data(), envp.data());
-  if (rc != 0) {
-    pid_ = -1;
-    throw std::system_error(rc, std::generic_category(), "posix_spawn " + argv[0]);
-  }
-}
-
-ChildProcess::~ChildProcess() {
-  if (pid_ > 0) killAndReap();
-}
-
-void ChildProcess::sendSignal(int signal) {
-  if (pid_ > 0) ::kill(pid_, signal);
-}
-
-void ChildProcess::killAndReap() {
-  ::kill(pid_, SIGKILL);
-  while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-  }
-  pid_ = -1;
-}
-
-int ChildProcess::wait(std::chrono::steady_clock::time_point deadline) {
-  // NOTE [Reaping by polling waitpid]: children are reaped by polling waitpid(WNOHANG), never by
-  // waiting for a SIGCHLD. Boost.Process 1.74's wait_until waits for a SIGCHLD, which is lost when
-  // several children end together (runCommands, rank processes), and then sleeps until the
-  // deadline.
-  while (!exitCode_) {
-    int status = 0;
-    const pid_t got = ::waitpid(pid_, &status, WNOHANG);
-    if (got == pid_) {
-      pid_ = -1;
-      exitCode_ = decodeStatus(status);
-    } else if (got < 0 && errno != EINTR) {
-      throw std::system_error(errno, std::generic_category(), "waitpid");
-    } else if (std::chrono::steady_clock::now() >= deadline) {
-      killAndReap();
-      exitCode_ = -1;
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-  return *exitCode_;
+int exitCodeBy(ChildProcess& child, std::chrono::steady_clock::time_point deadline) {
+  if (const auto status = child.waitUntil(deadline)) return status->shellCode();
+  child.kill();
+  return -1;
 }
 
 std::string uniqueMarker() {
@@ -175,11 +77,11 @@ class CapturedCommand {
   CapturedCommand(const std::vector<std::string>& argv,
                   const std::map<std::string, std::string>& env)
       : start_(std::chrono::steady_clock::now()),
-        child_(argv, env, dir_.path() + "/out", dir_.path() + "/err") {}
+        child_(argv, childOptions(env, dir_.path() + "/out", dir_.path() + "/err")) {}
 
   CommandResult finish(std::chrono::steady_clock::time_point deadline) {
     CommandResult r;
-    r.exitCode = child_.wait(deadline);
+    r.exitCode = exitCodeBy(child_, deadline);
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     r.out = readFile(dir_.path() + "/out");
     r.err = readFile(dir_.path() + "/err");

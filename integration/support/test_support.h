@@ -1,8 +1,9 @@
 #pragma once
 // Test and benchmark support (not part of the ddph package; target ddph_test_support): a private
-// temp dir, a guard for child processes (every wait has a deadline; whatever still runs when the
-// guard goes away is killed and reaped, so a failed ASSERT leaves no orphan), running commands with
-// their output captured, and scanning the process table for processes a test started.
+// temp dir, children on ddph::ChildProcess (every wait has a deadline; whatever still runs when
+// the child object goes away is killed and reaped, so a failed ASSERT leaves no orphan), running
+// commands with their output captured, and scanning the process table for processes a test
+// started.
 #include <sys/types.h>
 
 #include <chrono>
@@ -10,6 +11,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "ddph/common/child_process.h"
 
 namespace ddph::test_support {
 
@@ -30,34 +33,14 @@ class TempDir {
   std::string path_;
 };
 
-/// One child process, started with posix_spawn: argv[0] is a path (no PATH search), `env` is added
-/// to (or overrides in) this process's environment, stdin is /dev/null, stdout and stderr go to
-/// `outPath` and `errPath` (created or truncated) or, when empty, are inherited. Throws
-/// std::system_error when it cannot be started. The destructor kills (SIGKILL) and reaps the child
-/// if it is still running. One owner, one thread.
-class ChildProcess {
- public:
-  explicit ChildProcess(const std::vector<std::string>& argv,
-                        const std::map<std::string, std::string>& env = {},
-                        const std::string& outPath = "", const std::string& errPath = "");
-  ~ChildProcess();
-  ChildProcess(const ChildProcess&) = delete;
-  ChildProcess& operator=(const ChildProcess&) = delete;
+/// A test's child (ddph::ChildProcess): `env` added to this process's environment, stdout and
+/// stderr to `outPath` and `errPath` (created or truncated) or, when empty, inherited.
+ChildOptions childOptions(const std::map<std::string, std::string>& env = {},
+                          const std::string& outPath = "", const std::string& errPath = "");
 
-  /// The child's pid while it is not reaped; -1 afterwards.
-  pid_t pid() const { return pid_; }
-  /// Sends `signal` to the child; does nothing once it is reaped (never signals pid -1).
-  void sendSignal(int signal);
-  /// Waits until `deadline`; returns the exit code, 128 + signal when a signal ended it, or -1
-  /// when the deadline passed (the child is then killed and reaped). Later calls return the same.
-  int wait(std::chrono::steady_clock::time_point deadline);
-
- private:
-  void killAndReap();
-
-  pid_t pid_ = -1;
-  std::optional<int> exitCode_;
-};
+/// Waits for `child` until `deadline`: its exit code, 128 + the signal that ended it, or -1 when
+/// the deadline passed (it is then killed and reaped).
+int exitCodeBy(ChildProcess& child, std::chrono::steady_clock::time_point deadline);
 
 struct CommandResult {
   int exitCode = -1;  ///< exit code, 128 + signal, or -1: killed at the deadline

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "audit_checks.h"
+#include "ddph/common/child_process.h"
 #include "ddph/launch/launcher.h"
 
 namespace ddph::audit {

@@ -1,4 +1,4 @@
-// The launcher: Boost.Process for spawning, Boost.Asio for the ranks' output, the deadlines and the
+// The launcher: ChildProcess (Boost.Process) for spawning, Boost.Asio for the ranks' output, the deadlines and the
 // signals, all on one thread.
 #include "ddph/launch/launcher.h"
 
@@ -8,9 +8,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
@@ -18,34 +16,20 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/streambuf.hpp>
-#include <boost/process.hpp>
-#include <boost/process/extend.hpp>
 #include <iostream>
 #include <memory>
 
+#include "ddph/common/child_process.h"
 #include "ddph/common/error.h"
 #include "ddph/common/stop_signals.h"
 
 namespace ddph {
-namespace bp = boost::process;
 namespace asio = boost::asio;
 
 namespace {
 
-// Runs in the forked child before exec: join the ranks' process group and die with the launcher.
-struct RankSetup : bp::extend::handler {
-  pid_t pgid = 0;  // 0: start a new group (the first rank)
-  pid_t parent = 0;
-  template <class Executor>
-  void on_exec_setup(Executor&) const {
-    ::setpgid(0, pgid);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);  // the launcher died between fork and prctl
-  }
-};
-
 struct OutputStream {
-  std::unique_ptr<bp::async_pipe> pipe;
+  std::unique_ptr<asio::posix::stream_descriptor> pipe;
   asio::streambuf buffer;
   std::ostream* sink = nullptr;
   bool open = true;
@@ -53,7 +37,7 @@ struct OutputStream {
 
 struct Rank {
   int rank = 0;
-  bp::child child;
+  std::unique_ptr<ChildProcess> child;
   OutputStream out;
   OutputStream err;
   RankOutcome outcome;
@@ -73,14 +57,12 @@ class Supervisor {
   LaunchResult run() {
     result_.masterPort =
         options_.masterPort != 0 ? options_.masterPort : findFreePort(options_.masterAddr);
-    const auto exe = resolve(options_.command.at(0));
-    const std::vector<std::string> args(options_.command.begin() + 1, options_.command.end());
     signalPipe_.async_wait(asio::posix::stream_descriptor::wait_read,
                            [this](const boost::system::error_code& ec) {
                              if (!ec) interrupt(stopSignals_.received());
                            });
     try {
-      for (int r = 0; r < options_.numRanks; ++r) spawn(r, exe, args);
+      for (int r = 0; r < options_.numRanks; ++r) spawn(r);
     } catch (...) {
       killGroup(SIGKILL);
       reapAll();
@@ -99,43 +81,34 @@ class Supervisor {
   }
 
  private:
-  boost::filesystem::path resolve(const std::string& program) {
-    boost::filesystem::path path =
-        program.find('/') == std::string::npos ? bp::search_path(program) : program;
-    DDPH_CHECK(!path.empty() && ::access(path.c_str(), X_OK) == 0,
-               "cannot run '{}': not found or not executable", program);
-    return path;
-  }
-
-  void spawn(int r, const boost::filesystem::path& exe, const std::vector<std::string>& args) {
+  void spawn(int r) {
     auto rank = std::make_unique<Rank>();
     rank->rank = r;
-    rank->out.pipe = std::make_unique<bp::async_pipe>(io_);
-    rank->err.pipe = std::make_unique<bp::async_pipe>(io_);
     rank->out.sink = options_.out ? options_.out : &std::cout;
     rank->err.sink = options_.err ? options_.err : &std::cerr;
-    auto env = boost::this_process::environment();
-    for (const auto& [name, value] : options_.extraEnv) env[name] = value;
-    env["RANK"] = std::to_string(r);
-    env["LOCAL_RANK"] = std::to_string(r);
-    env["WORLD_SIZE"] = std::to_string(options_.numRanks);
-    env["LOCAL_WORLD_SIZE"] = std::to_string(options_.numRanks);
-    env["GROUP_RANK"] = "0";
-    env["MASTER_ADDR"] = options_.masterAddr;
-    env["MASTER_PORT"] = std::to_string(result_.masterPort);
-    RankSetup setup;
-    setup.pgid = pgid_;
-    setup.parent = ::getpid();
-    std::error_code ec;
-    rank->child = bp::child(exe, bp::args(args), env, bp::std_in < bp::null,
-                            bp::std_out > *rank->out.pipe, bp::std_err > *rank->err.pipe, setup,
-                            ec);
-    DDPH_CHECK(!ec, "cannot start rank {} ('{}'): {}", r, exe.string(), ec.message());
-    const pid_t pid = rank->child.id();
-    if (pgid_ == 0) pgid_ = pid;
-    ::setpgid(pid, pgid_);  // also from the parent: no race with the first kill
+    ChildOptions child;
+    for (const auto& [name, value] : options_.extraEnv) child.env[name] = value;
+    child.env["RANK"] = std::to_string(r);
+    child.env["LOCAL_RANK"] = std::to_string(r);
+    child.env["WORLD_SIZE"] = std::to_string(options_.numRanks);
+    child.env["LOCAL_WORLD_SIZE"] = std::to_string(options_.numRanks);
+    child.env["GROUP_RANK"] = "0";
+    child.env["MASTER_ADDR"] = options_.masterAddr;
+    child.env["MASTER_PORT"] = std::to_string(result_.masterPort);
+    child.out = child.err = StreamTarget::pipe();
+    child.processGroup = pgid_;  // the first rank leads the ranks' group
+    try {
+      rank->child = std::make_unique<ChildProcess>(options_.command, std::move(child));
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& e) {
+      throw ConfigError(fmt::format("cannot start rank {}: {}", r, e.what()));
+    }
+    if (pgid_ == 0) pgid_ = rank->child->processGroup();
+    rank->out.pipe = std::make_unique<asio::posix::stream_descriptor>(io_, rank->child->takePipe(1));
+    rank->err.pipe = std::make_unique<asio::posix::stream_descriptor>(io_, rank->child->takePipe(2));
     rank->outcome.rank = r;
-    rank->outcome.pid = pid;
+    rank->outcome.pid = rank->child->pid();
     read(*rank, rank->out);
     read(*rank, rank->err);
     ranks_.push_back(std::move(rank));
@@ -172,19 +145,18 @@ class Supervisor {
   void poll() {
     for (auto& rank : ranks_) {
       if (rank->outcome.kind != RankOutcome::Kind::kRunning) continue;
-      std::error_code ec;
-      if (rank->child.running(ec)) continue;
-      const int status = rank->child.native_exit_code();
-      if (WIFSIGNALED(status)) {
+      const auto status = rank->child->poll();
+      if (!status) continue;
+      if (status->signal != 0) {
         // Stopped only by a signal the launcher sent: a rank that died of its own SIGKILL (an OOM
         // kill) while another's failure was being handled in the same poll is still its own death.
-        const int sig = WTERMSIG(status);
+        const int sig = status->signal;
         const bool ours = stopping_ && (sig == SIGTERM || (sig == SIGKILL && killSent_));
         rank->outcome.kind = ours ? RankOutcome::Kind::kStopped : RankOutcome::Kind::kSignaled;
         rank->outcome.signal = sig;
       } else {
         rank->outcome.kind = RankOutcome::Kind::kExited;
-        rank->outcome.code = WEXITSTATUS(status);
+        rank->outcome.code = status->code;
       }
       const bool failed = rank->outcome.kind == RankOutcome::Kind::kSignaled ||
                           (rank->outcome.kind == RankOutcome::Kind::kExited && rank->outcome.code != 0);
@@ -277,10 +249,7 @@ class Supervisor {
   }
 
   void reapAll() {
-    for (auto& rank : ranks_) {
-      std::error_code ec;
-      if (rank->child.valid()) rank->child.wait(ec);
-    }
+    for (auto& rank : ranks_) rank->child->kill();
   }
 
   void finish() {
@@ -325,18 +294,13 @@ class Supervisor {
 
 }  // namespace
 
-std::string signalName(int sig) {
-  const char* abbrev = ::sigabbrev_np(sig);
-  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
-}
-
 std::string describeOutcome(const RankOutcome& o) {
   const std::string who = fmt::format("rank {} (pid {})", o.rank, o.pid);
   switch (o.kind) {
     case RankOutcome::Kind::kRunning: return who + " is running";
     case RankOutcome::Kind::kExited: return fmt::format("{} exited with code {}", who, o.code);
     case RankOutcome::Kind::kSignaled:
-      return fmt::format("{} was killed by signal {} ({})", who, o.signal, signalName(o.signal));
+      return fmt::format("{} {}", who, ExitStatus{0, o.signal}.describe());
     case RankOutcome::Kind::kTimedOut: return who + " was still running at the timeout";
     case RankOutcome::Kind::kStopped:
       return fmt::format("{} was stopped ({})", who, signalName(o.signal));

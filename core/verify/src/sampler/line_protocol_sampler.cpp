@@ -3,17 +3,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/process/args.hpp>
-#include <boost/process/child.hpp>
-#include <boost/process/exe.hpp>
-#include <boost/process/extend.hpp>
-#include <boost/process/io.hpp>
-#include <boost/process/pipe.hpp>
-#include <boost/process/search_path.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -24,21 +15,13 @@
 #include <cstring>
 #include <thread>
 
+#include "ddph/common/child_process.h"
 #include "ddph/common/error.h"
 
 namespace ddph {
-namespace bp = boost::process;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::string describeStatus(int status) {
-  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
-  }
-  return fmt::format("ended with wait status {}", status);
-}
 
 // The first bytes of `text`, printable, for error messages.
 std::string excerpt(std::string_view text, std::size_t limit = 80) {
@@ -52,11 +35,7 @@ std::string excerpt(std::string_view text, std::size_t limit = 80) {
 
 std::string mib(std::size_t bytes) { return fmt::format("{} MiB", bytes >> 20); }
 
-void setNonBlockingCloexec(int fd) {
-  const int flags = ::fcntl(fd, F_GETFL);
-  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-  ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
-}
+void setNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
 // NOTE [SIGPIPE]
 // Writing to a sampler that has exited raises SIGPIPE, which would kill the checker. Rather than
@@ -119,7 +98,7 @@ std::string shellQuote(const std::string& arg) {
 
 // The running command and our ends of its pipes. Owned by one LineProtocolSampler.
 struct LineProtocolSampler::Process {
-  pid_t pid = -1;      // also its process group id; -1 once reaped
+  std::unique_ptr<ChildProcess> child;  // leads its own process group
   int in = -1;         // write end of its stdin
   int out = -1;        // read end of its stdout
   std::string buffer;  // bytes read, not yet consumed as lines
@@ -131,43 +110,25 @@ struct LineProtocolSampler::Process {
   std::vector<ShardRequest> lastRequests;
   std::vector<std::optional<std::int64_t>> lastLengths;
 
+  bool running() const { return child && child->pid() > 0; }
+
   void closeIn() {
     if (in >= 0) ::close(in);
     in = -1;
   }
 
-  // Gives the command up to `grace` to end by itself; its wait status if it did.
-  std::optional<int> waitFor(std::chrono::milliseconds grace) {
-    if (pid < 0) return std::nullopt;
-    const auto deadline = Clock::now() + grace;
-    while (true) {
-      int status = 0;
-      const pid_t done = ::waitpid(pid, &status, WNOHANG);
-      if (done == pid) {
-        ::kill(-pid, SIGKILL);  // whatever it started in its group
-        pid = -1;
-        return status;
-      }
-      if (done < 0 && errno != EINTR) {
-        pid = -1;
-        return std::nullopt;
-      }
-      if (Clock::now() >= deadline) return std::nullopt;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
+  // Gives the command up to `grace` to end by itself; how it ended if it did.
+  std::optional<ExitStatus> waitFor(std::chrono::milliseconds grace) {
+    if (!running()) return std::nullopt;
+    auto status = child->waitUntil(Clock::now() + grace);
+    if (status) child->signalGroup(SIGKILL);  // whatever it started in its group
+    return status;
   }
 
   // Kills the command's whole process group, reaps it and closes the pipes. Idempotent.
   void kill() {
     closeIn();
-    if (pid > 0) {
-      ::kill(-pid, SIGKILL);
-      ::kill(pid, SIGKILL);
-      int status = 0;
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      pid = -1;
-    }
+    if (child) child->kill();
     if (out >= 0) ::close(out);
     out = -1;
   }
@@ -178,37 +139,19 @@ LineProtocolSampler::LineProtocolSampler(std::vector<std::string> command,
     : command_(std::move(command)), options_(options), process_(std::make_unique<Process>()) {
   DDPH_CHECK(!command_.empty(), "no sampler command given");
   DDPH_CHECK(options_.requestTimeout.count() > 0, "the request timeout must be positive");
-  boost::filesystem::path program = command_[0];
-  if (command_[0].find('/') == std::string::npos) {
-    program = bp::search_path(command_[0]);
-    DDPH_CHECK(!program.empty(), "sampler command '{}' not found on PATH", command_[0]);
-  }
-  DDPH_CHECK(::access(program.c_str(), X_OK) == 0, "sampler command '{}' is not executable",
-             program.string());
-  const std::vector<std::string> args(command_.begin() + 1, command_.end());
-  const pid_t parent = ::getpid();
-  bp::pipe toChild, fromChild;
+  ChildOptions child;
+  child.in = child.out = StreamTarget::pipe();  // its own process group; dies with the checker
   try {
-    bp::child child(
-        bp::exe = program, bp::args = args, bp::std_in < toChild, bp::std_out > fromChild,
-        bp::extend::on_exec_setup = [parent](auto&) {
-          // Its own process group, so a kill reaches whatever it starts (a shell wrapper's
-          // children); killed with the checker, so no sampler outlives it.
-          ::setpgid(0, 0);
-          ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-          if (::getppid() != parent) ::_exit(127);
-        });
-    process_->pid = child.id();
-    child.detach();  // reaped here, with waitpid, on every exit path
-  } catch (const std::exception& e) {
+    process_->child = std::make_unique<ChildProcess>(command_, std::move(child));
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("sampler command: {}", e.what()));
+  } catch (const Error& e) {
     throw ConfigError(fmt::format("cannot start sampler command '{}': {}", name(), e.what()));
   }
-  process_->in = toChild.native_sink();
-  process_->out = fromChild.native_source();
-  toChild.assign_sink(-1);  // the Process owns the descriptors now
-  fromChild.assign_source(-1);
-  setNonBlockingCloexec(process_->in);
-  setNonBlockingCloexec(process_->out);
+  process_->in = process_->child->takePipe(0);
+  process_->out = process_->child->takePipe(1);
+  setNonBlocking(process_->in);
+  setNonBlocking(process_->out);
 }
 
 LineProtocolSampler::~LineProtocolSampler() { close(); }
@@ -217,7 +160,7 @@ void LineProtocolSampler::close() {
   if (!process_) return;
   Process& p = *process_;
   p.closeIn();  // EOF: a well-behaved sampler exits by itself
-  if (p.pid > 0) p.waitFor(options_.exitGrace);
+  p.waitFor(options_.exitGrace);
   p.kill();
   if (!p.failure) p.failure = "the sampler was closed";
 }
@@ -230,7 +173,7 @@ std::string LineProtocolSampler::name() const {
 
 std::int64_t LineProtocolSampler::requestsAnswered() const { return process_->answered; }
 
-bool LineProtocolSampler::alive() const { return !process_->failure && process_->pid > 0; }
+bool LineProtocolSampler::alive() const { return !process_->failure && process_->running(); }
 
 namespace {
 
@@ -418,9 +361,9 @@ std::vector<std::vector<Index>> LineProtocolSampler::exchange(
     std::string status;
     if (ended) {
       p.closeIn();
-      if (auto s = p.waitFor(std::chrono::milliseconds(1000))) status = "; it " + describeStatus(*s);
+      if (auto s = p.waitFor(std::chrono::milliseconds(1000))) status = "; it " + s->describe();
     }
-    const bool stillRunning = p.pid > 0;
+    const bool stillRunning = p.running();
     p.kill();
     p.failure = fmt::format("sampler `{}` {}{}{}", name(), what, status,
                             stillRunning ? "; killed it" : "");

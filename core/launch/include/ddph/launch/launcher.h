@@ -72,7 +72,4 @@ std::uint16_t findFreePort(const std::string& address = "127.0.0.1");
 /// "rank 2 (pid 4711) exited with code 3", "… was killed by signal 9 (SIGKILL)", …
 std::string describeOutcome(const RankOutcome& outcome);
 
-/// "SIGKILL", or "signal 77" for one without a name.
-std::string signalName(int sig);
-
 }  // namespace ddph
