@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
 
     nlohmann::ordered_json out = {{"dataset_size", n}, {"world_size", w}, {"epoch", epoch},
                                   {"seed", seed}, {"repeats", repeats}, {"randperm", impl}};
-    out["partition"] = measure(repeats, [&] { return sampler.partition(n, w, epoch, seed).ranks; });
+    out["partition"] = measure(repeats, [&] { return sampler.partition({n, w, epoch, seed}).ranks; });
     out["per_rank"] = measure(repeats, [&] {
       std::vector<std::vector<Index>> ranks;
       for (std::int64_t r = 0; r < w; ++r) ranks.push_back(sampler.indices({n, w, r, epoch, seed}));

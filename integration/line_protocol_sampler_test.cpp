@@ -61,7 +61,7 @@ std::string expectProtocolError(F&& call, const std::string& needle) {
 
 TEST(LineProtocolSampler, AnswersPartitionsWithDeclaredLengths) {
   LineProtocolSampler s(python(kStridedSampler), fast());
-  const Partition p = s.partition(10, 4, 3, 7);
+  const Partition p = s.partition({10, 4, 3, 7});
   ASSERT_EQ(p.numReplicas(), 4);
   EXPECT_EQ(p.ranks[1], (std::vector<Index>{1, 5, 9}));
   EXPECT_EQ(p.ranks[3], (std::vector<Index>{3, 7}));
@@ -90,12 +90,12 @@ TEST(LineProtocolSampler, TorchAdapterMatchesThePortExactly) {
     for (std::int64_t w : {1, 2, 3, 8, 64}) {
       for (std::int64_t seed : seeds) {
         const std::int64_t epoch = (n + w) % 5;
-        const Partition a = torch.partition(n, w, epoch, seed);
-        const Partition b = port.partition(n, w, epoch, seed);
+        const Partition a = torch.partition({n, w, epoch, seed});
+        const Partition b = port.partition({n, w, epoch, seed});
         ASSERT_EQ(a.ranks, b.ranks) << "N=" << n << " W=" << w << " seed=" << seed;
         ASSERT_EQ(a.declaredLengths, b.declaredLengths) << "N=" << n << " W=" << w;
-        const Partition c = torchDropLast.partition(n, w, epoch, seed);
-        const Partition d = portDropLast.partition(n, w, epoch, seed);
+        const Partition c = torchDropLast.partition({n, w, epoch, seed});
+        const Partition d = portDropLast.partition({n, w, epoch, seed});
         ASSERT_EQ(c.ranks, d.ranks) << "drop_last N=" << n << " W=" << w << " seed=" << seed;
         ASSERT_EQ(c.declaredLengths, d.declaredLengths);
         compared += 2;
@@ -125,7 +125,7 @@ TEST(LineProtocolSampler, GarbageKillsTheSampler) {
   expectProtocolError([&] { s.indices({3, 1, 0, 0, 0}); }, "not JSON: 'hello'");
   EXPECT_FALSE(s.alive());
   // Later calls repeat the failure without asking again.
-  expectProtocolError([&] { s.partition(3, 2, 0, 0); }, "not JSON");
+  expectProtocolError([&] { s.partition({3, 2, 0, 0}); }, "not JSON");
 }
 
 TEST(LineProtocolSampler, MalformedAnswersAreProtocolErrors) {
@@ -150,7 +150,7 @@ TEST(LineProtocolSampler, CrashReportsTheExitStatus) {
   }
   {
     LineProtocolSampler s(sh("read l; kill -SEGV $$"), fast());
-    expectProtocolError([&] { s.partition(3, 2, 0, 0); }, "killed by signal 11");
+    expectProtocolError([&] { s.partition({3, 2, 0, 0}); }, "killed by signal 11");
   }
 }
 
@@ -163,7 +163,7 @@ TEST(LineProtocolSampler, HangTimesOutAndKillsTheProcessGroup) {
   // The shell starts a grandchild and neither answers: the whole group must go.
   LineProtocolSampler s(sh("sleep 60 & echo $! > " + pidFile + "; sleep 60"), o);
   const auto start = std::chrono::steady_clock::now();
-  expectProtocolError([&] { s.partition(5, 2, 0, 0); }, "did not answer request 1 of 2");
+  expectProtocolError([&] { s.partition({5, 2, 0, 0}); }, "did not answer request 1 of 2");
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);  // 0.3 s, with room for a busy machine
   const std::string pid = readFile(pidFile);
   ASSERT_FALSE(pid.empty());
@@ -175,7 +175,7 @@ TEST(LineProtocolSampler, TooFewLinesTimeOut) {
   LineProtocolOptions o = fast();
   o.requestTimeout = 300ms;
   LineProtocolSampler s(sh(R"(read l; echo '{"indices":[0]}'; cat > /dev/null)"), o);
-  expectProtocolError([&] { s.partition(3, 3, 0, 0); }, "did not answer request 2 of 3");
+  expectProtocolError([&] { s.partition({3, 3, 0, 0}); }, "did not answer request 2 of 3");
 }
 
 TEST(LineProtocolSampler, TooManyLinesAreCaught) {
@@ -185,9 +185,9 @@ TEST(LineProtocolSampler, TooManyLinesAreCaught) {
     // Lines carry no request id, so the surplus is caught at the latest before the next request.
     expectProtocolError(
         [&] {
-          s.partition(2, 2, 0, 0);
+          s.partition({2, 2, 0, 0});
           std::this_thread::sleep_for(100ms);
-          s.partition(2, 2, 0, 0);
+          s.partition({2, 2, 0, 0});
         },
         "more lines than requests");
   }
@@ -216,7 +216,7 @@ TEST(LineProtocolSampler, FloodsAreCutOff) {
         python("import sys\nfor l in sys.stdin:\n    print('{\"indices\":[' + ','.join(['0'] * "
                "40000) + ']}', flush=True)\n"),
         o);
-    expectProtocolError([&] { s.partition(1, 64, 0, 0); }, "with more than 1 MiB");
+    expectProtocolError([&] { s.partition({1, 64, 0, 0}); }, "with more than 1 MiB");
   }
 }
 
@@ -224,7 +224,7 @@ TEST(LineProtocolSampler, SamplerThatStopsReadingDoesNotKillTheChecker) {
   // Exits at once: the requests (more than a pipe buffer) hit a closed pipe (EPIPE, no SIGPIPE).
   LineProtocolSampler s(sh("exit 0"), fast());
   std::this_thread::sleep_for(100ms);
-  expectProtocolError([&] { s.partition(0, 5000, 0, 0); }, "exited with code 0");
+  expectProtocolError([&] { s.partition({0, 5000, 0, 0}); }, "exited with code 0");
 }
 
 TEST(LineProtocolSampler, BadCommandsAreConfigErrors) {

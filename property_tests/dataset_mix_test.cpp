@@ -64,7 +64,7 @@ MixWorld genWorld(bool samplerDropLast, int minDatasets = 1, int maxDatasets = 4
   for (std::size_t d = 0; d < w.sizes.size(); ++d) {
     // Each dataset has its own seed, as each loader has its own sampler.
     const Partition p =
-        sampler.partition(w.sizes[d], w.worldSize, epoch, static_cast<std::int64_t>(d));
+        sampler.partition({w.sizes[d], w.worldSize, epoch, static_cast<std::int64_t>(d)});
     for (std::int64_t r = 0; r < w.worldSize; ++r) w.ranks[r][d] = p.ranks[r];
   }
   return w;

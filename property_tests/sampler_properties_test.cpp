@@ -44,9 +44,9 @@ RC_GTEST_PROP(DistributedSamplerProperties, rankShardMatchesPartition, ()) {
   DistributedSamplerOptions options;
   options.dropLast = dropLast;
   DistributedSampler sampler(options);
-  const Partition p = sampler.partition(c.datasetSize, c.numReplicas, c.epoch, c.seed);
+  const Partition p = sampler.partition(c);
   const auto rank = *rc::gen::inRange<std::int64_t>(0, c.numReplicas).as("rank");
-  RC_ASSERT(sampler.indices({c.datasetSize, c.numReplicas, rank, c.epoch, c.seed}) == p.ranks[rank]);
+  RC_ASSERT(sampler.indices(c.forRank(rank)) == p.ranks[rank]);
 }
 
 // PyTorch's num_samples formula, from its Python definition with float ceil.
@@ -75,16 +75,16 @@ TEST(DistributedSamplerErrors, rejectsBadRequestsWithClearMessages) {
   EXPECT_EQ(message({10, 0, 0, 0, 0}), "num_replicas must be positive, got 0");
   EXPECT_EQ(message({10, -3, 0, 0, 0}), "num_replicas must be positive, got -3");
   EXPECT_EQ(message({-1, 2, 0, 0, 0}), "dataset size must be non-negative, got -1");
-  EXPECT_THROW(sampler.partition(10, 0, 0, 0), ConfigError);
+  EXPECT_THROW(sampler.partition({10, 0, 0, 0}), ConfigError);
 }
 
 TEST(DistributedSamplerEdges, emptyDatasetAndMoreRanksThanSamples) {
   DistributedSampler sampler;
-  const Partition empty = sampler.partition(0, 4, 0, 0);
+  const Partition empty = sampler.partition({0, 4, 0, 0});
   for (const auto& shard : empty.ranks) EXPECT_TRUE(shard.empty());
   // N = 3 on W = 8: every rank gets one index; five of them are padding, tiled from the head.
   DistributedSampler sequential({/*shuffle=*/false, /*dropLast=*/false});
-  const Partition tiny = sequential.partition(3, 8, 0, 0);
+  const Partition tiny = sequential.partition({3, 8, 0, 0});
   std::vector<Index> got;
   for (const auto& shard : tiny.ranks) {
     ASSERT_EQ(shard.size(), 1u);
@@ -93,7 +93,7 @@ TEST(DistributedSamplerEdges, emptyDatasetAndMoreRanksThanSamples) {
   EXPECT_EQ(got, (std::vector<Index>{0, 1, 2, 0, 1, 2, 0, 1}));
   // With drop_last every rank gets nothing.
   DistributedSampler dropping({/*shuffle=*/true, /*dropLast=*/true});
-  for (const auto& shard : dropping.partition(3, 8, 0, 0).ranks) EXPECT_TRUE(shard.empty());
+  for (const auto& shard : dropping.partition({3, 8, 0, 0}).ranks) EXPECT_TRUE(shard.empty());
 }
 
 }  // namespace

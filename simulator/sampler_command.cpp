@@ -158,7 +158,7 @@ int run(const SamplerArgs& a) {
     ranks.push_back(*a.rank);
     shards.push_back(sampler->indices({a.datasetSize, a.worldSize, *a.rank, a.epoch, a.seed}));
   } else {
-    Partition p = sampler->partition(a.datasetSize, a.worldSize, a.epoch, a.seed);
+    Partition p = sampler->partition({a.datasetSize, a.worldSize, a.epoch, a.seed});
     for (std::int64_t r = 0; r < a.worldSize; ++r) ranks.push_back(r);
     shards = std::move(p.ranks);
   }

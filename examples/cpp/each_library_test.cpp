@@ -33,7 +33,7 @@ TEST(InstalledLibraries, CommonWritesAFileAtomically) {  // ddph::common
 
 TEST(InstalledLibraries, VerifyKnowsPyTorchsPadding) {  // ddph::verify
   ddph::DistributedSampler sampler;
-  const auto p = sampler.partition(10, 3, 0, 0);
+  const auto p = sampler.partition({10, 3, 0, 0});
   ASSERT_EQ(p.ranks.size(), 3u);
   for (const auto& shard : p.ranks) EXPECT_EQ(shard.size(), 4u);  // 12 slots: 2 padded
 }

@@ -154,13 +154,12 @@ std::optional<std::int64_t> RecordingSampler::declaredLength(const ShardRequest&
   return inner_.declaredLength(request);
 }
 
-Partition RecordingSampler::partition(std::int64_t datasetSize, std::int64_t numReplicas,
-                                      std::int64_t epoch, std::int64_t seed) {
-  Partition p = inner_.partition(datasetSize, numReplicas, epoch, seed);
+Partition RecordingSampler::partition(const SamplerCase& c) {
+  Partition p = inner_.partition(c);
   for (std::int64_t r = 0; r < p.numReplicas(); ++r) {
     std::optional<std::int64_t> length;
     if (r < static_cast<std::int64_t>(p.declaredLengths.size())) length = p.declaredLengths[r];
-    exchanges_.push_back({{datasetSize, numReplicas, r, epoch, seed}, p.ranks[r], length});
+    exchanges_.push_back({c.forRank(r), p.ranks[r], length});
   }
   return p;
 }

@@ -41,7 +41,7 @@ std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, cons
   validatePropertyNames(properties);
   std::optional<Partition> current, next, again, shifted;
   auto get = [&](std::optional<Partition>& slot, std::int64_t epoch, std::int64_t seed) -> const Partition& {
-    if (!slot) slot = sampler.partition(c.datasetSize, c.numReplicas, epoch, seed);
+    if (!slot) slot = sampler.partition({c.datasetSize, c.numReplicas, epoch, seed});
     return *slot;
   };
   std::vector<Violation> found;

@@ -79,14 +79,11 @@ std::optional<std::int64_t> DistributedSampler::declaredLength(const ShardReques
   return distributedNumSamples(request.datasetSize, request.numReplicas, options_.dropLast);
 }
 
-Partition DistributedSampler::partition(std::int64_t datasetSize, std::int64_t numReplicas,
-                                        std::int64_t epoch, std::int64_t seed) {
-  validateShardRequest({datasetSize, numReplicas, 0, epoch, seed});
+Partition DistributedSampler::partition(const SamplerCase& c) {
+  validateShardRequest(c.forRank(0));
+  const auto [datasetSize, numReplicas, epoch, seed] = c;
   const auto order = distributedEpochOrder(datasetSize, seed, epoch, options_);
-  Partition p;
-  p.datasetSize = datasetSize;
-  p.epoch = epoch;
-  p.seed = seed;
+  Partition p = Partition::of(c);
   const std::int64_t length = distributedNumSamples(datasetSize, numReplicas, options_.dropLast);
   p.ranks.resize(static_cast<std::size_t>(numReplicas));
   for (auto& shard : p.ranks) {

@@ -403,20 +403,13 @@ std::optional<std::int64_t> LineProtocolSampler::declaredLength(const ShardReque
   return std::nullopt;
 }
 
-Partition LineProtocolSampler::partition(std::int64_t datasetSize, std::int64_t numReplicas,
-                                         std::int64_t epoch, std::int64_t seed) {
-  DDPH_CHECK(numReplicas > 0, "num_replicas must be positive, got {}", numReplicas);
+Partition LineProtocolSampler::partition(const SamplerCase& c) {
+  DDPH_CHECK(c.numReplicas > 0, "num_replicas must be positive, got {}", c.numReplicas);
   std::vector<ShardRequest> requests;
-  requests.reserve(static_cast<std::size_t>(numReplicas));
-  for (std::int64_t r = 0; r < numReplicas; ++r) {
-    requests.push_back({datasetSize, numReplicas, r, epoch, seed});
-  }
-  auto shards = exchange(requests);
-  Partition p;
-  p.datasetSize = datasetSize;
-  p.epoch = epoch;
-  p.seed = seed;
-  p.ranks = std::move(shards);
+  requests.reserve(static_cast<std::size_t>(c.numReplicas));
+  for (std::int64_t r = 0; r < c.numReplicas; ++r) requests.push_back(c.forRank(r));
+  Partition p = Partition::of(c);
+  p.ranks = exchange(requests);
   const auto& lengths = process_->lastLengths;
   if (std::all_of(lengths.begin(), lengths.end(), [](const auto& l) { return l.has_value(); })) {
     for (const auto& l : lengths) p.declaredLengths.push_back(*l);

@@ -8,17 +8,13 @@ std::optional<std::int64_t> Sampler::declaredLength(const ShardRequest& /*reques
   return std::nullopt;
 }
 
-Partition Sampler::partition(std::int64_t datasetSize, std::int64_t numReplicas,
-                             std::int64_t epoch, std::int64_t seed) {
-  DDPH_CHECK(numReplicas > 0, "num_replicas must be positive, got {}", numReplicas);
-  Partition p;
-  p.datasetSize = datasetSize;
-  p.epoch = epoch;
-  p.seed = seed;
-  p.ranks.reserve(static_cast<std::size_t>(numReplicas));
+Partition Sampler::partition(const SamplerCase& c) {
+  DDPH_CHECK(c.numReplicas > 0, "num_replicas must be positive, got {}", c.numReplicas);
+  Partition p = Partition::of(c);
+  p.ranks.reserve(static_cast<std::size_t>(c.numReplicas));
   bool declares = true;
-  for (std::int64_t r = 0; r < numReplicas; ++r) {
-    const ShardRequest request{datasetSize, numReplicas, r, epoch, seed};
+  for (std::int64_t r = 0; r < c.numReplicas; ++r) {
+    const ShardRequest request = c.forRank(r);
     p.ranks.push_back(indices(request));
     if (declares) {
       if (auto length = declaredLength(request)) {

@@ -88,8 +88,7 @@ class RecordingSampler final : public Sampler {
   std::string name() const override { return inner_.name(); }
   std::vector<Index> indices(const ShardRequest& request) override;
   std::optional<std::int64_t> declaredLength(const ShardRequest& request) override;
-  Partition partition(std::int64_t datasetSize, std::int64_t numReplicas, std::int64_t epoch,
-                      std::int64_t seed) override;
+  Partition partition(const SamplerCase& c) override;
 
   const std::vector<Exchange>& exchanges() const { return exchanges_; }
   void clear() { exchanges_.clear(); }

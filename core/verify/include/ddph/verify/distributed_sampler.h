@@ -58,8 +58,7 @@ class DistributedSampler final : public Sampler {
   std::vector<Index> indices(const ShardRequest& request) override;
   std::optional<std::int64_t> declaredLength(const ShardRequest& request) override;
   /// Builds the epoch's order once and shards it for every rank.
-  Partition partition(std::int64_t datasetSize, std::int64_t numReplicas, std::int64_t epoch,
-                      std::int64_t seed) override;
+  Partition partition(const SamplerCase& c) override;
 
   const DistributedSamplerOptions& options() const { return options_; }
 

@@ -67,8 +67,7 @@ class LineProtocolSampler final : public Sampler {
   /// The "length" of the last answer for this request, if the sampler sent one.
   std::optional<std::int64_t> declaredLength(const ShardRequest& request) override;
   /// Sends the W requests of the partition in one write and reads the W answers.
-  Partition partition(std::int64_t datasetSize, std::int64_t numReplicas, std::int64_t epoch,
-                      std::int64_t seed) override;
+  Partition partition(const SamplerCase& c) override;
 
   const std::vector<std::string>& command() const { return command_; }
   /// Requests answered so far.

@@ -2,7 +2,8 @@
 // The sampler interface: what every distributed sampler looks like to ddp-harness.
 //
 // A distributed sampler is treated as a pure function of a ShardRequest (dataset size, number of
-// replicas, rank, epoch, seed) to the list of sample indices that rank visits, in order. PyTorch's
+// replicas, rank, epoch, seed) to the list of sample indices that rank visits, in order. The same
+// question for every rank at once is a SamplerCase (N, W, epoch, seed), answered by a Partition. PyTorch's
 // DistributedSampler, LibTorch's C++ samplers, users' C++ samplers and samplers in other languages
 // (over the line protocol of `ddp-sim check-sampler`) all implement it, so one set of properties
 // judges them all.
@@ -16,7 +17,21 @@ namespace ddph {
 
 using Index = std::int64_t;
 
-/// One question put to a distributed sampler. Field names follow the line protocol
+struct ShardRequest;
+
+/// One configuration of a distributed sampler for one epoch, (N, W, epoch, seed): the point a
+/// property is checked at, and what partition() answers for every rank.
+struct SamplerCase {
+  std::int64_t datasetSize = 0;
+  std::int64_t numReplicas = 1;
+  std::int64_t epoch = 0;
+  std::int64_t seed = 0;
+
+  /// The question rank `rank` puts to the sampler in this case.
+  ShardRequest forRank(std::int64_t rank) const;
+};
+
+/// One rank's question to a distributed sampler. Field names follow the line protocol
 /// (`{"dataset_size":N,"num_replicas":W,"rank":R,"epoch":E,"seed":S}`).
 struct ShardRequest {
   std::int64_t datasetSize = 0;
@@ -24,9 +39,16 @@ struct ShardRequest {
   std::int64_t rank = 0;
   std::int64_t epoch = 0;
   std::int64_t seed = 0;
+
+  /// The case this request belongs to (the request without its rank).
+  SamplerCase samplerCase() const { return {datasetSize, numReplicas, epoch, seed}; }
 };
 
-/// Every rank's indices for one (dataset size, number of replicas, epoch, seed).
+inline ShardRequest SamplerCase::forRank(std::int64_t rank) const {
+  return {datasetSize, numReplicas, rank, epoch, seed};
+}
+
+/// Every rank's indices for one SamplerCase.
 struct Partition {
   std::int64_t datasetSize = 0;
   std::int64_t epoch = 0;
@@ -38,6 +60,14 @@ struct Partition {
   std::vector<std::int64_t> declaredLengths;
 
   std::int64_t numReplicas() const { return static_cast<std::int64_t>(ranks.size()); }
+  /// An empty partition of case `c` (no ranks yet).
+  static Partition of(const SamplerCase& c) {
+    Partition p;
+    p.datasetSize = c.datasetSize;
+    p.epoch = c.epoch;
+    p.seed = c.seed;
+    return p;
+  }
 };
 
 /// A distributed sampler. Implementations need not be thread-safe: callers serialise calls.
@@ -57,8 +87,7 @@ class Sampler {
 
   /// Every rank's indices. The default asks each rank in turn; samplers that can share work
   /// between ranks (one permutation for all of them) override it.
-  virtual Partition partition(std::int64_t datasetSize, std::int64_t numReplicas,
-                              std::int64_t epoch, std::int64_t seed);
+  virtual Partition partition(const SamplerCase& c);
 };
 
 /// A single rank's view of a Sampler, shaped like PyTorch's: fixed dataset size, replicas, rank

@@ -12,14 +12,6 @@
 
 namespace ddph {
 
-/// One point of the configuration space the suite explores.
-struct SamplerCase {
-  std::int64_t datasetSize = 0;
-  std::int64_t numReplicas = 1;
-  std::int64_t epoch = 0;
-  std::int64_t seed = 0;
-};
-
 /// "N=13 W=4 epoch=0 seed=0".
 std::string formatCase(const SamplerCase& c);
 

@@ -1,0 +1,102 @@
+#include "epoch_checks.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "ddph/verify/distributed_sampler.h"
+#include "ddph/verify/partition_checks.h"
+
+namespace ddph {
+
+EpochChecks::EpochChecks(const Scenario& s, const std::vector<Checked>& checked,
+                         std::int64_t world, RankObserver& observer)
+    : s_(s), checked_(checked), world_(world), observer_(observer), previous_(checked.size()) {}
+
+void EpochChecks::check(std::int64_t epoch,
+                        const std::vector<std::vector<std::vector<Index>>>& gathered) {
+  for (std::size_t c = 0; c < checked_.size(); ++c) {
+    const Checked& info = checked_[c];
+    Partition p = Partition::of({info.size, world_, epoch, s_.seed});
+    // Every rank's consumed ids of this dataset (local ids: a concatenation is split).
+    for (const auto& shard : gathered[info.source]) {
+      p.ranks.emplace_back();
+      for (Index id : shard) {
+        if (id >= info.offset && id < info.offset + info.size) {
+          p.ranks.back().push_back(id - info.offset);
+        }
+      }
+    }
+    Expectations e;
+    // NOTE [drop_last that drops everything]: drop_last's contract is to drop the N % W tail;
+    // when that is the whole dataset (N < W) the epoch trains on nothing, so it is judged by
+    // full coverage.
+    e.dropLast = info.spec->samplerDropLast && distributedNumSamples(info.size, world_, true) > 0;
+    e.shuffle = info.spec->shuffle && info.spec->sampler != "libtorch-sequential";
+    e.pytorchLengths = false;  // the run checks what was consumed, not the sampler's formula
+    e.allowPadding = s_.phase == "train";
+    report(checkValidRange(p), info);
+    if (info.scope != Checked::Scope::kConcatenation) report(checkCoverage(p, e), info);
+    if (info.scope == Checked::Scope::kPartOfConcat) {
+      noteUnvisited(p, info);
+      continue;
+    }
+    auto disjoint = checkDisjointness(p, e);
+    if (s_.phase == "eval") {
+      const std::string metric = evalMetric(p, c);
+      observer_.onNote(fmt::format("epoch {}: {}", epoch, metric));
+      if (disjoint) disjoint->detail += "; " + metric;
+    }
+    report(std::move(disjoint), info);
+    report(checkEqualLength(p, e), info);
+    if (previous_[c]) report(checkReshuffle(*previous_[c], p, e), info);
+    noteUnvisited(p, info);
+    previous_[c] = std::move(p);
+  }
+}
+
+void EpochChecks::report(std::optional<Violation> v, const Checked& c) {
+  if (!v) return;
+  if (checked_.size() > 1) v->detail = fmt::format("dataset {}: {}", c.name, v->detail);
+  observer_.onViolation(*v);
+}
+
+void EpochChecks::noteUnvisited(const Partition& p, const Checked& info) {
+  std::vector<bool> seen(static_cast<std::size_t>(p.datasetSize), false);
+  for (const auto& shard : p.ranks) {
+    for (Index i : shard) {
+      if (i >= 0 && i < p.datasetSize) seen[static_cast<std::size_t>(i)] = true;
+    }
+  }
+  const auto unvisited = std::count(seen.begin(), seen.end(), false);
+  if (unvisited > 0) {
+    observer_.onNote(fmt::format("epoch {}: dataset {}: {} of {} samples not visited", p.epoch,
+                                 info.name, unvisited, p.datasetSize));
+  }
+}
+
+std::string EpochChecks::evalMetric(const Partition& p, std::size_t dataset) const {
+  std::int64_t evaluated = 0, correct = 0;
+  std::set<Index> distinct;
+  for (const auto& shard : p.ranks) {
+    for (Index i : shard) {
+      ++evaluated;
+      correct += sampleCorrect(static_cast<std::int64_t>(dataset), i) ? 1 : 0;
+      distinct.insert(i);
+    }
+  }
+  std::int64_t trueCorrect = 0;
+  for (Index i = 0; i < p.datasetSize; ++i) {
+    trueCorrect += sampleCorrect(static_cast<std::int64_t>(dataset), i) ? 1 : 0;
+  }
+  const double reported = evaluated ? static_cast<double>(correct) / evaluated : 0.0;
+  const double truth = static_cast<double>(trueCorrect) / static_cast<double>(p.datasetSize);
+  return fmt::format(
+      "accuracy over the gathered shards {:.5f} ({} evaluated, {} duplicates) vs {:.5f} over "
+      "the {} samples: skew {:+.5f}",
+      reported, evaluated, evaluated - static_cast<std::int64_t>(distinct.size()), truth,
+      p.datasetSize, reported - truth);
+}
+
+}  // namespace ddph

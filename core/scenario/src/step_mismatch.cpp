@@ -1,0 +1,56 @@
+#include "step_mismatch.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <functional>
+#include <map>
+#include <string>
+
+namespace ddph {
+namespace {
+
+std::string rankList(const std::vector<std::int64_t>& ranks) {
+  if (ranks.size() <= 8) return fmt::format("{}", fmt::join(ranks, ", "));
+  return fmt::format("{}, … ({} ranks)", fmt::join(ranks.begin(), ranks.begin() + 8, ", "),
+                     ranks.size());
+}
+
+// "3 steps: ranks 0, 1; 2 steps: ranks 2, 3"
+std::string groupRanksByValue(const std::vector<std::vector<std::int64_t>>& perRank,
+                              const char* unit) {
+  std::map<std::int64_t, std::vector<std::int64_t>, std::greater<>> groups;
+  for (std::size_t r = 0; r < perRank.size(); ++r) {
+    groups[perRank[r].empty() ? -1 : perRank[r][0]].push_back(static_cast<std::int64_t>(r));
+  }
+  std::vector<std::string> parts;
+  for (const auto& [value, ranks] : groups) {
+    parts.push_back(fmt::format("{} {}: rank{} {}", value, unit, ranks.size() == 1 ? "" : "s",
+                                rankList(ranks)));
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+}  // namespace
+
+Violation describeStepMismatch(const std::vector<bool>& hasBatch, std::int64_t epoch,
+                               std::int64_t step,
+                               const std::vector<std::vector<std::int64_t>>& stepsPerRank) {
+  std::vector<std::int64_t> done, waiting;
+  for (std::size_t r = 0; r < hasBatch.size(); ++r) {
+    (hasBatch[r] ? waiting : done).push_back(static_cast<std::int64_t>(r));
+  }
+  Violation v;
+  v.property = std::string(property::kCollectiveMismatch);
+  v.ranks = done;
+  v.epoch = epoch;
+  v.step = step;
+  v.detail = fmt::format(
+      "rank{} {} ran out of batches after {} steps while rank{} {} still run step {}: a real "
+      "job hangs in that step's gradient allreduce (steps per rank: {})",
+      done.size() == 1 ? "" : "s", rankList(done), step, waiting.size() == 1 ? "" : "s",
+      rankList(waiting), step, groupRanksByValue(stepsPerRank, "steps"));
+  return v;
+}
+
+}  // namespace ddph
