@@ -148,6 +148,18 @@ struct Run {
   std::unique_ptr<DistributedDataParallel> ddp;
 };
 
+// One optimiser step on batch `b`, its gradients and batch size recorded in `run`.
+void trainStep(const TrainingSetup& s, torch::nn::Sequential& net, const Batch& b,
+               torch::optim::Optimizer& optimizer,
+               const std::vector<torch::Tensor>& params, Run& run) {
+  optimizer.zero_grad();
+  lossOf(s, net, b).backward();
+  run.grads.push_back(cloneAll(params, true));
+  run.batchSizes.push_back(b.inputs.size(0));
+  optimizer.step();
+  ++run.stepsRun;
+}
+
 Run runReference(const TrainingSetup& s) {
   Run run;
   auto net = buildModel(s, s.seed);
@@ -156,13 +168,7 @@ Run runReference(const TrainingSetup& s) {
   run.initial = cloneAll(params, false);
   auto optimizer = makeOptimizer(s, params);
   for (int step = 0; step < s.steps; ++step) {
-    const Batch b = globalBatch(s, step);
-    optimizer->zero_grad();
-    lossOf(s, net, b).backward();
-    run.grads.push_back(cloneAll(params, true));
-    run.batchSizes.push_back(b.inputs.size(0));
-    optimizer->step();
-    ++run.stepsRun;
+    trainStep(s, net, globalBatch(s, step), *optimizer, params, run);
   }
   run.final = cloneAll(params, false);
   return run;
@@ -187,13 +193,7 @@ void trainRank(const TrainingSetup& s, Communicator& comm, Run& run, int& step) 
       run.batchSizes.push_back(0);
       continue;
     }
-    const Batch b = rankSlice(s, globalBatch(s, step), rank, step);
-    optimizer->zero_grad();
-    lossOf(s, net, b).backward();
-    run.grads.push_back(cloneAll(params, true));
-    run.batchSizes.push_back(b.inputs.size(0));
-    optimizer->step();
-    ++run.stepsRun;
+    trainStep(s, net, rankSlice(s, globalBatch(s, step), rank, step), *optimizer, params, run);
   }
   run.final = cloneAll(params, false);
 }
