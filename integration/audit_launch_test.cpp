@@ -265,15 +265,12 @@ TEST(AuditPython, InterruptedLauncherStillAuditsAndExits130) {
        "model(torch.ones(2, 1)).sum().backward()\n"
        "threading.Event().wait()\n"},
       childOptions({}, dir.path() + "/out", dir.path() + "/err"));
-  const auto deadline = std::chrono::steady_clock::now() + 120s;
   auto stepped = [&](int rank) {
     const std::string file = traces + "/rank-" + std::to_string(rank) + ".jsonl";
     return fs::exists(file) && has(readFile(file), "\"coll_done\"");
   };
-  while (!(stepped(0) && stepped(1)) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(50ms);  // polling for a file, with a deadline: no ordering by time
-  }
-  ASSERT_TRUE(stepped(0) && stepped(1)) << readFile(dir.path() + "/err");
+  ASSERT_TRUE(eventually([&] { return stepped(0) && stepped(1); }, 120s))
+      << readFile(dir.path() + "/err");
   launcher.signal(SIGINT);
   EXPECT_EQ(exitCodeBy(launcher, std::chrono::steady_clock::now() + 120s), 130)
       << readFile(dir.path() + "/err");

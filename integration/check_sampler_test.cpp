@@ -37,12 +37,11 @@ std::string diagnostics(const CommandResult& r) {
 
 TEST(CheckSampler, TorchDistributedSamplerKeepsPytorchContract) {
   REQUIRE_TORCH_PYTHON();
-  // The default run: 100 cases a property. The budget is 60 s on this machine.
+  // The default run: 100 cases a property (its time is a benchmark's figure: benchmarks.md).
   const CommandResult r = checkSampler({"--", kPython, kExamples + "/python/torch_sampler.py"});
   ASSERT_EQ(r.exitCode, 0) << diagnostics(r);
   EXPECT_EQ(countLines(r.out, "  ok   "), 6) << r.out;
   EXPECT_NE(r.out.find("check-sampler: PASSED: contract 'pytorch' holds"), std::string::npos);
-  EXPECT_LT(r.seconds, 60.0) << r.out;
   std::printf("default pytorch-contract run against torch's DistributedSampler: %.1f s\n", r.seconds);
 }
 

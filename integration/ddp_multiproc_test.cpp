@@ -35,8 +35,10 @@ struct Outcome {
   std::vector<std::vector<double>> params;
 };
 
+// `timeoutMs` is each rank's deadline for the rendezvous and every collective: generous by default
+// (four processes loading LibTorch on two loaded cores), short where a failure is the point.
 Outcome runWorld(int world, const std::string& model, const std::string& optimizer, int steps,
-                 int killRank = -1) {
+                 int killRank = -1, int timeoutMs = 240000) {
   test_support::TempDir dir("ddph-ddp-multiproc");
   auto store = makeTcpStore("127.0.0.1", 0, true, world, 30s);
   const auto port = std::to_string(store->port());
@@ -45,12 +47,13 @@ Outcome runWorld(int world, const std::string& model, const std::string& optimiz
     children.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
         DDPH_RANK_WORKER, "--port", port, "--rank", std::to_string(r), "--world",
         std::to_string(world), "--model", model, "--optimizer", optimizer, "--steps",
-        std::to_string(steps), "--seed", "7", "--timeout-ms", "5000", "--out",
+        std::to_string(steps), "--seed", "7", "--timeout-ms", std::to_string(timeoutMs), "--out",
         dir.path() + "/rank" + std::to_string(r)}));
   }
   if (killRank >= 0) children[static_cast<std::size_t>(killRank)].reset();  // SIGKILL at once
   Outcome outcome;
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs) + 120s;
   for (int r = 0; r < world; ++r) {
     if (r == killRank) {
       outcome.exitCodes.push_back(128 + 9);
@@ -104,11 +107,10 @@ TEST(DdpMultiProcess, FourProcessesMatchOneProcessMlpAdam) { expectMatchesSingle
 
 TEST(DdpMultiProcess, ThreeProcessesMatchOneProcessConvSgd) { expectMatchesSingleProcess(3, "conv", "sgd"); }
 
-// A rank process that dies makes its peers fail within their deadline instead of hanging.
+// A rank process that dies makes its peers fail within their deadline instead of hanging (exit
+// code 1, not the -1 of a rank still running 2 minutes past its deadline).
 TEST(DdpMultiProcess, KilledRankMakesPeersFailWithinDeadline) {
-  const auto start = std::chrono::steady_clock::now();
-  const Outcome outcome = runWorld(3, "mlp", "adam", 3, /*killRank=*/1);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 40s);
+  const Outcome outcome = runWorld(3, "mlp", "adam", 3, /*killRank=*/1, /*timeoutMs=*/10000);
   EXPECT_EQ(outcome.exitCodes[0], 1);
   EXPECT_EQ(outcome.exitCodes[2], 1);
 }

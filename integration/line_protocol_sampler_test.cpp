@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,7 @@ namespace ddph {
 namespace {
 
 using namespace std::chrono_literals;
+using test_support::fileWritten;
 using test_support::processGone;
 using test_support::readFile;
 using test_support::TempDir;
@@ -160,13 +162,13 @@ TEST(LineProtocolSampler, HangTimesOutAndKillsTheProcessGroup) {
   LineProtocolOptions o = fast();
   o.requestTimeout = 300ms;
   o.startupTimeout = 300ms;
-  // The shell starts a grandchild and neither answers: the whole group must go.
-  LineProtocolSampler s(sh("sleep 60 & echo $! > " + pidFile + "; sleep 60"), o);
-  const auto start = std::chrono::steady_clock::now();
+  // The shell starts a grandchild and neither answers: the whole group must go. The request goes
+  // once the grandchild's pid is written; only the timeout can end it ("did not answer", not
+  // "closed its stdout": the shell sleeps for 10 minutes).
+  LineProtocolSampler s(sh("sleep 600 & echo $! > " + pidFile + "; sleep 600"), o);
+  ASSERT_TRUE(fileWritten(pidFile, 120s));
   expectProtocolError([&] { s.partition({5, 2, 0, 0}); }, "did not answer request 1 of 2");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);  // 0.3 s, with room for a busy machine
   const std::string pid = readFile(pidFile);
-  ASSERT_FALSE(pid.empty());
   EXPECT_TRUE(processGone(std::stoi(pid))) << "grandchild " << pid << " survived";
 }
 
@@ -179,25 +181,36 @@ TEST(LineProtocolSampler, TooFewLinesTimeOut) {
 }
 
 TEST(LineProtocolSampler, TooManyLinesAreCaught) {
-  {  // Two lines a request, in one write.
-    LineProtocolSampler s(sh(R"(while read l; do printf '{"indices":[]}\n{"indices":[]}\n'; done)"),
+  TempDir dir;
+  {  // Two lines a request, in one write; a file says both answers are in the pipe.
+    const std::string written = dir.path() + "/two-answered";
+    LineProtocolSampler s(sh(R"(n=0; while read l; do printf '{"indices":[]}\n{"indices":[]}\n'; )"
+                             R"(n=$((n+1)); [ $n = 2 ] && echo done > )" + written + "; done"),
                           fast());
     // Lines carry no request id, so the surplus is caught at the latest before the next request.
     expectProtocolError(
         [&] {
           s.partition({2, 2, 0, 0});
-          std::this_thread::sleep_for(100ms);
+          ASSERT_TRUE(fileWritten(written, 120s));
           s.partition({2, 2, 0, 0});
         },
         "more lines than requests");
   }
-  {  // An extra line that arrives after the answer: caught before the next request.
+  {  // An extra line that arrives after the answer was taken: caught before the next request.
+     // Files order it: the test says "answered" once indices() returned, the sampler says
+     // "written" once the extra line is in the pipe.
+    const std::string answered = dir.path() + "/answered", written = dir.path() + "/written";
     LineProtocolSampler s(
-        python("import sys, time\nfor l in sys.stdin:\n    print('{\"indices\":[]}', flush=True)\n"
-               "    time.sleep(0.05)\n    print('{\"indices\":[9]}', flush=True)\n"),
+        python("import os, sys, time\nfor l in sys.stdin:\n    print('{\"indices\":[]}', flush=True)\n"
+               "    end = time.monotonic() + 120\n"
+               "    while not os.path.exists('" + answered + "') and time.monotonic() < end:\n"
+               "        time.sleep(0.01)\n"
+               "    print('{\"indices\":[9]}', flush=True)\n"
+               "    open('" + written + "', 'w').write('done')\n"),
         fast());
     EXPECT_TRUE(s.indices({0, 1, 0, 0, 0}).empty());
-    std::this_thread::sleep_for(300ms);
+    std::ofstream(answered) << "done";
+    ASSERT_TRUE(fileWritten(written, 120s));
     expectProtocolError([&] { s.indices({0, 1, 0, 0, 0}); }, "more lines than requests");
   }
 }
@@ -221,9 +234,9 @@ TEST(LineProtocolSampler, FloodsAreCutOff) {
 }
 
 TEST(LineProtocolSampler, SamplerThatStopsReadingDoesNotKillTheChecker) {
-  // Exits at once: the requests (more than a pipe buffer) hit a closed pipe (EPIPE, no SIGPIPE).
+  // Exits at once: the requests (more than a pipe buffer) hit a closed pipe (EPIPE, no SIGPIPE),
+  // whether it exited before the first write or while the pipe was full.
   LineProtocolSampler s(sh("exit 0"), fast());
-  std::this_thread::sleep_for(100ms);
   expectProtocolError([&] { s.partition({0, 5000, 0, 0}); }, "exited with code 0");
 }
 
@@ -238,15 +251,12 @@ TEST(LineProtocolSampler, DestructorKillsASamplerThatIgnoresEof) {
   const std::string pidFile = dir.path() + "/pid";
   LineProtocolOptions o = fast();
   o.exitGrace = 200ms;
-  const auto start = std::chrono::steady_clock::now();
   {
-    LineProtocolSampler s(sh("echo $$ > " + pidFile + "; trap '' TERM; exec sleep 60"), o);
-    std::this_thread::sleep_for(200ms);  // let it write its pid
+    // Sleeps 10 minutes: the destructor returns only because it kills it (else ctest's timeout).
+    LineProtocolSampler s(sh("echo $$ > " + pidFile + "; trap '' TERM; exec sleep 600"), o);
+    ASSERT_TRUE(fileWritten(pidFile, 120s));
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);  // bounded, not the sampler's 60 s
-  const std::string pid = readFile(pidFile);
-  ASSERT_FALSE(pid.empty());
-  EXPECT_TRUE(processGone(std::stoi(pid)));
+  EXPECT_TRUE(processGone(std::stoi(readFile(pidFile))));
 }
 
 TEST(LineProtocolSampler, NameIsTheShellQuotedCommand) {

@@ -108,7 +108,7 @@ TEST(SimRun, UnevenBatchesAreACollectiveMismatchNotAHang) {
   EXPECT_EQ(v["ranks"], Json::array({2, 3}));
   EXPECT_EQ(v["epoch"], 0);
   EXPECT_EQ(v["step"], 25);
-  EXPECT_LT(run.command.seconds, 30.0);  // the collective timeout is 60 s: found well before it
+  // A collective-mismatch, not a rank-failure: the step agreement found it, not the 60 s timeout.
 }
 
 TEST(SimRun, DropLastConfusionIsCoverage) {
@@ -144,17 +144,24 @@ TEST(SimRun, RankCrashIsNamedAndNothingIsLeftRunning) {
   EXPECT_EQ(v["epoch"], 0);
   EXPECT_EQ(v["step"], 3);
   EXPECT_NE(v["detail"].get<std::string>().find("killed by signal 9 (SIGKILL)"), std::string::npos);
-  EXPECT_LT(run.report["timings"]["stop_after_failure_s"].get<double>(), 5.0);
+  // Stopped by the supervisor, not by the collective timeout (60 s) of a rank waiting on it.
+  EXPECT_LT(run.report["timings"]["stop_after_failure_s"].get<double>(), 30.0);
   EXPECT_TRUE(processesWithMarker(marker).empty()) << "orphan rank processes";
 }
 
 TEST(SimRun, SlowRankIsAStraggler) {
-  const auto run = runSim({"slow-rank"});
+  // 250 ms of sleep a step on rank 1: its compute is at least that on any machine, and a loaded
+  // one adds to every rank alike, so the 3x-the-median rule holds under load too.
+  TempDir dir;
+  const std::string path = dir.path() + "/slow.toml";
+  std::ofstream(path) << "name = \"slow\"\nworld_size = 4\nbatch_size = 16\n[[datasets]]\n"
+                         "size = 320\n[faults]\ndelay = { rank = 1, ms = 250 }\n";
+  const auto run = runSim({path});
   expectDiagnosis(run, "straggler");
   EXPECT_EQ(run.report["violations"][0]["ranks"], Json::array({1}));
   const auto& compute = run.report["timings"]["per_rank"]["step_compute_ms"];
-  EXPECT_GT(compute[1].get<double>(), 35.0);
-  EXPECT_LT(compute[0].get<double>(), 10.0);
+  EXPECT_GE(compute[1].get<double>(), 250.0);
+  EXPECT_GT(compute[1].get<double>(), 3 * compute[0].get<double>());
 }
 
 TEST(SimRun, BadScenarioFileRunsNothing) {
@@ -194,7 +201,7 @@ TEST(SimRun, CollectiveTimeoutNamesTheRankThatNeverArrived) {
   TempDir dir;
   const std::string path = dir.path() + "/stuck.toml";
   std::ofstream(path) << "name = \"stuck\"\nworld_size = 4\ntimeout_s = 1\nbatch_size = 10\n"
-                         "[[datasets]]\nsize = 100\n[faults]\ndelay = { rank = 1, ms = 4000 }\n";
+                         "[[datasets]]\nsize = 100\n[faults]\ndelay = { rank = 1, ms = 600000 }\n";
   const auto marker = uniqueMarker();
   const auto run = runSim({path}, marker);
   expectDiagnosis(run, "rank-failure");
@@ -203,13 +210,16 @@ TEST(SimRun, CollectiveTimeoutNamesTheRankThatNeverArrived) {
   EXPECT_EQ(v["step"], 0);
   EXPECT_NE(v["detail"].get<std::string>().find("timed out after 1000 ms"), std::string::npos)
       << v.dump();
-  EXPECT_LT(run.command.seconds, 20.0);
-  EXPECT_TRUE(processesWithMarker(marker).empty());
+  EXPECT_TRUE(processesWithMarker(marker).empty());  // rank 1, still asleep, was killed
 }
 
 TEST(SimRun, RunDeadlineStopsEverything) {
+  TempDir dir;  // rank 1 sleeps 10 minutes in its first step: only the deadline ends the run
+  const std::string path = dir.path() + "/asleep.toml";
+  std::ofstream(path) << "name = \"asleep\"\nworld_size = 4\nbatch_size = 10\n[[datasets]]\n"
+                         "size = 100\n[faults]\ndelay = { rank = 1, ms = 600000 }\n";
   const auto marker = uniqueMarker();
-  const auto run = runSim({"slow-rank", "--timeout", "0.5"}, marker);
+  const auto run = runSim({path, "--timeout", "0.5"}, marker);
   expectDiagnosis(run, "rank-failure");
   EXPECT_NE(run.report["violations"][0]["detail"].get<std::string>().find(
                 "outlived its deadline of 0.5 s"),
@@ -225,14 +235,9 @@ TEST(SimRun, SigintStopsEveryRank) {
   const auto marker = uniqueMarker();
   ChildProcess run({kSim, "run", path},
                    childOptions({{kMarkerVariable, marker}}, dir.path() + "/out", dir.path() + "/err"));
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
   // The run and its 4 forked ranks (all named ddp-sim; forked ranks never exec).
-  while (processesWithMarker(marker, "ddp-sim").size() < 5 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_EQ(processesWithMarker(marker, "ddp-sim").size(), 5u);
-  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(eventually([&] { return processesWithMarker(marker, "ddp-sim").size() == 5; }, 120s))
+      << readFile(dir.path() + "/err");
   run.signal(SIGINT);
   EXPECT_EQ(exitCodeBy(run, std::chrono::steady_clock::now() + 30s), 128 + SIGINT)
       << readFile(dir.path() + "/err");

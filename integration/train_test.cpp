@@ -226,11 +226,7 @@ TEST(TrainResume, SigtermStopsEveryRankAtOneStepWithACheckpoint) {
   ChildProcess launcher(launch({"--checkpoint", d + "/ckpt", "--checkpoint-every", "10",
                                 "--trace-samples", d + "/first"}),
                         childOptions({{kMarkerVariable, marker}}, d + "/out", d + "/err"));
-  const auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (!fs::exists(d + "/ckpt") && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_TRUE(fs::exists(d + "/ckpt")) << readFile(d + "/err");
+  ASSERT_TRUE(eventually([&] { return fs::exists(d + "/ckpt"); }, 120s)) << readFile(d + "/err");
   launcher.signal(SIGTERM);
   const int rc = exitCodeBy(launcher, std::chrono::steady_clock::now() + 120s);
   EXPECT_EQ(rc, 128 + SIGTERM) << readFile(d + "/err");

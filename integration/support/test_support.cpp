@@ -154,24 +154,33 @@ std::vector<pid_t> processesWithMarker(const std::string& marker, const std::str
 
 std::vector<pid_t> waitNoProcessesWithMarker(const std::string& marker,
                                              std::chrono::milliseconds timeout) {
+  std::vector<pid_t> left;
+  eventually([&] { return (left = processesWithMarker(marker)).empty(); }, timeout);
+  return left;
+}
+
+bool eventually(const std::function<bool()>& holds, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    auto left = processesWithMarker(marker);
-    if (left.empty() || std::chrono::steady_clock::now() > deadline) return left;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (!holds()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  return true;
+}
+
+bool fileWritten(const std::string& path, std::chrono::milliseconds timeout) {
+  return eventually([&] { return !readFile(path).empty(); }, timeout);
 }
 
 bool processGone(pid_t pid, std::chrono::milliseconds within) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
-  while (true) {
-    if (::kill(pid, 0) != 0) return true;
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string field, comm, state;
-    if (stat >> field >> comm >> state && state == "Z") return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  return eventually(
+      [pid] {
+        if (::kill(pid, 0) != 0) return true;
+        std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+        std::string field, comm, state;
+        return static_cast<bool>(stat >> field >> comm >> state) && state == "Z";
+      },
+      within);
 }
 
 }  // namespace ddph::test_support

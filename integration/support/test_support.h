@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -71,9 +72,15 @@ std::vector<pid_t> processesWithMarker(const std::string& marker, const std::str
 /// Polls processesWithMarker until it is empty or `timeout` passes; returns what is left.
 std::vector<pid_t> waitNoProcessesWithMarker(const std::string& marker,
                                              std::chrono::milliseconds timeout);
+/// Polls `holds` every 20 ms until it is true (returns true) or `timeout` passes (returns
+/// false): how a test waits for a file, a process or a line without ordering events by time.
+bool eventually(const std::function<bool()>& holds, std::chrono::milliseconds timeout);
+/// True once `path` exists and is not empty (a pid file, a marker a child wrote), within `timeout`.
+bool fileWritten(const std::string& path, std::chrono::milliseconds timeout);
+
 /// True once `pid` no longer exists or is a zombie (e.g. a grandchild nobody reaps), waiting up
 /// to `within`.
-bool processGone(pid_t pid, std::chrono::milliseconds within = std::chrono::seconds(3));
+bool processGone(pid_t pid, std::chrono::milliseconds within = std::chrono::seconds(60));
 
 std::string readFile(const std::string& path);
 /// Number of lines in `text` that contain `needle`.
