@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "commands.h"
 #include "ddph/common/error.h"
 #include "ddph/verify/contract.h"
+#include "ddph/verify/elastic_sampler.h"
 #include "ddph/verify/property.h"
 #include "ddph/verify/builtin_samplers.h"
 #include "ddph/verify/line_protocol_sampler.h"
@@ -103,11 +105,11 @@ void printMinimalCase(Sampler& sampler, const CheckSamplerArgs& a, const Contrac
   }
   if (a.builtin) {
     const SamplerCase& c = *r.counterexample;
-    fmt::print("       replay: ddp-sim sampler --sampler {} -N {} -W {} --epoch {} --seed {}{}{} "
-               "--check\n",
+    fmt::print("       replay: ddp-sim sampler --sampler {} -N {} -W {} --epoch {} --seed {}{}{}{}\n",
                *a.builtin, c.datasetSize, c.numReplicas, c.epoch, c.seed,
                contract.expectations.dropLast ? " --drop-last" : "",
-               contract.expectations.shuffle ? "" : " --no-shuffle");
+               contract.expectations.shuffle ? "" : " --no-shuffle",
+               c.resume.empty() ? " --check" : " --resume " + formatResumePoints(c.resume));
     return;
   }
   std::string requests;
@@ -165,14 +167,16 @@ int run(const CheckSamplerArgs& a) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> violated;
   silenceRapidCheck();
+  std::size_t width = 15;  // the property column
+  for (const auto& property : contract.properties) width = std::max(width, property.size());
   try {
     for (const auto& property : contract.properties) {
       const SearchResult r = searchCounterexample(*sampler, property, contract.expectations, options);
       if (r.passed) {
-        fmt::print("  ok   {:<15} {} cases\n", property, r.casesPassed);
+        fmt::print("  ok   {:<{}} {} cases\n", property, width, r.casesPassed);
       } else {
         violated.push_back(property);
-        fmt::print("  FAIL {:<15} minimal case {} (after {} passing cases)\n", property,
+        fmt::print("  FAIL {:<{}} minimal case {} (after {} passing cases)\n", property, width,
                    formatCase(*r.counterexample), r.casesPassed);
         fmt::print("       {}\n", formatViolation(*r.violation));
         fmt::print("       likely cause: {}\n", findProperty(property)->likelyCause);

@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "ddph/common/error.h"
+#include "ddph/verify/elastic_sampler.h"
 #include "ddph/verify/sampler_checks.h"
 #include "ddph/verify/batching.h"
 #include "ddph/verify/builtin_samplers.h"
@@ -35,6 +36,7 @@ struct SamplerArgs {
   bool check = false;
   std::string sampler = "pytorch";
   std::int64_t show = 16;
+  std::string resume;  ///< "W:c,…": show the run after these earlier runs of the epoch
 };
 
 std::string preview(const std::vector<Index>& indices, std::int64_t limit) {
@@ -150,15 +152,20 @@ int run(const SamplerArgs& a) {
   DDPH_CHECK(a.epoch >= 0, "--epoch must be non-negative, got {}", a.epoch);
   const bool shuffle = !a.noShuffle;
   auto sampler = makeBuiltinSampler(a.sampler, shuffle, a.dropLast);
+  const std::vector<ResumePoint> resume = parseResumePoints(a.resume);
+  DDPH_CHECK(resume.empty() || !a.check,
+             "--check judges an epoch from its start; check resumes with ddp-sim check-sampler "
+             "--contract elastic");
 
   // One rank: only that rank's shard (one permutation in memory). All ranks: one shared order.
   std::vector<std::int64_t> ranks;
   std::vector<std::vector<Index>> shards;
   if (a.rank) {
     ranks.push_back(*a.rank);
-    shards.push_back(sampler->indices({a.datasetSize, a.worldSize, *a.rank, a.epoch, a.seed}));
+    shards.push_back(
+        sampler->indices({a.datasetSize, a.worldSize, *a.rank, a.epoch, a.seed, resume}));
   } else {
-    Partition p = sampler->partition({a.datasetSize, a.worldSize, a.epoch, a.seed});
+    Partition p = sampler->partition({a.datasetSize, a.worldSize, a.epoch, a.seed, resume});
     for (std::int64_t r = 0; r < a.worldSize; ++r) ranks.push_back(r);
     shards = std::move(p.ranks);
   }
@@ -182,6 +189,16 @@ int run(const SamplerArgs& a) {
     fmt::print("PyTorch's num_samples={} total_size={} padding={}\n", numSamples,
                numSamples * a.worldSize,
                std::max<std::int64_t>(0, numSamples * a.worldSize - a.datasetSize));
+    if (!resume.empty()) {
+      const std::int64_t start = elasticRunStart(a.datasetSize, resume, a.dropLast);
+      fmt::print("resume after {} (W:consumed): the run is positions {}..{} of the epoch's order, "
+                 "{} a rank on {} ranks; {}\n",
+                 a.resume, start, a.datasetSize,
+                 elasticNumSamples({a.datasetSize, a.worldSize, 0, a.epoch, a.seed, resume}, a.dropLast),
+                 a.worldSize,
+                 a.sampler == "elastic" ? "shown below"
+                                        : "this sampler ignores it and restarts the epoch");
+    }
     for (std::size_t i = 0; i < ranks.size(); ++i) {
       fmt::print("rank {:>3}: {} {} {}\n", ranks[i], shards[i].size(),
                  shards[i].size() == 1 ? "index" : "indices",
@@ -226,7 +243,10 @@ Command addSamplerCommand(CLI::App& app) {
   sub->add_flag("--no-shuffle", args->noShuffle, "keep the order 0..N-1");
   sub->add_option("--batch-size,-b", args->batchSize, "also show DataLoader batches of this size");
   sub->add_option("--sampler", args->sampler,
-                  "pytorch | libtorch-random | libtorch-sequential")->capture_default_str();
+                  "pytorch | elastic | libtorch-random | libtorch-sequential")->capture_default_str();
+  sub->add_option("--resume", args->resume,
+                  "W:consumed,…: the earlier runs of this epoch, oldest first; shows the run after "
+                  "them (an elastic sampler resumes, the others restart the epoch)");
   sub->add_flag("--check", args->check, "also check every sampler property for this "
                                         "configuration (exit 1 if one is violated)");
   sub->add_option("--show", args->show, "indices shown per rank in text output (-1: all)")

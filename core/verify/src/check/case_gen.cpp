@@ -26,4 +26,25 @@ rc::Gen<SamplerCase> genSamplerCase(const CaseBounds& bounds) {
                                                }))));
 }
 
+rc::Gen<std::vector<ResumePoint>> genResume(std::int64_t datasetSize, const CaseBounds& bounds) {
+  return rc::gen::exec([datasetSize, bounds] {
+    using rc::gen::inRange;
+    const std::int64_t smallW = std::min<std::int64_t>(bounds.maxReplicas, 8);
+    const int runs = *inRange(1, 3);  // one earlier run, sometimes two: shrinks towards one
+    std::vector<ResumePoint> resume;
+    std::int64_t left = datasetSize;
+    for (int k = 0; k < runs; ++k) {
+      ResumePoint p;
+      p.numReplicas = *rc::gen::oneOf(inRange<std::int64_t>(1, smallW + 1),
+                                      inRange<std::int64_t>(1, bounds.maxReplicas + 1));
+      // At most what every rank holds before padding or the drop_last cut, so the point is valid
+      // with and without drop_last.
+      p.consumed = *inRange<std::int64_t>(0, left / p.numReplicas + 1);
+      left -= p.consumed * p.numReplicas;
+      resume.push_back(p);
+    }
+    return resume;
+  });
+}
+
 }  // namespace ddph

@@ -4,6 +4,7 @@
 #include <rapidcheck/detail/TestListener.h>
 
 #include "ddph/verify/case_gen.h"
+#include "ddph/verify/resume_checks.h"
 #include "ddph/common/error.h"
 
 namespace ddph {
@@ -29,7 +30,8 @@ SearchResult searchCounterexample(Sampler& sampler, const std::string& property,
   // RapidCheck re-runs the property while it shrinks; the last failing run is the minimal case.
   std::optional<std::string> samplerFailure;
   auto testable = [&] {
-    const SamplerCase c = *genSamplerCase(bounds);
+    SamplerCase c = *genSamplerCase(bounds);
+    if (isResumeProperty(property)) c.resume = *genResume(c.datasetSize, bounds);
     if (samplerFailure) return;  // a broken sampler: stop asking it anything
     std::vector<Violation> found;
     try {

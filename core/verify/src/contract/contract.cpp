@@ -21,6 +21,17 @@ std::vector<Contract> makeBuiltinContracts() {
                        "torch.utils.data.DistributedSampler (shuffle=True, drop_last=False)",
                        pytorchProperties, pytorch});
 
+  // Elastic resume: DistributedSampler's promises, and the epoch survives a stop on W ranks and a
+  // resume on W' (NOTE [Elastic resume]).
+  std::vector<std::string> elasticProperties = pytorchProperties;
+  for (auto name : {property::kResumeExactlyOnce, property::kResumeOrder, property::kResumeBalance}) {
+    elasticProperties.emplace_back(name);
+  }
+  contracts.push_back({"elastic",
+                       "DistributedSampler's order that resumes mid-epoch on another world size, "
+                       "every sample exactly once",
+                       elasticProperties, pytorch});
+
   Expectations dropLast;
   dropLast.dropLast = true;
   contracts.push_back({"drop-last", "DistributedSampler with drop_last=True", pytorchProperties,

@@ -44,6 +44,21 @@ const std::vector<PropertyInfo>& samplerProperties() {
        "the ranks split one shared draw: no rank yields a copy of another rank's shard",
        "every rank draws the whole epoch with the same seed but does not take its own part "
        "(e.g. indices[rank::num_replicas]), so all ranks train on the same samples"},
+      // The `elastic` contract: stop mid-epoch on W ranks, resume on W' (docs/elastic-resume.md).
+      {property::kResumeExactlyOnce,
+       "the samples consumed before a resume and those yielded after it cover the epoch exactly "
+       "once, apart from the padding (or drop_last's cut) of the run that reaches its end",
+       "the sampler restarts the epoch on resume (samples repeated) or keeps per-rank positions "
+       "across a change of world size (samples lost and repeated); resume from the position all "
+       "ranks reached in the epoch's one order (ddph_elastic.ElasticDistributedSampler)"},
+      {property::kResumeOrder,
+       "resumed on the same world size, every rank continues the uninterrupted run index for index",
+       "the resumed run re-draws, re-pads or re-strides the rest of the epoch; continue the "
+       "epoch's order from the position every rank reached, padded with the order's head"},
+      {property::kResumeBalance,
+       "after a resume every rank yields the same number of samples",
+       "the rest of the epoch is split without padding, so ranks run different numbers of steps "
+       "and the job hangs in a collective; pad the resumed run to a multiple of the new world size"},
   };
   return kProperties;
 }

@@ -6,11 +6,17 @@
 #include <optional>
 
 #include "ddph/common/error.h"
+#include "ddph/verify/distributed_sampler.h"
+#include "ddph/verify/elastic_sampler.h"
+#include "ddph/verify/resume_checks.h"
 
 namespace ddph {
 
 std::string formatCase(const SamplerCase& c) {
-  return fmt::format("N={} W={} epoch={} seed={}", c.datasetSize, c.numReplicas, c.epoch, c.seed);
+  // " resume=4:3,2:1": the earlier runs as W:consumed, oldest first.
+  const std::string resume = c.resume.empty() ? "" : " resume=" + formatResumePoints(c.resume);
+  return fmt::format("N={} W={} epoch={} seed={}{}", c.datasetSize, c.numReplicas, c.epoch, c.seed,
+                     resume);
 }
 
 std::vector<std::string> allSamplerPropertyNames() {
@@ -39,7 +45,8 @@ void validatePropertyNames(const std::vector<std::string>& properties) {
 std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, const Expectations& e,
                                     const std::vector<std::string>& properties) {
   validatePropertyNames(properties);
-  std::optional<Partition> current, next, again, shifted;
+  std::optional<Partition> current, next, again, shifted, whole, sameWorld;
+  std::optional<ResumedEpoch> resumed;
   auto get = [&](std::optional<Partition>& slot, std::int64_t epoch, std::int64_t seed) -> const Partition& {
     if (!slot) slot = sampler.partition({c.datasetSize, c.numReplicas, epoch, seed});
     return *slot;
@@ -49,6 +56,25 @@ std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, cons
     if (v) found.push_back(std::move(*v));
   };
   for (const auto& name : properties) {
+    if (isResumeProperty(name)) {
+      if (!resumed) resumed = askResumedEpoch(sampler, c);
+      if (name == property::kResumeExactlyOnce) add(checkResumeExactlyOnce(*resumed, e));
+      if (name == property::kResumeBalance) add(checkResumeBalance(*resumed));
+      if (name == property::kResumeOrder && !c.resume.empty()) {
+        // The first run's consumed count, resumed on the case's own world size.
+        const SamplerCase fresh{c.datasetSize, c.numReplicas, c.epoch, c.seed};
+        if (!whole) whole = sampler.partition(fresh);
+        const std::int64_t consumed =
+            std::min(c.resume.front().consumed,
+                     distributedNumSamples(c.datasetSize, c.numReplicas, e.dropLast));
+        SamplerCase again = fresh;
+        again.resume = {{c.numReplicas, consumed}};
+        if (!sameWorld) sameWorld = sampler.partition(again);
+        add(checkResumeOrder(*whole, *sameWorld, consumed));
+      }
+      continue;
+    }
+    // The other properties are about the epoch from its start.
     const Partition& p = get(current, c.epoch, c.seed);
     if (name == property::kValidRange) {
       add(checkValidRange(p));

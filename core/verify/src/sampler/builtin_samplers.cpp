@@ -5,21 +5,21 @@
 
 #include "ddph/common/error.h"
 #include "ddph/verify/distributed_sampler.h"
+#include "ddph/verify/elastic_sampler.h"
 #include "ddph/verify/libtorch_samplers.h"
 
 namespace ddph {
 
 std::vector<std::string> builtinSamplerNames() {
-  return {"pytorch", "libtorch-random", "libtorch-sequential"};
+  return {"pytorch", "elastic", "libtorch-random", "libtorch-sequential"};
 }
 
 std::unique_ptr<Sampler> makeBuiltinSampler(std::string_view name, bool shuffle, bool dropLast) {
-  if (name == "pytorch") {
-    DistributedSamplerOptions options;
-    options.shuffle = shuffle;
-    options.dropLast = dropLast;
-    return std::make_unique<DistributedSampler>(options);
-  }
+  DistributedSamplerOptions options;
+  options.shuffle = shuffle;
+  options.dropLast = dropLast;
+  if (name == "pytorch") return std::make_unique<DistributedSampler>(options);
+  if (name == "elastic") return std::make_unique<ElasticSampler>(options);
   if (name == "libtorch-random") {
     return std::make_unique<LibTorchSampler>(LibTorchSamplerKind::kRandom, !dropLast);
   }

@@ -81,8 +81,9 @@ std::optional<std::int64_t> DistributedSampler::declaredLength(const ShardReques
 
 Partition DistributedSampler::partition(const SamplerCase& c) {
   validateShardRequest(c.forRank(0));
-  const auto [datasetSize, numReplicas, epoch, seed] = c;
-  const auto order = distributedEpochOrder(datasetSize, seed, epoch, options_);
+  // DistributedSampler has no resume state: c.resume is ignored (the epoch restarts), as in torch.
+  const std::int64_t datasetSize = c.datasetSize, numReplicas = c.numReplicas;
+  const auto order = distributedEpochOrder(datasetSize, c.seed, c.epoch, options_);
   Partition p = Partition::of(c);
   const std::int64_t length = distributedNumSamples(datasetSize, numReplicas, options_.dropLast);
   p.ranks.resize(static_cast<std::size_t>(numReplicas));

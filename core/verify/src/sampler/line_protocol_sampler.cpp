@@ -67,8 +67,17 @@ struct Answer {
 }  // namespace
 
 std::string requestJson(const ShardRequest& r) {
-  return fmt::format(R"({{"dataset_size":{},"num_replicas":{},"rank":{},"epoch":{},"seed":{}}})",
-                     r.datasetSize, r.numReplicas, r.rank, r.epoch, r.seed);
+  std::string resume;  // only when resumed: a request without it is the protocol's first form
+  if (!r.resume.empty()) {
+    std::vector<std::string> points;
+    for (const auto& p : r.resume) {
+      points.push_back(fmt::format(R"({{"num_replicas":{},"consumed":{}}})", p.numReplicas,
+                                   p.consumed));
+    }
+    resume = fmt::format(R"(,"resume":[{}])", fmt::join(points, ","));
+  }
+  return fmt::format(R"({{"dataset_size":{},"num_replicas":{},"rank":{},"epoch":{},"seed":{}{}}})",
+                     r.datasetSize, r.numReplicas, r.rank, r.epoch, r.seed, resume);
 }
 
 std::string responseJson(const std::vector<Index>& indices,
@@ -394,9 +403,7 @@ std::vector<Index> LineProtocolSampler::indices(const ShardRequest& request) {
 std::optional<std::int64_t> LineProtocolSampler::declaredLength(const ShardRequest& request) {
   const Process& p = *process_;
   for (std::size_t k = 0; k < p.lastRequests.size(); ++k) {
-    const ShardRequest& r = p.lastRequests[k];
-    if (r.datasetSize == request.datasetSize && r.numReplicas == request.numReplicas &&
-        r.rank == request.rank && r.epoch == request.epoch && r.seed == request.seed) {
+    if (p.lastRequests[k] == request) {
       return p.lastLengths[k];
     }
   }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <vector>
 
 #include "ddph/verify/sampler_checks.h"
 
@@ -20,6 +21,11 @@ struct CaseBounds {
 };
 
 rc::Gen<SamplerCase> genSamplerCase(const CaseBounds& bounds = {});
+
+/// The earlier runs of an epoch of `datasetSize` samples (one or two), for the resume properties:
+/// world sizes within the bounds, consumed counts every run can yield. Shrinks towards one run on
+/// one rank that consumed nothing.
+rc::Gen<std::vector<ResumePoint>> genResume(std::int64_t datasetSize, const CaseBounds& bounds = {});
 
 }  // namespace ddph
 

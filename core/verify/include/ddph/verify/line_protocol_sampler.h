@@ -6,6 +6,8 @@
 // The command is started once and serves every request of the run. Each request is one JSON
 // object on one line of its stdin:
 //   {"dataset_size":N,"num_replicas":W,"rank":R,"epoch":E,"seed":S}
+// with, only when the epoch is resumed (the `elastic` contract), the earlier runs of the epoch:
+//   …,"resume":[{"num_replicas":W1,"consumed":c1},…]}   (oldest first; NOTE [Elastic resume])
 // and the sampler answers each, in order, with one line on its stdout:
 //   {"indices":[…]}                       (optionally "length": what len(sampler) says)
 //   {"error":"…"}                         (it rejects the request)

@@ -22,6 +22,10 @@ inline constexpr std::string_view kDeterminism = "determinism";
 inline constexpr std::string_view kNoDuplicates = "no-duplicates";
 inline constexpr std::string_view kBalancedLength = "balanced-length";
 inline constexpr std::string_view kRanksAgree = "ranks-agree";
+// Elastic resume (NOTE [Elastic resume]): an epoch stopped on W ranks and resumed on W'.
+inline constexpr std::string_view kResumeExactlyOnce = "resume-exactly-once";
+inline constexpr std::string_view kResumeOrder = "resume-order";
+inline constexpr std::string_view kResumeBalance = "resume-balance";
 // Run-level properties, judged on real rank processes by `ddp-sim run`.
 inline constexpr std::string_view kCollectiveMismatch = "collective-mismatch";
 inline constexpr std::string_view kRankFailure = "rank-failure";

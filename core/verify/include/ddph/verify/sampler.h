@@ -19,6 +19,16 @@ using Index = std::int64_t;
 
 struct ShardRequest;
 
+/// An earlier run of the current epoch, before a resume: its world size and how many samples each
+/// of its ranks consumed (NOTE [Elastic resume], docs/elastic-resume.md).
+struct ResumePoint {
+  std::int64_t numReplicas = 1;
+  std::int64_t consumed = 0;
+  bool operator==(const ResumePoint& o) const {
+    return numReplicas == o.numReplicas && consumed == o.consumed;
+  }
+};
+
 /// One configuration of a distributed sampler for one epoch, (N, W, epoch, seed): the point a
 /// property is checked at, and what partition() answers for every rank.
 struct SamplerCase {
@@ -26,6 +36,8 @@ struct SamplerCase {
   std::int64_t numReplicas = 1;
   std::int64_t epoch = 0;
   std::int64_t seed = 0;
+  /// The earlier runs of this epoch, oldest first; empty: the epoch runs from its start.
+  std::vector<ResumePoint> resume;
 
   /// The question rank `rank` puts to the sampler in this case.
   ShardRequest forRank(std::int64_t rank) const;
@@ -39,13 +51,21 @@ struct ShardRequest {
   std::int64_t rank = 0;
   std::int64_t epoch = 0;
   std::int64_t seed = 0;
+  /// The earlier runs of this epoch, oldest first (the line protocol's "resume"): the answer is
+  /// what the rank yields in the run after the last of them. A sampler without elastic resume
+  /// ignores it and restarts the epoch, as DistributedSampler does.
+  std::vector<ResumePoint> resume;
 
   /// The case this request belongs to (the request without its rank).
-  SamplerCase samplerCase() const { return {datasetSize, numReplicas, epoch, seed}; }
+  SamplerCase samplerCase() const { return {datasetSize, numReplicas, epoch, seed, resume}; }
+  bool operator==(const ShardRequest& o) const {
+    return datasetSize == o.datasetSize && numReplicas == o.numReplicas && rank == o.rank &&
+           epoch == o.epoch && seed == o.seed && resume == o.resume;
+  }
 };
 
 inline ShardRequest SamplerCase::forRank(std::int64_t rank) const {
-  return {datasetSize, numReplicas, rank, epoch, seed};
+  return {datasetSize, numReplicas, rank, epoch, seed, resume};
 }
 
 /// Every rank's indices for one SamplerCase.
