@@ -10,6 +10,7 @@ run index for index, padding included.
 """
 
 import math
+import operator
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import torch
@@ -40,29 +41,36 @@ def num_samples(run_length: int, num_replicas: int, drop_last: bool) -> int:
     return math.ceil(run_length / num_replicas)
 
 
-def current_run(order: Sequence[int], history: Sequence[ResumePoint], drop_last: bool) -> List[int]:
-    """The unpadded order of the run after the earlier runs in `history` (oldest first)."""
-    run = list(order)
-    for point in history:
+def run_start(dataset_size: int, history: Sequence[ResumePoint], drop_last: bool) -> int:
+    """Where the run after `history` (oldest first) starts in the epoch's order: each run is the
+    previous one's order from position consumed * num_replicas on. Raises ValueError for a point
+    its run could not have reached."""
+    start = 0
+    for k, point in enumerate(history, 1):
         if point.num_replicas < 1:
-            raise ValueError(f"num_replicas of a resume point must be positive, got {point.num_replicas}")
-        limit = num_samples(len(run), point.num_replicas, drop_last)
+            raise ValueError(f"resume point {k}: num_replicas must be positive, got {point.num_replicas}")
+        length = dataset_size - start
+        limit = num_samples(length, point.num_replicas, drop_last)
         if point.consumed < 0 or point.consumed > limit:
-            raise ValueError(f"a run of {len(run)} samples on {point.num_replicas} ranks yields "
-                             f"{limit} a rank; consumed {point.consumed} is out of range")
-        run = run[point.consumed * point.num_replicas:]
-    return run
+            raise ValueError(f"resume point {k}: a run of {length} samples on {point.num_replicas} "
+                             f"ranks yields {limit} a rank; consumed {point.consumed} is out of range")
+        start = min(dataset_size, start + point.consumed * point.num_replicas)
+    return start
 
 
-def padded_run(run: Sequence[int], order: Sequence[int], num_replicas: int,
-               drop_last: bool) -> List[int]:
-    """The run's order padded with the epoch order's head (tiled) or cut, to a multiple of W."""
-    total = num_samples(len(run), num_replicas, drop_last) * num_replicas
-    if total <= len(run):
-        return list(run[:total])
-    pad = total - len(run)
-    head = list(order) * math.ceil(pad / len(order))
-    return list(run) + head[:pad]
+def shard(order: List[int], start: int, num_replicas: int, rank: int,
+          drop_last: bool) -> List[int]:
+    """Rank `rank`'s part of the run that starts at position `start` of the epoch's `order`: the
+    positions rank, rank + W, ... of the run, padded with the order's head (tiled) or cut."""
+    n = len(order)
+    length = n - start
+    total = num_samples(length, num_replicas, drop_last) * num_replicas
+    # One slice for the positions within the run, as DistributedSampler takes its part ...
+    taken = order[start + rank:start + min(total, length):num_replicas]
+    # ... then this rank's padding positions (fewer than W in all, so at most one a rank).
+    for p in range(rank + len(taken) * num_replicas, total, num_replicas):
+        taken.append(order[(p - length) % n])
+    return taken
 
 
 def run_shard(dataset_size: int, num_replicas: int, rank: int, epoch: int = 0, seed: int = 0,
@@ -72,8 +80,7 @@ def run_shard(dataset_size: int, num_replicas: int, rank: int, epoch: int = 0, s
     if num_replicas < 1 or not 0 <= rank < num_replicas:
         raise ValueError(f"invalid rank {rank} for num_replicas {num_replicas}")
     order = epoch_order(dataset_size, shuffle, seed, epoch)
-    run = current_run(order, history, drop_last)
-    return padded_run(run, order, num_replicas, drop_last)[rank::num_replicas]
+    return shard(order, run_start(dataset_size, history, drop_last), num_replicas, rank, drop_last)
 
 
 class ElasticDistributedSampler(Sampler):
@@ -101,23 +108,27 @@ class ElasticDistributedSampler(Sampler):
         self.drop_last = drop_last
         self.epoch = 0
         self.history: List[ResumePoint] = []
-        self.yielded = 0  # indices handed out by the current iterator
-
-    def _order(self) -> List[int]:
-        return epoch_order(len(self.dataset), self.shuffle, self.seed, self.epoch)
+        self._shard: List[int] = []
+        self._iterator = iter(self._shard)  # the last iterator handed out
 
     def __iter__(self):
-        order = self._order()
-        run = current_run(order, self.history, self.drop_last)
-        shard = padded_run(run, order, self.num_replicas, self.drop_last)[self.rank::self.num_replicas]
-        self.yielded = 0
-        for index in shard:
-            self.yielded += 1
-            yield index
+        n = len(self.dataset)
+        order = epoch_order(n, self.shuffle, self.seed, self.epoch)
+        self._shard = shard(order, run_start(n, self.history, self.drop_last), self.num_replicas,
+                            self.rank, self.drop_last)
+        # A plain list iterator, as DistributedSampler returns: nothing added per index. What it
+        # has handed out is read back from its length hint.
+        self._iterator = iter(self._shard)
+        return self._iterator
+
+    @property
+    def yielded(self) -> int:
+        """Indices handed out by the last iterator."""
+        return len(self._shard) - operator.length_hint(self._iterator)
 
     def __len__(self) -> int:
-        run = current_run(self._order(), self.history, self.drop_last)
-        return num_samples(len(run), self.num_replicas, self.drop_last)
+        start = run_start(len(self.dataset), self.history, self.drop_last)
+        return num_samples(len(self.dataset) - start, self.num_replicas, self.drop_last)
 
     def set_epoch(self, epoch: int) -> None:
         """As DistributedSampler's; a new epoch forgets the earlier runs of the last one."""
@@ -153,6 +164,7 @@ class ElasticDistributedSampler(Sampler):
         self.epoch = state["epoch"]
         history = [ResumePoint(*p) for p in state["history"]]
         history.append(ResumePoint(state["num_replicas"], state["consumed"]))
-        current_run(self._order(), history, self.drop_last)  # validates the consumed counts
+        run_start(len(self.dataset), history, self.drop_last)  # validates the consumed counts
         self.history = history
-        self.yielded = 0
+        self._shard = []
+        self._iterator = iter(self._shard)
