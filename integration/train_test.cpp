@@ -113,7 +113,8 @@ std::string traceMismatch(const std::vector<std::string>& reference,
   return "";
 }
 
-std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+template <typename T>
+std::vector<T> concat(std::vector<T> a, const std::vector<T>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
 }
@@ -202,6 +203,105 @@ TEST(TrainResume, StoppedAndResumedRunMatchesUninterruptedSampleBySample) {
   for (const auto& entry : fs::directory_iterator(d)) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
   }
+}
+
+// ---- Elastic resume (NOTE [Elastic resume], docs/elastic-resume.md) --------------------------
+
+/// Every index every rank of a run drew, from its --trace-samples folder.
+std::vector<Index> drawn(const std::string& dir, int world) {
+  std::vector<Index> out;
+  for (int rank = 0; rank < world; ++rank) {
+    for (const auto& line : samples(dir, rank)) {
+      std::istringstream in(line.substr(line.find(':') + 1));
+      for (Index i; in >> i;) out.push_back(i);
+    }
+  }
+  return out;
+}
+
+/// "" when `taken` holds every index of [0, n) at least once and `extra` more copies in all.
+std::string exactlyOnce(const std::vector<Index>& taken, std::int64_t n, std::int64_t extra) {
+  std::vector<int> count(static_cast<std::size_t>(n), 0);
+  for (Index i : taken) {
+    if (i < 0 || i >= n) return "index " + std::to_string(i) + " out of range";
+    ++count[static_cast<std::size_t>(i)];
+  }
+  for (Index i = 0; i < n; ++i) {
+    if (count[static_cast<std::size_t>(i)] == 0) return "index " + std::to_string(i) + " never taken";
+  }
+  const auto copies = static_cast<std::int64_t>(taken.size()) - n;
+  return copies == extra ? "" : std::to_string(copies) + " extra copies, expected " + std::to_string(extra);
+}
+
+// One epoch of 768 samples, 8 a rank a step: 24 steps on 4 ranks. Stopped at step 13 (416 samples
+// taken), the 352 left resume on 3 ranks (118 each: 2 of padding) or on 2 (176 each), and a
+// second stop on 3 ranks resumes on 2: every sample of the epoch once, padding apart.
+TEST(TrainResume, ElasticResumeOnOtherWorldSizesTakesEverySampleOnce) {
+  TempDir dir;
+  const std::string d = dir.path();
+  const std::vector<std::string> args = {"--dataset", "synthetic", "--dataset-size", "768",
+                                         "--epochs", "1", "--batch-size", "8", "--lr", "0.05"};
+  const auto first = train(4, concat(args, {"--steps", "13", "--checkpoint", d + "/ckpt4",
+                                            "--trace-samples", d + "/first"}),
+                           d + "/first.json");
+  ASSERT_TRAINED(first);
+  EXPECT_EQ(drawn(d + "/first", 4).size(), 416u);
+
+  const auto on3 = train(3, concat(args, {"--resume", d + "/ckpt4", "--trace-samples", d + "/on3"}),
+                         d + "/on3.json");
+  ASSERT_TRAINED(on3);
+  EXPECT_NE(on3.command.out.find("resumed elastically from " + d + "/ckpt4 (4 ranks) at epoch 1 "
+                                 "after synthetic 104 a rank"),
+            std::string::npos)
+      << on3.command.out;
+  EXPECT_EQ(exactlyOnce(concat(drawn(d + "/first", 4), drawn(d + "/on3", 3)), 768, 2), "");
+  EXPECT_EQ(on3.report["epochs"][0]["datasets"][0]["never_seen"], 0);
+
+  const auto on2 = train(2, concat(args, {"--resume", d + "/ckpt4", "--trace-samples", d + "/on2"}),
+                         d + "/on2.json");
+  ASSERT_TRAINED(on2);
+  EXPECT_EQ(exactlyOnce(concat(drawn(d + "/first", 4), drawn(d + "/on2", 2)), 768, 0), "");
+
+  // 4 ranks, then 3 ranks until global step 18 (5 steps: 120 more), then 2 ranks: 232 left.
+  const auto stop3 = train(3, concat(args, {"--resume", d + "/ckpt4", "--steps", "18", "--checkpoint",
+                                            d + "/ckpt3", "--trace-samples", d + "/stop3"}),
+                           d + "/stop3.json");
+  ASSERT_TRAINED(stop3);
+  EXPECT_EQ(drawn(d + "/stop3", 3).size(), 120u);
+  const auto then2 = train(2, concat(args, {"--resume", d + "/ckpt3", "--trace-samples", d + "/then2"}),
+                           d + "/then2.json");
+  ASSERT_TRAINED(then2);
+  auto all = concat(drawn(d + "/first", 4), drawn(d + "/stop3", 3));
+  all = concat(all, drawn(d + "/then2", 2));
+  EXPECT_EQ(exactlyOnce(all, 768, 0), "");
+}
+
+// Stopped twice in one epoch and resumed each time on the same 4 ranks: the uninterrupted run,
+// sample by sample and parameter by parameter, to the last bit.
+TEST(TrainResume, TwoStopsOnTheSameWorldSizeAreTheUninterruptedRun) {
+  TempDir dir;
+  const std::string d = dir.path();
+  const std::vector<std::string> args = {"--dataset", "synthetic", "--dataset-size", "768",
+                                         "--epochs", "1", "--batch-size", "8", "--lr", "0.05",
+                                         "--dtype", "float64"};
+  const auto full = train(4, concat(args, {"--trace-samples", d + "/full"}), d + "/full.json");
+  ASSERT_TRAINED(full);
+  ASSERT_TRAINED(train(4, concat(args, {"--steps", "13", "--checkpoint", d + "/a", "--trace-samples",
+                                        d + "/first"}),
+                       d + "/first.json"));
+  ASSERT_TRAINED(train(4, concat(args, {"--resume", d + "/a", "--steps", "19", "--checkpoint",
+                                        d + "/b", "--trace-samples", d + "/second"}),
+                       d + "/second.json"));
+  const auto third = train(4, concat(args, {"--resume", d + "/b", "--trace-samples", d + "/third"}),
+                           d + "/third.json");
+  ASSERT_TRAINED(third);
+  for (int rank = 0; rank < 4; ++rank) {
+    auto resumed = concat(samples(d + "/first", rank), samples(d + "/second", rank));
+    EXPECT_EQ(traceMismatch(samples(d + "/full", rank), concat(resumed, samples(d + "/third", rank))),
+              "")
+        << rank;
+  }
+  EXPECT_EQ(parameterMismatch(full.report, third.report, 0.0), "");
 }
 
 TEST(TrainResume, SigtermStopsEveryRankAtOneStepWithACheckpoint) {

@@ -1,6 +1,7 @@
 #include "checkpoint.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
@@ -35,6 +36,34 @@ Fingerprint decode(const std::string& text) {
   return out;
 }
 
+// The elastic part of a position:
+// {"world_size":W,"consumed":[c…],"history":[[[W,c]…]…],"loss_terms":T}.
+std::string encodeElastic(const TrainingPosition& p) {
+  nlohmann::json history = nlohmann::json::array();
+  for (const auto& runs : p.history) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& run : runs) list.push_back({run.numReplicas, run.consumed});
+    history.push_back(list);
+  }
+  return nlohmann::json{{"world_size", p.worldSize}, {"consumed", p.consumed}, {"history", history},
+                        {"loss_terms", p.epochLossTerms}}
+      .dump();
+}
+
+void decodeElastic(const std::string& text, TrainingPosition& p) {
+  const auto json = nlohmann::json::parse(text);
+  p.worldSize = json.at("world_size").get<std::int64_t>();
+  p.consumed = json.at("consumed").get<std::vector<std::int64_t>>();
+  p.epochLossTerms = json.value("loss_terms", std::int64_t{0});
+  p.history.clear();
+  for (const auto& runs : json.at("history")) {
+    p.history.emplace_back();
+    for (const auto& run : runs) {
+      p.history.back().push_back({run.at(0).get<std::int64_t>(), run.at(1).get<std::int64_t>()});
+    }
+  }
+}
+
 std::int64_t readInt(torch::serialize::InputArchive& archive, const std::string& key) {
   c10::IValue value;
   archive.read(key, value);
@@ -56,6 +85,7 @@ void saveCheckpoint(const std::string& path, torch::nn::Module& model,
   archive.write("step_in_epoch", c10::IValue(position.stepInEpoch));
   archive.write("global_step", c10::IValue(position.globalStep));
   archive.write("epoch_loss_sum", c10::IValue(position.epochLossSum));
+  archive.write("elastic", c10::IValue(encodeElastic(position)));
   archive.write("model", modelArchive);
   archive.write("optimizer", optimizerArchive);
 
@@ -90,6 +120,12 @@ TrainingPosition loadCheckpoint(const std::string& path, torch::nn::Module& mode
     position.globalStep = readInt(archive, "global_step");
     archive.read("epoch_loss_sum", lossSum);
     position.epochLossSum = lossSum.toDouble();
+    c10::IValue elastic;
+    if (archive.try_read("elastic", elastic)) {
+      decodeElastic(elastic.toStringRef(), position);
+    } else if (stored.count("world_size")) {  // written before elastic resume existed
+      position.worldSize = std::stoll(stored["world_size"]);
+    }
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& e) {

@@ -30,6 +30,7 @@
 #include "ddph/data/image_dataset.h"
 #include "ddph/ddp/distributed_data_parallel.h"
 #include "ddph/verify/distributed_sampler.h"
+#include "ddph/verify/elastic_sampler.h"
 #include "ddph/train/progress.h"
 #include "model.h"
 #include "training_trace.h"
@@ -191,8 +192,7 @@ torch::Tensor batchInputs(const LoadedDataset& ds, const torch::Tensor& idx, tor
 
 // ---- Pieces of the loop ------------------------------------------------------------------------
 
-Fingerprint fingerprintOf(const TrainConfig& config, const std::vector<LoadedDataset>& datasets,
-                          int worldSize) {
+Fingerprint fingerprintOf(const TrainConfig& config, const std::vector<LoadedDataset>& datasets) {
   Fingerprint f;
   std::string names, sizes;
   for (std::size_t d = 0; d < datasets.size(); ++d) {
@@ -201,7 +201,7 @@ Fingerprint fingerprintOf(const TrainConfig& config, const std::vector<LoadedDat
   }
   f["datasets"] = names;
   f["dataset_sizes"] = sizes;
-  f["world_size"] = std::to_string(worldSize);
+  // Not the world size: a checkpoint resumes on another one elastically (NOTE [Elastic resume]).
   f["batch_size"] = std::to_string(config.batchSize);
   f["mix"] = data::mixName(config.mix);
   f["seed"] = std::to_string(config.seed);
@@ -330,13 +330,16 @@ class TrainingRun {
         dtype_(config.dtype == DType::kFloat64 ? torch::kDouble : torch::kFloat),
         model_(makeModel()),
         optimizer_(makeOptimizer(config, model_->parameters())),
-        fingerprint_(fingerprintOf(config, datasets_, world_.size)),
+        fingerprint_(fingerprintOf(config, datasets_)),
         stop_(!config.checkpointPath.empty()) {
     // DDPH_AUDIT_DIR (ddp-sim launch --audit) or --trace-samples DIR: the audit trace.
     world_.comm = audit_.record(std::move(world_.comm));
     if (!config.resumePath.empty()) {
       position_ = loadCheckpoint(config.resumePath, *model_, *optimizer_, fingerprint_);
+      if (position_.worldSize != 0 && position_.worldSize != world_.size) resumeElastically();
     }
+    position_.worldSize = world_.size;
+    position_.history.resize(datasets_.size());
     globalStep_ = position_.globalStep;
     current_ = position_;
     if (world_.comm) {
@@ -395,10 +398,12 @@ class TrainingRun {
   struct Epoch {
     std::int64_t index = 0;
     std::vector<std::vector<Index>> shards;
+    std::vector<std::vector<ResumePoint>> history;  // per dataset: the epoch's earlier runs
     std::vector<data::MixedStep> plan;
     std::int64_t firstStep = 0;
     std::vector<data::VisitCounter> visits;
     double lossCarried = 0;  // rank 0: the loss of the steps before the checkpoint
+    std::int64_t lossTermsCarried = 0;  // how many step losses lossCarried sums (all ranks)
     torch::Tensor lossSum;
     std::int64_t samples = 0;
     std::int64_t stepsInEpoch() const { return static_cast<std::int64_t>(plan.size()); }
@@ -444,15 +449,75 @@ class TrainingRun {
                world_.comm ? world_.comm->backendName() : "single process", what,
                config_.batchSize, config_.batchSize * world_.size,
                optimizerName(config_.optimizer), config_.lr,
-               config_.resumePath.empty()
-                   ? ""
-                   : fmt::format("; resumed from {} at epoch {} step {}", config_.resumePath,
-                                 position_.epoch + 1, position_.stepInEpoch));
+               config_.resumePath.empty() ? "" : resumedFrom());
     std::fflush(stdout);
+  }
+
+  std::string resumedFrom() const {
+    if (elasticFrom_ == 0) {
+      return fmt::format("; resumed from {} at epoch {} step {}", config_.resumePath,
+                         position_.epoch + 1, position_.stepInEpoch);
+    }
+    std::vector<std::string> taken;
+    for (std::size_t d = 0; d < datasets_.size(); ++d) {
+      if (!position_.history[d].empty()) {
+        taken.push_back(fmt::format("{} {} a rank", config_.datasets[d], position_.history[d].back().consumed));
+      }
+    }
+    return fmt::format("; resumed elastically from {} ({} ranks) at epoch {}{}", config_.resumePath,
+                       elasticFrom_, position_.epoch + 1,
+                       taken.empty() ? std::string(" start")
+                                     : fmt::format(" after {}", fmt::join(taken, ", ")));
   }
 
   bool limitReached() const {
     return stop_.stoppedBy() != 0 || (config_.steps > 0 && globalStep_ >= config_.steps);
+  }
+
+  // A checkpoint of another world size: the run that wrote it becomes one more earlier run of
+  // its epoch, and this world takes the rest of the epoch's order from its first step.
+  void resumeElastically() {
+    elasticFrom_ = position_.worldSize;
+    if (position_.stepInEpoch == 0) return;  // at an epoch boundary nothing is half done
+    DDPH_CHECK(config_.mix != data::Mix::kCycle || datasets_.size() == 1,
+               "{}: resuming on {} ranks a checkpoint of {}: --mix cycle re-reads the shorter "
+               "dataset, so what was consumed is no position in its order; resume on {} ranks, or "
+               "train with --mix zip or concat",
+               config_.resumePath, world_.size, position_.worldSize, position_.worldSize);
+    DDPH_CHECK(position_.consumed.size() == datasets_.size(),
+               "{}: the checkpoint records no consumed samples per dataset; resume it on {} ranks",
+               config_.resumePath, position_.worldSize);
+    position_.history.resize(datasets_.size());
+    if (position_.epochLossTerms == 0) position_.epochLossTerms = position_.stepInEpoch * position_.worldSize;
+    for (std::size_t d = 0; d < datasets_.size(); ++d) {
+      position_.history[d].push_back({position_.worldSize, position_.consumed[d]});
+      elasticRunStart(datasets_[d].train.size(), position_.history[d], /*dropLast=*/false);
+    }
+    position_.stepInEpoch = 0;
+    position_.consumed.assign(datasets_.size(), 0);
+  }
+
+  // Where a checkpoint written after `stepsDone` steps of `e` resumes.
+  TrainingPosition positionAfter(const Epoch& e, std::int64_t stepsDone, double lossSum) const {
+    TrainingPosition p;
+    p.worldSize = world_.size;
+    p.globalStep = globalStep_;
+    if (stepsDone >= e.stepsInEpoch()) {
+      p.epoch = e.index + 1;
+      return p;
+    }
+    p.epoch = e.index;
+    p.stepInEpoch = stepsDone;
+    p.epochLossSum = lossSum;
+    p.epochLossTerms = e.lossTermsCarried + (stepsDone - e.firstStep) * world_.size;
+    p.history = e.history;
+    p.consumed.assign(datasets_.size(), 0);
+    for (std::int64_t s = 0; s < stepsDone; ++s) {
+      for (std::size_t d = 0; d < datasets_.size(); ++d) {
+        p.consumed[d] += static_cast<std::int64_t>(e.plan[static_cast<std::size_t>(s)].batches[d].size());
+      }
+    }
+    return p;
   }
 
   void writeCheckpoint(const TrainingPosition& at) {
@@ -464,7 +529,7 @@ class TrainingRun {
   // far is summed over ranks).
   void checkpointAt(const Epoch& e, std::int64_t stepsDone) {
     if (stepsDone >= e.stepsInEpoch()) {
-      writeCheckpoint({e.index + 1, 0, globalStep_, 0.0});
+      writeCheckpoint(positionAfter(e, stepsDone, 0.0));
       return;
     }
     std::vector<float> sum{static_cast<float>(e.lossSum.item<double>() + e.lossCarried)};
@@ -472,29 +537,46 @@ class TrainingRun {
       world_.comm->allreduce(sum, ReduceOp::kSum,
                              fmt::format("epoch {} step {} checkpoint", e.index, stepsDone));
     }
-    writeCheckpoint({e.index, stepsDone, globalStep_, static_cast<double>(sum[0])});
+    writeCheckpoint(positionAfter(e, stepsDone, static_cast<double>(sum[0])));
   }
 
-  // One DistributedSampler per dataset (passing the epoch is set_epoch(epoch)), the steps planned
-  // by the mix, and what a resumed run already did.
+  // One sampler per dataset (passing the epoch is set_epoch(epoch)): DistributedSampler's order,
+  // elastic where the epoch's earlier runs were on other world sizes (NOTE [Elastic resume]);
+  // the steps planned by the mix, and what a resumed run already did.
   Epoch planEpoch(std::int64_t epoch) {
-    DistributedSampler sampler(DistributedSamplerOptions{config_.shuffle, /*dropLast=*/false});
+    const DistributedSamplerOptions options{config_.shuffle, /*dropLast=*/false};
+    ElasticSampler sampler(options);
     Epoch e;
     e.index = epoch;
-    for (const auto& ds : datasets_) {
-      e.shards.push_back(
-          sampler.indices({ds.train.size(), world_.size, world_.rank, epoch, config_.seed}));
+    if (epoch == position_.epoch) e.history = position_.history;
+    e.history.resize(datasets_.size());
+    for (std::size_t d = 0; d < datasets_.size(); ++d) {
+      e.shards.push_back(sampler.indices({datasets_[d].train.size(), world_.size, world_.rank,
+                                          epoch, config_.seed, e.history[d]}));
     }
     e.plan = data::planEpoch(e.shards, config_.batchSize, config_.mix);
-    const bool resumedHere = epoch == position_.epoch && position_.stepInEpoch > 0;
+    const bool resumedHere =
+        epoch == position_.epoch && (position_.stepInEpoch > 0 || elasticFrom_ != 0);
     e.firstStep = resumedHere ? std::min(position_.stepInEpoch, e.stepsInEpoch()) : 0;
     for (const auto& ds : datasets_) e.visits.emplace_back(ds.train.size());
     // The steps before the checkpoint were taken by the interrupted run: they count as visited.
     for (std::int64_t s = 0; s < e.firstStep; ++s) {
       for (std::size_t d = 0; d < datasets_.size(); ++d) e.visits[d].visit(e.plan[s].batches[d]);
     }
+    // So were the positions the earlier runs on other world sizes took (counted once, on rank 0).
+    for (std::size_t d = 0; d < datasets_.size() && isRank0_; ++d) {
+      const std::int64_t n = datasets_[d].train.size();
+      const std::int64_t start = elasticRunStart(n, e.history[d], false);
+      if (start == 0) continue;
+      const auto order = distributedEpochOrder(n, config_.seed, epoch, options);
+      e.visits[d].visit(std::vector<Index>(order.begin(), order.begin() + start));
+    }
     // Rank 0 carries the loss of the steps before the checkpoint (already summed over ranks).
     e.lossCarried = resumedHere && isRank0_ ? position_.epochLossSum : 0.0;
+    if (resumedHere) {
+      e.lossTermsCarried = position_.epochLossTerms != 0 ? position_.epochLossTerms
+                                                         : e.firstStep * world_.size;
+    }
     e.lossSum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(world_.device));
     return e;
   }
@@ -558,8 +640,7 @@ class TrainingRun {
       audit_.endEpoch(epoch, consumed, shardSizes);
     }
     progress_.finishEpoch();
-    current_ = step >= e.stepsInEpoch() ? TrainingPosition{epoch + 1, 0, globalStep_, 0.0}
-                                        : TrainingPosition{epoch, step, globalStep_, 0.0};
+    current_ = positionAfter(e, step, 0.0);
     if (step < e.stepsInEpoch() && !config_.checkpointPath.empty() && checkpointedAt_ != globalStep_) {
       checkpointAt(e, step);  // stopped by --steps or a signal inside the epoch
     }
@@ -579,7 +660,8 @@ class TrainingRun {
       world_.comm->allreduce(lossTotal, ReduceOp::kSum, label);
       world_.comm->allreduce(sampleTotal, ReduceOp::kSum, label);
     }
-    record.loss = steps > 0 ? lossTotal[0] / static_cast<double>(steps * world_.size) : 0.0;
+    const std::int64_t terms = e.lossTermsCarried + (steps - e.firstStep) * world_.size;
+    record.loss = terms > 0 ? lossTotal[0] / static_cast<double>(terms) : 0.0;
     record.samples = sampleTotal[0];
     record.seconds = seconds;
     record.samplesPerSecond = seconds > 0 ? static_cast<double>(record.samples) / seconds : 0.0;
@@ -613,6 +695,7 @@ class TrainingRun {
   TrainingPosition position_;      // where this run starts (a checkpoint's, or the beginning)
   std::int64_t globalStep_ = 0;
   TrainingPosition current_;       // where a checkpoint written now would resume
+  std::int64_t elasticFrom_ = 0;   // the checkpoint's world size when it differs from this one
   std::int64_t checkpointedAt_ = -1;  // globalStep of this run's last checkpoint
   std::unique_ptr<DistributedDataParallel> ddp_;
   ProgressReporter progress_{isRank0_ ? config_.progress : ProgressMode::kNone, stderr};
