@@ -164,6 +164,26 @@ TEST(SimRun, SlowRankIsAStraggler) {
   EXPECT_GT(compute[1].get<double>(), 3 * compute[0].get<double>());
 }
 
+// Stopped after 13 steps on 4 ranks, resumed on 3: DistributedSampler restarts the epoch, keeping
+// per-rank positions repeats samples, the elastic sampler takes the rest once.
+TEST(SimRun, ElasticResumeNaiveBugsAndTheFix) {
+  const auto restart = runSim({"elastic-resume"});
+  expectDiagnosis(restart, "resume-exactly-once");
+  const std::string detail = restart.report["violations"][0]["detail"];
+  EXPECT_NE(detail.find("416 extra copies where padding allows 2"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("ignores the resume and restarts the epoch"), std::string::npos) << detail;
+  const auto positions = runSim({"elastic-resume-per-rank"});
+  expectDiagnosis(positions, "resume-exactly-once");
+  EXPECT_NE(positions.report["violations"][0]["detail"].get<std::string>().find(
+                "per-rank positions kept across the change of world size"),
+            std::string::npos);
+  const auto fixed = runSim({"elastic-resume-fixed"});
+  EXPECT_EQ(fixed.command.exitCode, 0) << fixed.command.out << fixed.command.err;
+  EXPECT_NE(fixed.command.out.find("stopped after 104 samples a rank on 4 ranks, resumed on 3"),
+            std::string::npos)
+      << fixed.command.out;
+}
+
 TEST(SimRun, BadScenarioFileRunsNothing) {
   TempDir dir;
   const std::string path = dir.path() + "/bad.toml";

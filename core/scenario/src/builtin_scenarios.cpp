@@ -144,6 +144,46 @@ size = 640
 [faults]
 delay = { rank = 1, ms = 40 }
 )"},
+      {"elastic-resume", R"(name = "elastic-resume"
+description = "stopped after 13 steps on 4 ranks, resumed on 3 with DistributedSampler: the epoch restarts and samples repeat"
+expect = "resume-exactly-once"
+world_size = 4
+epochs = 1
+batch_size = 8
+[[datasets]]
+name = "train"
+size = 768
+[resume]
+stop_after_steps = 13
+world_size = 3
+)"},
+      {"elastic-resume-per-rank", R"(name = "elastic-resume-per-rank"
+description = "resumed on 3 ranks, each rank skipping what it had taken of its own shard on 3 ranks: samples taken twice"
+expect = "resume-exactly-once"
+world_size = 4
+epochs = 1
+batch_size = 8
+[[datasets]]
+name = "train"
+size = 768
+[resume]
+stop_after_steps = 13
+world_size = 3
+keep_rank_positions = true
+)"},
+      {"elastic-resume-fixed", R"(name = "elastic-resume-fixed"
+description = "the same stop and resume with the elastic sampler: the rest of the epoch, every sample once"
+world_size = 4
+epochs = 1
+batch_size = 8
+[[datasets]]
+name = "train"
+size = 768
+sampler = "elastic"
+[resume]
+stop_after_steps = 13
+world_size = 3
+)"},
   };
   return kCatalogue;
 }

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <set>
 
+#include "ddph/verify/builtin_samplers.h"
 #include "ddph/verify/distributed_sampler.h"
 #include "ddph/verify/partition_checks.h"
+#include "ddph/verify/resume_checks.h"
 
 namespace ddph {
 
@@ -54,6 +56,33 @@ void EpochChecks::check(std::int64_t epoch,
     noteUnvisited(p, info);
     previous_[c] = std::move(p);
   }
+}
+
+void EpochChecks::checkResumed(std::int64_t epoch, const std::vector<std::vector<Index>>& gathered,
+                               std::int64_t consumed) {
+  const Checked& info = checked_.front();
+  const ResumeSpec& r = *s_.resume;
+  ResumedEpoch e;
+  e.last = {info.size, r.worldSize, epoch, s_.seed, {{world_, consumed}}};
+  e.runs.resize(2);
+  e.runs[0] = Partition::of({info.size, world_, epoch, s_.seed});
+  e.runs[1] = Partition::of(e.last);
+  for (std::size_t rank = 0; rank < gathered.size(); ++rank) {
+    const auto& taken = gathered[rank];
+    const auto split = taken.begin() + std::min<std::int64_t>(consumed, taken.size());
+    e.runs[0].ranks.emplace_back(taken.begin(), split);
+    if (static_cast<int>(rank) < r.worldSize) e.runs[1].ranks.emplace_back(split, taken.end());
+  }
+  // What a restart of the epoch on the new world would give, to name that bug when it is one.
+  const auto sampler = makeBuiltinSampler(info.spec->sampler, info.spec->shuffle,
+                                          info.spec->samplerDropLast);
+  e.fresh = sampler->partition({info.size, r.worldSize, epoch, s_.seed});
+  Expectations x;
+  x.dropLast = info.spec->samplerDropLast;
+  report(checkResumeExactlyOnce(e, x), info);
+  report(checkResumeBalance(e), info);
+  observer_.onNote(fmt::format("epoch {}: stopped after {} samples a rank on {} ranks, resumed on {}",
+                               epoch, consumed, world_, r.worldSize));
 }
 
 void EpochChecks::report(std::optional<Violation> v, const Checked& c) {

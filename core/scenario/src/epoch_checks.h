@@ -23,6 +23,11 @@ class EpochChecks {
   /// `gathered[source][rank]`: the ids rank consumed from that source in `epoch`.
   void check(std::int64_t epoch, const std::vector<std::vector<std::vector<Index>>>& gathered);
 
+  /// [resume] (one dataset): `gathered[rank]` holds what the rank took before the stop (its first
+  /// `consumed`) and after the resume; judged by resume-exactly-once and resume-balance.
+  void checkResumed(std::int64_t epoch, const std::vector<std::vector<Index>>& gathered,
+                    std::int64_t consumed);
+
  private:
   void report(std::optional<Violation> v, const Checked& c);
   void noteUnvisited(const Partition& p, const Checked& info);

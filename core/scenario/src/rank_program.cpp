@@ -66,15 +66,41 @@ class RankRun {
 
  private:
   // This rank's batches of every source in `epoch`.
-  std::vector<std::vector<std::vector<Index>>> epochBatches(std::int64_t epoch,
-                                                            std::int64_t seed) const {
+  std::vector<std::vector<std::vector<Index>>> epochBatches(std::int64_t epoch, std::int64_t seed) {
     const std::int64_t samplerEpoch = s_.faults.skipSetEpoch ? 0 : epoch;
     std::vector<std::vector<std::vector<Index>>> batches;
     for (const auto& src : data_.sources) {
       batches.push_back(makeBatches(shardOf(src, world_, rank_, samplerEpoch, seed),
                                     {s_.batchSize, s_.dropLast}));
     }
+    if (s_.resume && epoch == 0) resumeMidEpoch(batches.front(), epoch, seed);
     return batches;
+  }
+
+  // [resume]: the first stopAfterSteps batches on this world, then, on ranks below the resumed
+  // world size, the rest of the epoch as the sampler resumes it (NOTE [Elastic resume]).
+  void resumeMidEpoch(std::vector<std::vector<Index>>& batches, std::int64_t epoch, std::int64_t seed) {
+    const ResumeSpec& r = *s_.resume;
+    const Source& src = data_.sources.front();
+    batches.resize(std::min<std::size_t>(batches.size(), static_cast<std::size_t>(r.stopAfterSteps)));
+    stoppedAfter_ = static_cast<std::int64_t>(batches.size());
+    resumeConsumed_ = 0;
+    for (const auto& b : batches) resumeConsumed_ += static_cast<std::int64_t>(b.size());
+    if (rank_ >= r.worldSize) return;  // this rank is not part of the resumed job
+    const std::int64_t n = src.spec.size;
+    std::vector<Index> rest;
+    if (r.keepRankPositions) {  // its own shard on the new world, from where it had stopped
+      rest = src.sampler->indices({n, r.worldSize, rank_, epoch, seed});
+      rest.erase(rest.begin(), rest.begin() + std::min<std::int64_t>(resumeConsumed_, rest.size()));
+    } else {
+      rest = src.sampler->indices({n, r.worldSize, rank_, epoch, seed, {{world_, resumeConsumed_}}});
+    }
+    for (auto& b : makeBatches(rest, {s_.batchSize, s_.dropLast})) batches.push_back(std::move(b));
+  }
+
+  // How many ranks take `step` of `epoch`: all, or the resumed world after the stop.
+  int ranksAt(std::int64_t epoch, std::int64_t step) const {
+    return s_.resume && epoch == 0 && step >= stoppedAfter_ ? s_.resume->worldSize : world_;
   }
 
   // Returns false when the ranks disagreed on the number of steps (collective-mismatch).
@@ -144,7 +170,7 @@ class RankRun {
         }
         return true;
       }
-      if (participants != world_) {
+      if (participants != ranksAt(epoch, step)) {
         reportMismatch(buffer, epoch, step, static_cast<std::int64_t>(schedule.size()));
         return false;
       }
@@ -180,7 +206,12 @@ class RankRun {
           consumed_[d], consumedLengths_[d],
           fmt::format("epoch {} end, gather dataset {}", epoch, data_.sources[d].spec.name)));
     }
-    if (rank_ == 0) checks_.check(epoch, gathered);
+    if (rank_ != 0) return;
+    if (s_.resume && epoch == 0) {
+      checks_.checkResumed(epoch, gathered.front(), resumeConsumed_);
+    } else {
+      checks_.check(epoch, gathered);
+    }
   }
 
   void checkStragglers() {
@@ -202,6 +233,8 @@ class RankRun {
   int world_;
   RankSources data_;
   EpochChecks checks_;
+  std::int64_t stoppedAfter_ = 0;    // [resume]: steps every rank took before the stop
+  std::int64_t resumeConsumed_ = 0;  // [resume]: samples each rank took before the stop
   std::vector<std::vector<Index>> consumed_;
   std::vector<std::vector<std::int64_t>> consumedLengths_;  // [source][rank], agreed each epoch
   RankRunStats stats_;

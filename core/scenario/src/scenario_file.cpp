@@ -156,11 +156,12 @@ Scenario parseScenario(std::string_view text, const std::string& source) {
     spec.shuffle = d.get<bool>("shuffle", true);
     spec.samplerDropLast = d.get<bool>("sampler_drop_last", false);
     if (spec.size < 1) d.fail(d.find("size"), "size", "must be at least 1");
-    if (spec.sampler != "pytorch" && spec.sampler != "libtorch-random" &&
-        spec.sampler != "libtorch-sequential" && spec.sampler != "strided") {
+    if (spec.sampler != "pytorch" && spec.sampler != "elastic" &&
+        spec.sampler != "libtorch-random" && spec.sampler != "libtorch-sequential" &&
+        spec.sampler != "strided") {
       d.fail(d.find("sampler"), "sampler",
-             fmt::format("'{}' is not one of pytorch, libtorch-random, libtorch-sequential, "
-                         "strided",
+             fmt::format("'{}' is not one of pytorch, elastic, libtorch-random, "
+                         "libtorch-sequential, strided",
                          spec.sampler));
     }
     d.checkUnknown();
@@ -205,6 +206,29 @@ Scenario parseScenario(std::string_view text, const std::string& source) {
       s.faults.delay = delay;
     }
     fr.checkUnknown();
+  }
+  if (const toml::node* t = r.find("resume")) {
+    if (!t->is_table()) fail("resume", "expected a table");
+    TableReader rr(*t->as_table(), source, "resume.");
+    ResumeSpec resume;
+    resume.stopAfterSteps = rr.required<std::int64_t>("stop_after_steps");
+    resume.worldSize = rr.required<int>("world_size");
+    resume.keepRankPositions = rr.get<bool>("keep_rank_positions", false);
+    if (resume.stopAfterSteps < 1) rr.fail(rr.find("stop_after_steps"), "stop_after_steps", "must be at least 1");
+    if (resume.worldSize < 1 || resume.worldSize > s.worldSize) {
+      rr.fail(rr.find("world_size"), "world_size",
+              fmt::format("must be between 1 and the scenario's world_size ({})", s.worldSize));
+    }
+    rr.checkUnknown();
+    if (s.datasets.size() != 1) fail("resume", "a stop and a resume need exactly one dataset");
+    if (s.epochs != 1) fail("resume", "a stop and a resume need epochs = 1");
+    if (s.datasets.front().sampler != "pytorch" && s.datasets.front().sampler != "elastic") {
+      fail("resume", "needs sampler = \"pytorch\" or \"elastic\" (equal shards on every rank)");
+    }
+    if (s.faults.skipSetEpoch || s.faults.perRankSeed || s.faults.perRankOrder || s.faults.kill) {
+      fail("resume", "is not combined with the sampler faults or a kill");
+    }
+    s.resume = resume;
   }
   r.checkUnknown();
   validateScenario(s);

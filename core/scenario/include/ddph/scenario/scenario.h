@@ -15,8 +15,8 @@ namespace ddph {
 struct DatasetSpec {
   std::string name;
   std::int64_t size = 0;
-  /// "pytorch" | "libtorch-random" | "libtorch-sequential" | "strided" (rank::W without padding,
-  /// the hand-rolled sharding that gives ranks different lengths).
+  /// "pytorch" | "elastic" | "libtorch-random" | "libtorch-sequential" | "strided" (rank::W
+  /// without padding, the hand-rolled sharding that gives ranks different lengths).
   std::string sampler = "pytorch";
   bool shuffle = true;
   bool samplerDropLast = false;  ///< DistributedSampler(drop_last=…)
@@ -39,6 +39,18 @@ struct KillFault {
 struct DelayFault {
   int rank = 0;
   double ms = 0;  ///< extra compute time per step
+};
+
+/// The job is stopped mid-epoch and resumed on another number of ranks (NOTE [Elastic resume]):
+/// every rank takes `stopAfterSteps` steps of the first epoch, then ranks 0..worldSize-1 take the
+/// rest; the other ranks sit the rest out. The sampler decides what the rest is: "elastic" resumes,
+/// the others ignore the resume and restart the epoch.
+struct ResumeSpec {
+  std::int64_t stopAfterSteps = 0;
+  int worldSize = 1;  ///< the world the epoch resumes on, at most the scenario's
+  /// The other naive resume: each rank continues its own shard of the epoch on the new world
+  /// size from the position it had reached.
+  bool keepRankPositions = false;
 };
 
 struct FaultSpec {
@@ -65,6 +77,7 @@ struct Scenario {
   std::vector<double> weights;  ///< kWeighted only, one per dataset
   std::vector<DatasetSpec> datasets;
   FaultSpec faults;
+  std::optional<ResumeSpec> resume;  ///< one dataset, one epoch
   double timeoutS = 60;  ///< deadline of every collective and store wait
   std::int64_t gradientSize = 16;  ///< floats in each step's gradient allreduce
   /// The property this scenario is expected to violate ("" when it should pass).
