@@ -7,6 +7,7 @@
 // property can fail.
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -54,6 +55,9 @@ struct BrokenCase {
   std::string name;
   std::string_view caughtBy;  ///< the property that must catch it
   std::function<std::unique_ptr<Sampler>()> make;
+  /// Every property of distributedSamplerPropertyNames() it breaks (caughtBy among them), each
+  /// with words its minimal violation's detail must hold; the others must hold for it.
+  std::map<std::string, std::string> breaks;
 };
 
 inline void PrintTo(const BrokenCase& c, std::ostream* os) { *os << c.name; }
@@ -67,14 +71,19 @@ inline std::vector<BrokenCase> brokenSamplers() {
            r.epoch = 0;  // set_epoch never called
            return pytorchShard(r);
          });
-       }},
+       },
+       {{"reshuffle", "the epoch does not reach the shuffle"},
+        {"determinism", "have the same seed + epoch but rank 0 gets different indices"}}},
       {"per-rank-seed", property::kDisjointness,
        [] {
          return std::make_unique<P>("per-rank-seed", [](ShardRequest r, int) {
            r.seed += r.rank;  // torch.manual_seed(base + rank) before building the sampler
            return pytorchShard(r);
          });
-       }},
+       },
+       {{"coverage", "indices are on no rank"},
+        {"disjointness", "extra copies across ranks where padding allows 0"},
+        {"padding", "(the head of the epoch's order, tiled)"}}},
       {"off-by-one-padding", property::kPadding,
        [] {
          return std::make_unique<P>("off-by-one-padding", [](const ShardRequest& r, int) {
@@ -88,7 +97,8 @@ inline std::vector<BrokenCase> brokenSamplers() {
            }
            return shard;
          });
-       }},
+       },
+       {{"padding", "holds 1, expected 0"}}},
       {"contiguous-split-padded-past-n", property::kValidRange,
        [] {
          return std::make_unique<P>("contiguous-split-padded-past-n", [](const ShardRequest& r, int) {
@@ -101,7 +111,8 @@ inline std::vector<BrokenCase> brokenSamplers() {
            }
            return shard;
          });
-       }},
+       },
+       {{"valid-range", "rank 1 yields index 1 at position 0, outside [0, 1)"}}},
       {"no-padding", property::kEqualLength,
        [] {
          return std::make_unique<P>(
@@ -114,7 +125,8 @@ inline std::vector<BrokenCase> brokenSamplers() {
                return shard;
              },
              [](const ShardRequest& r) { return distributedNumSamples(r.datasetSize, r.numReplicas, false); });
-       }},
+       },
+       {{"equal-length", "rank 1 declares length 1 but yields 0 indices"}}},
       {"loses-last-sample", property::kCoverage,
        [] {
          return std::make_unique<P>("loses-last-sample", [](const ShardRequest& r, int) {
@@ -129,7 +141,10 @@ inline std::vector<BrokenCase> brokenSamplers() {
            }
            return shard;
          });
-       }},
+       },
+       {{"coverage", "indices are on no rank"},
+        {"disjointness", "extra copies across ranks where padding allows 0"},
+        {"padding", "(the head of the epoch's order, tiled)"}}},
       {"global-generator", property::kDeterminism,
        [] {
          return std::make_unique<P>("global-generator", [](ShardRequest r, int call) {
@@ -137,20 +152,26 @@ inline std::vector<BrokenCase> brokenSamplers() {
            r.seed += 1000 * (call + 1);
            return pytorchShard(r);
          });
-       }},
+       },
+       {{"coverage", "indices are on no rank"},
+        {"disjointness", "extra copies across ranks where padding allows 0"},
+        {"padding", "(the head of the epoch's order, tiled)"},
+        {"determinism", "the sampler answered two different lists"}}},
       {"seed-ignored", property::kDeterminism,
        [] {
          return std::make_unique<P>("seed-ignored", [](ShardRequest r, int) {
            r.seed = 0;  // the user's seed never reaches the generator
            return pytorchShard(r);
          });
-       }},
+       },
+       {{"determinism", "have the same seed + epoch but rank 0 gets different indices"}}},
       {"wrong-declared-length", property::kEqualLength,
        [] {
          return std::make_unique<P>(
              "wrong-declared-length", [](const ShardRequest& r, int) { return pytorchShard(r); },
              [](const ShardRequest& r) { return r.datasetSize / r.numReplicas; });  // floor, not ceil
-       }},
+       },
+       {{"equal-length", "rank 0 declares length 0 but yields 1 indices"}}},
   };
 }
 

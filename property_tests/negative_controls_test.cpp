@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <iostream>
+#include <map>
+#include <set>
 
 #include "broken_samplers.h"
 #include "ddph/verify/counterexample_search.h"
@@ -36,6 +38,39 @@ TEST_P(NegativeControls, caughtByItsPropertyWithMinimalCounterexample) {
   EXPECT_FALSE(checkSampler(*broken.make(), c, Expectations{}, {std::string(broken.caughtBy)}).empty());
   DistributedSampler port;
   EXPECT_TRUE(checkSampler(port, c, Expectations{}, distributedSamplerPropertyNames()).empty());
+}
+
+// The whole contract against each broken sampler: exactly the properties it breaks fail, each
+// with a detail that says what is wrong; the rest hold (a control that trips everything proves
+// nothing about which property is which).
+TEST_P(NegativeControls, theWholeContractFailsExactlyWhatItBreaks) {
+  const auto& broken = GetParam();
+  ASSERT_TRUE(broken.breaks.count(std::string(broken.caughtBy))) << broken.name;
+  auto sampler = broken.make();
+  SearchOptions options;
+  options.seed = 20261129;
+  std::map<std::string, std::string> failed;
+  for (const auto& property : distributedSamplerPropertyNames()) {
+    const SearchResult r = searchCounterexample(*sampler, property, Expectations{}, options);
+    if (!r.passed) failed[property] = r.violation->detail;
+  }
+  for (const auto& [property, detail] : failed) {
+    ASSERT_TRUE(broken.breaks.count(property)) << broken.name << " also fails " << property << ": " << detail;
+    EXPECT_NE(detail.find(broken.breaks.at(property)), std::string::npos)
+        << broken.name << " " << property << ": " << detail;
+  }
+  for (const auto& [property, words] : broken.breaks) {
+    EXPECT_TRUE(failed.count(property)) << broken.name << " passed " << property;
+  }
+}
+
+// Every property the suite asserts of DistributedSampler has a broken sampler caught by it.
+TEST(NegativeControlsCatalogue, everyPropertyHasAControl) {
+  std::set<std::string> caught;
+  for (const auto& broken : testing::brokenSamplers()) caught.emplace(broken.caughtBy);
+  for (const auto& property : distributedSamplerPropertyNames()) {
+    EXPECT_TRUE(caught.count(property)) << property << " has no negative control";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(BrokenSamplers, NegativeControls,
