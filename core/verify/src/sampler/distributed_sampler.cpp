@@ -44,29 +44,36 @@ std::vector<Index> distributedEpochOrder(std::int64_t datasetSize, std::int64_t 
 
 std::vector<Index> distributedShard(const std::vector<Index>& order, const ShardRequest& request,
                                     bool dropLast) {
+  return runShard(order, 0, request, dropLast);
+}
+
+std::vector<Index> runShard(const std::vector<Index>& order, std::int64_t start,
+                            const ShardRequest& request, bool dropLast) {
   validateShardRequest(request);
   const std::int64_t n = request.datasetSize;
-  DDPH_ASSERT(static_cast<std::int64_t>(order.size()) == n);
-  const std::int64_t numSamples = distributedNumSamples(n, request.numReplicas, dropLast);
+  DDPH_ASSERT(static_cast<std::int64_t>(order.size()) == n && start >= 0 && start <= n);
+  const std::int64_t length = n - start;
+  const std::int64_t numSamples = distributedNumSamples(length, request.numReplicas, dropLast);
   std::vector<Index> shard;
   shard.reserve(static_cast<std::size_t>(numSamples));  // written once, not zeroed first
-  // Position p of the padded list is order[p] below N and order[(p - N) % N] above: the padding
-  // is the head of the order, tiled (see NOTE [PyTorch DistributedSampler]).
+  // Position p of the padded run is order[start + p] within it and order[(p - length) % N]
+  // above: the padding is the head of the order, tiled (see NOTE [PyTorch DistributedSampler]).
   std::int64_t p = request.rank;
   for (std::int64_t k = 0; k < numSamples; ++k, p += request.numReplicas) {
-    shard.push_back(p < n ? order[p] : order[(p - n) % n]);
+    shard.push_back(p < length ? order[start + p] : order[(p - length) % n]);
   }
   return shard;
 }
 
+std::string samplerName(std::string base, const DistributedSamplerOptions& options) {
+  if (!options.shuffle) base += " (no shuffle)";
+  if (options.dropLast) base += " (drop_last)";
+  return base;
+}
+
 DistributedSampler::DistributedSampler(DistributedSamplerOptions options) : options_(options) {}
 
-std::string DistributedSampler::name() const {
-  std::string name = "pytorch";
-  if (!options_.shuffle) name += " (no shuffle)";
-  if (options_.dropLast) name += " (drop_last)";
-  return name;
-}
+std::string DistributedSampler::name() const { return samplerName("pytorch", options_); }
 
 std::vector<Index> DistributedSampler::indices(const ShardRequest& request) {
   validateShardRequest(request);

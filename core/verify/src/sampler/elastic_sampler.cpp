@@ -36,19 +36,8 @@ std::int64_t elasticNumSamples(const ShardRequest& request, bool dropLast) {
 std::vector<Index> elasticShard(const std::vector<Index>& order, const ShardRequest& request,
                                 bool dropLast) {
   validateShardRequest(request);
-  const std::int64_t n = request.datasetSize;
-  DDPH_ASSERT(static_cast<std::int64_t>(order.size()) == n);
-  const std::int64_t start = elasticRunStart(n, request.resume, dropLast);
-  const std::int64_t length = n - start;
-  const std::int64_t numSamples = distributedNumSamples(length, request.numReplicas, dropLast);
-  std::vector<Index> shard;
-  shard.reserve(static_cast<std::size_t>(numSamples));
-  // Position p of the run is order[start + p] within it, then the epoch order's head, tiled.
-  std::int64_t p = request.rank;
-  for (std::int64_t k = 0; k < numSamples; ++k, p += request.numReplicas) {
-    shard.push_back(p < length ? order[start + p] : order[(p - length) % n]);
-  }
-  return shard;
+  return runShard(order, elasticRunStart(request.datasetSize, request.resume, dropLast), request,
+                  dropLast);
 }
 
 std::string formatResumePoints(const std::vector<ResumePoint>& resume) {
@@ -117,12 +106,7 @@ ElasticState ElasticState::fromJson(std::string_view text) {
 
 ElasticSampler::ElasticSampler(DistributedSamplerOptions options) : options_(options) {}
 
-std::string ElasticSampler::name() const {
-  std::string name = "elastic";
-  if (!options_.shuffle) name += " (no shuffle)";
-  if (options_.dropLast) name += " (drop_last)";
-  return name;
-}
+std::string ElasticSampler::name() const { return samplerName("elastic", options_); }
 
 std::vector<Index> ElasticSampler::indices(const ShardRequest& request) {
   validateShardRequest(request);

@@ -49,6 +49,14 @@ std::vector<Index> distributedEpochOrder(std::int64_t datasetSize, std::int64_t 
 std::vector<Index> distributedShard(const std::vector<Index>& order, const ShardRequest& request,
                                     bool dropLast);
 
+/// The same for the run over order[start:] (NOTE [Elastic resume]): its positions strided, padded
+/// with the head of the whole order, tiled. distributedShard is runShard from 0.
+std::vector<Index> runShard(const std::vector<Index>& order, std::int64_t start,
+                            const ShardRequest& request, bool dropLast);
+
+/// "pytorch", "elastic (no shuffle) (drop_last)": a sampler's name with its options.
+std::string samplerName(std::string base, const DistributedSamplerOptions& options);
+
 /// PyTorch's DistributedSampler behind the Sampler interface.
 class DistributedSampler final : public Sampler {
  public:
