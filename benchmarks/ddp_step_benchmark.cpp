@@ -87,19 +87,15 @@ double runWorld(const std::string& self, int world, const Config& config) {
 int main(int argc, char** argv) {
   CLI::App app("ddp_step_benchmark: C++ DDP step time against a plain step");
   Config config;
-  int rank = -1, world = 1, port = 0;
+  ddph::bench::RankArgs rank;
   std::vector<int> worlds{1, 2, 4};
-  std::string out;
   app.add_option("--steps", config.steps, "timed steps")->check(CLI::PositiveNumber);
   app.add_option("--warmup", config.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
   app.add_option("--worlds", worlds, "world sizes to measure")->check(CLI::Range(1, 64));
-  app.add_option("--rank", rank, "internal: run as this rank");
-  app.add_option("--world", world, "internal");
-  app.add_option("--port", port, "internal");
-  app.add_option("--out", out, "internal");
+  ddph::bench::addRankOptions(app, rank);
   CLI11_PARSE(app, argc, argv);
   try {
-    if (rank >= 0) return runRank(rank, world, port, config, out);
+    if (rank.rank >= 0) return runRank(rank.rank, rank.world, rank.port, config, rank.out);
     torch::set_num_threads(1);
     auto net = makeModel();
     fmt::print("cpp plain W=1 step_ms={:.4f}\n", trainLoop(net, config, 0, nullptr));

@@ -70,22 +70,18 @@ double runWorld(const std::string& self, int world, const Config& config) {
 int main(int argc, char** argv) {
   CLI::App app("gloo_allreduce_benchmark: one gradient-bucket allreduce between rank processes");
   Config config;
-  int rank = -1, world = 1, port = 0;
+  ddph::bench::RankArgs rank;
   std::vector<int> worlds{2, 4};
-  std::string out;
   app.add_option("--calls", config.calls, "timed allreduce calls")->check(CLI::PositiveNumber);
   app.add_option("--warmup", config.warmup, "untimed calls first")->check(CLI::NonNegativeNumber);
   app.add_option("--floats", config.floats, "floats per allreduce")->check(CLI::PositiveNumber);
   app.add_option("--work-us", config.workUs, "busy microseconds before each call")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--worlds", worlds, "world sizes to measure")->check(CLI::Range(2, 64));
-  app.add_option("--rank", rank, "internal: run as this rank");
-  app.add_option("--world", world, "internal");
-  app.add_option("--port", port, "internal");
-  app.add_option("--out", out, "internal");
+  ddph::bench::addRankOptions(app, rank);
   CLI11_PARSE(app, argc, argv);
   try {
-    if (rank >= 0) return runRank(rank, world, port, config, out);
+    if (rank.rank >= 0) return runRank(rank.rank, rank.world, rank.port, config, rank.out);
     const std::string self = std::filesystem::canonical("/proc/self/exe").string();
     for (int w : worlds) {
       fmt::print("allreduce W={} floats={} us={:.1f}\n", w, config.floats,

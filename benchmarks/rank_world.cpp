@@ -15,6 +15,13 @@ namespace ddph::bench {
 
 using namespace std::chrono_literals;
 
+void addRankOptions(CLI::App& app, RankArgs& args) {
+  app.add_option("--rank", args.rank, "internal: run as this rank");
+  app.add_option("--world", args.world, "internal");
+  app.add_option("--port", args.port, "internal");
+  app.add_option("--out", args.out, "internal");
+}
+
 double runRankWorld(const std::string& self, int world, const std::vector<std::string>& args) {
   test_support::TempDir dir("ddph-bench-world");
   auto store = makeTcpStore("127.0.0.1", 0, true, world, 60s);
