@@ -58,7 +58,11 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
       out.push_back(std::move(v));
       continue;
     }
+    // A rank the launcher stopped because another failed is that failure's consequence, not a
+    // finding of its own (whether it had finished its work first is a race): only a rank that
+    // raised an error itself is reported.
     const bool stoppedByOthers = l && l->outcome == "stopped" && trace.launch->interruptedBy == 0;
+    if (stoppedByOthers && !t->errorType) continue;
     const bool failed = !t->ended || t->endCode != 0 || t->errorType || !byLauncher.empty();
     if (!failed) continue;
     std::string how;
@@ -79,9 +83,6 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
                                ? fmt::format(" ({})", byLauncher)
                                : "",
                            whereRankStood(*t), collectiveState(*t));
-    if (stoppedByOthers) {
-      v.likelyCause = "a consequence: another rank failed first and the launcher stopped this one";
-    }
     out.push_back(std::move(v));
   }
 }
