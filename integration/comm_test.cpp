@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -294,10 +293,9 @@ class ExchangeWaits : public ::testing::TestWithParam<GlooWait> {
 
 constexpr std::size_t kBucketFloats = 100000;  // DDP's bucket of the benchmark MLP, about
 
-// The wait is bounded by the deadline, not by the payload: 1.5 s, against the ten a loaded machine
-// may add, where one wait per chunk of the 100,000 floats would take minutes.
+// The wait is bounded by the deadline, not by the payload: the error names the 1.5 s deadline,
+// and a wait per chunk of the 100,000 floats would run into ctest's timeout.
 TEST_P(ExchangeWaits, MissingPeerTimesOutNamingOperationAndStep) {
-  std::array<double, 3> seconds{};
   Latch othersDone(2);
   const auto results = runThreads(3, makeOptions(1500ms, 32, GlooEngine::kDirect, GetParam()),
                                    [&](Communicator& c) {
@@ -307,12 +305,9 @@ TEST_P(ExchangeWaits, MissingPeerTimesOutNamingOperationAndStep) {
       return;
     }
     std::vector<float> big(kBucketFloats, 1.0f);
-    const auto start = std::chrono::steady_clock::now();
     try {
       c.allreduce(big, ReduceOp::kSum, "epoch 0 step 5");
     } catch (...) {
-      seconds[static_cast<std::size_t>(c.rank())] =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       othersDone.arrive();
       throw;
     }
@@ -321,7 +316,7 @@ TEST_P(ExchangeWaits, MissingPeerTimesOutNamingOperationAndStep) {
     EXPECT_NE(results[r].find("timeout"), std::string::npos) << results[r];
     EXPECT_NE(results[r].find("allreduce"), std::string::npos) << results[r];
     EXPECT_NE(results[r].find("epoch 0 step 5"), std::string::npos) << results[r];
-    EXPECT_LT(seconds[static_cast<std::size_t>(r)], 15.0) << "rank " << r;
+    EXPECT_NE(results[r].find("timed out after 1500 ms"), std::string::npos) << results[r];
   }
   EXPECT_EQ(results[2], "ok");
 }
@@ -357,16 +352,15 @@ TEST_P(ExchangeWaits, LeavingPeerFailsTheOthersAtOnce) {
 // Payloads larger than the kernel's socket buffers hold (64 MiB each way; sndbuf is capped by
 // net.core.wmem_max, the receive window does not grow while nobody reads): the exchange's writes
 // block until the peer reads, so two ranks that wrote to each other at once would both wait until
-// the deadline (NOTE [Sync pairs]: the lower rank writes first). Exact results, well within it.
+// the deadline (NOTE [Sync pairs]: the lower rank writes first). Exact results; the deadline is
+// 10 minutes, past ctest's timeout, so waiting for it fails the test.
 TEST_P(ExchangeWaits, PayloadsLargerThanSocketBuffersComplete) {
-  const auto start = std::chrono::steady_clock::now();
   const auto results = runThreads(2, makeOptions(600s, 32, GlooEngine::kDirect, GetParam()),
                                   [](Communicator& c) {
     std::vector<float> huge(16u << 20, static_cast<float>(c.rank() + 1));
     c.allreduce(huge, ReduceOp::kSum, "huge");
     if (huge.front() != 3.0f || huge.back() != 3.0f) throw std::runtime_error("wrong sum");
   });
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 300s);  // half the deadline
   for (const auto& r : results) EXPECT_EQ(r, "ok");
 }
 
@@ -394,9 +388,9 @@ TEST_P(ExchangeWaits, PeerLeavingDuringALargeWriteFailsTheWriter) {
 // setTimeout after connecting: the new deadline holds for the large allreduce (the synchronous
 // pairs' sockets carry the connect timeout, so the exchange leaves them), and results stay exact.
 TEST_P(ExchangeWaits, TimeoutSetAfterConnectHolds) {
-  std::array<double, 3> seconds{};
   Latch othersDone(2);
-  // Connected with 10 minutes, then 1 s: a wait under 5 minutes can only be the new deadline.
+  // Connected with 10 minutes, then 1 s: the error names the new deadline, and waiting for the
+  // old one would run into ctest's timeout (300 s).
   const auto results = runThreads(3, makeOptions(600s, 32, GlooEngine::kDirect, GetParam()),
                                    [&](Communicator& c) {
     c.setTimeout(1000ms);
@@ -407,19 +401,17 @@ TEST_P(ExchangeWaits, TimeoutSetAfterConnectHolds) {
       othersDone.wait();  // never joins the allreduce below; leaves once the others failed
       return;
     }
-    const auto start = std::chrono::steady_clock::now();
     try {
       c.allreduce(big, ReduceOp::kSum, "stalled");
     } catch (...) {
-      seconds[static_cast<std::size_t>(c.rank())] =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       othersDone.arrive();
       throw;
     }
   });
   for (int r = 0; r < 2; ++r) {
-    EXPECT_NE(results[r].find("timeout: allreduce at stalled"), std::string::npos) << results[r];
-    EXPECT_LT(seconds[static_cast<std::size_t>(r)], 300.0) << "rank " << r;
+    EXPECT_NE(results[r].find("timeout: allreduce at stalled timed out after 1000 ms"),
+              std::string::npos)
+        << results[r];
   }
   EXPECT_EQ(results[2], "ok");
 }

@@ -144,8 +144,21 @@ TEST(SimRun, RankCrashIsNamedAndNothingIsLeftRunning) {
   EXPECT_EQ(v["epoch"], 0);
   EXPECT_EQ(v["step"], 3);
   EXPECT_NE(v["detail"].get<std::string>().find("killed by signal 9 (SIGKILL)"), std::string::npos);
-  // Stopped by the supervisor, not by the collective timeout (60 s) of a rank waiting on it.
-  EXPECT_LT(run.report["timings"]["stop_after_failure_s"].get<double>(), 30.0);
+  EXPECT_TRUE(processesWithMarker(marker).empty()) << "orphan rank processes";
+}
+
+// The others are stopped by the supervisor, not by their collective timeout: with an hour of it,
+// the run still ends (exit 1, rank-failure) within runSim's 120 s deadline.
+TEST(SimRun, RankCrashStopsTheOthersLongBeforeTheirTimeout) {
+  TempDir dir;
+  const std::string path = dir.path() + "/crash.toml";
+  std::ofstream(path) << "name = \"crash\"\nworld_size = 4\nepochs = 2\nbatch_size = 32\n"
+                         "timeout_s = 3600\n[[datasets]]\nsize = 2000\n[faults]\n"
+                         "kill = { rank = 2, epoch = 0, step = 3 }\n";
+  const auto marker = uniqueMarker();
+  const auto run = runSim({path}, marker);
+  expectDiagnosis(run, "rank-failure");
+  EXPECT_EQ(run.report["violations"][0]["ranks"], Json::array({2}));
   EXPECT_TRUE(processesWithMarker(marker).empty()) << "orphan rank processes";
 }
 

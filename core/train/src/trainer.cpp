@@ -511,13 +511,19 @@ class TrainingRun {
     p.epochLossSum = lossSum;
     p.epochLossTerms = e.lossTermsCarried + (stepsDone - e.firstStep) * world_.size;
     p.history = e.history;
-    p.consumed.assign(datasets_.size(), 0);
-    for (std::int64_t s = 0; s < stepsDone; ++s) {
+    p.consumed = consumedIn(e, stepsDone);
+    return p;
+  }
+
+  // Per dataset: the samples this rank took in the first `steps` steps of `e`.
+  std::vector<std::int64_t> consumedIn(const Epoch& e, std::int64_t steps) const {
+    std::vector<std::int64_t> consumed(datasets_.size(), 0);
+    for (std::int64_t s = 0; s < steps; ++s) {
       for (std::size_t d = 0; d < datasets_.size(); ++d) {
-        p.consumed[d] += static_cast<std::int64_t>(e.plan[static_cast<std::size_t>(s)].batches[d].size());
+        consumed[d] += static_cast<std::int64_t>(e.plan[static_cast<std::size_t>(s)].batches[d].size());
       }
     }
-    return p;
+    return consumed;
   }
 
   void writeCheckpoint(const TrainingPosition& at) {
@@ -632,12 +638,9 @@ class TrainingRun {
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (audit_.enabled()) {
-      std::vector<std::int64_t> consumed(datasets_.size(), 0), shardSizes;
-      for (std::int64_t s = 0; s < step; ++s) {
-        for (std::size_t d = 0; d < datasets_.size(); ++d) consumed[d] += e.plan[s].batches[d].size();
-      }
+      std::vector<std::int64_t> shardSizes;
       for (const auto& shard : e.shards) shardSizes.push_back(static_cast<std::int64_t>(shard.size()));
-      audit_.endEpoch(epoch, consumed, shardSizes);
+      audit_.endEpoch(epoch, consumedIn(e, step), shardSizes);
     }
     progress_.finishEpoch();
     current_ = positionAfter(e, step, 0.0);

@@ -29,12 +29,10 @@ struct Allowance {
 
 Allowance allowance(const SamplerCase& last, bool dropLast) {
   Allowance a;
-  std::int64_t start = 0;
-  for (const auto& point : last.resume) {
-    const std::int64_t length = last.datasetSize - start;
-    a.extra += std::max<std::int64_t>(0, point.consumed * point.numReplicas - length);
-    start = std::min(last.datasetSize, start + point.consumed * point.numReplicas);
-  }
+  // Positions the earlier runs took beyond the end of the order were their padding.
+  const std::int64_t start = elasticRunStart(last.datasetSize, last.resume, dropLast);
+  for (const auto& point : last.resume) a.extra += point.consumed * point.numReplicas;
+  a.extra -= start;
   const std::int64_t length = last.datasetSize - start;
   const std::int64_t total = distributedTotalSize(length, last.numReplicas, dropLast);
   (dropLast ? a.missing : a.extra) += dropLast ? length - total : total - length;

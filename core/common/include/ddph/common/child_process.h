@@ -22,7 +22,6 @@ struct ExitStatus {
   int signal = 0;  ///< the signal that ended it; 0 when it exited
 
   static ExitStatus fromWaitStatus(int status);
-  bool success() const { return signal == 0 && code == 0; }
   /// The shell's convention: the exit code, or 128 + the signal.
   int shellCode() const { return signal != 0 ? 128 + signal : code; }
   /// "exited with code 3", "was killed by signal 9 (SIGKILL)".
@@ -80,8 +79,6 @@ class ChildProcess {
   std::optional<ExitStatus> poll();
   /// Waits until the child ends or `deadline` passes (nullopt: still running).
   std::optional<ExitStatus> waitUntil(std::chrono::steady_clock::time_point deadline);
-  /// How it ended, once reaped.
-  const std::optional<ExitStatus>& status() const { return status_; }
 
   /// Sends `signal` to the child alone; nothing once it is reaped.
   void signal(int signal);

@@ -56,8 +56,6 @@ struct ShardRequest {
   /// ignores it and restarts the epoch, as DistributedSampler does.
   std::vector<ResumePoint> resume;
 
-  /// The case this request belongs to (the request without its rank).
-  SamplerCase samplerCase() const { return {datasetSize, numReplicas, epoch, seed, resume}; }
   bool operator==(const ShardRequest& o) const {
     return datasetSize == o.datasetSize && numReplicas == o.numReplicas && rank == o.rank &&
            epoch == o.epoch && seed == o.seed && resume == o.resume;
