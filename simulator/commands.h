@@ -18,6 +18,10 @@ struct Command {
   std::function<int()> run;
 };
 
+/// Sets up `app` as ddp-sim (version, footer, one subcommand required) and adds every command;
+/// parsing argv into it runs nothing (simulator/app.cpp).
+std::vector<Command> addCommands(CLI::App& app);
+
 Command addSamplerCommand(CLI::App& app);
 Command addCheckSamplerCommand(CLI::App& app);
 Command addLaunchCommand(CLI::App& app);
@@ -27,10 +31,10 @@ Command addRunCommand(CLI::App& app);
 Command addScenariosCommand(CLI::App& app);
 Command addAuditCommand(CLI::App& app);
 
-/// Reads and audits a trace folder, prints the summary (unless quiet), writes the JSON report;
-/// returns kExitOk or kExitViolation. Throws ConfigError for an unreadable trace.
+/// Reads and audits a trace folder, prints the summary (unless quiet), writes the JSON report and
+/// the HTML page; returns kExitOk or kExitViolation. Throws ConfigError for an unreadable trace.
 int auditTraceFolder(const std::filesystem::path& dir, const std::optional<std::string>& reportPath,
-                     bool quiet);
+                     bool quiet, const std::optional<std::string>& htmlPath = std::nullopt);
 
 /// What every rank of `ddp-sim launch --audit` gets: DDPH_AUDIT_DIR, DDPH_AUDIT_RUN_ID and the
 /// recorder's folders at the head of PYTHONPATH (its sitecustomize loads it into Python ranks).

@@ -9,28 +9,11 @@
 #include "commands.h"
 #include "ddph/common/command_line.h"
 #include "ddph/common/error.h"
-#include "ddph/config.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ddp-sim: reproduce and diagnose distributed data-parallel bugs on one machine",
                "ddp-sim"};
-  app.set_version_flag("--version", std::string("ddp-sim ") + DDPH_VERSION + " (LibTorch " +
-                                        DDPH_TORCH_VERSION + ")");
-  app.require_subcommand(1);
-  app.footer(
-      "Exit codes: 0 passed, 1 a property was violated, 2 bad arguments or input, 3 internal "
-      "error.");
-
-  const std::vector<ddph::sim::Command> commands = {
-      ddph::sim::addSamplerCommand(app),
-      ddph::sim::addCheckSamplerCommand(app),
-      ddph::sim::addLaunchCommand(app),
-      ddph::sim::addRankSelfTestCommand(app),
-      ddph::sim::addRankRunCommand(app),
-      ddph::sim::addRunCommand(app),
-      ddph::sim::addScenariosCommand(app),
-      ddph::sim::addAuditCommand(app),
-  };
+  const std::vector<ddph::sim::Command> commands = ddph::sim::addCommands(app);
 
   if (const auto exitCode = ddph::parseCommandLine(app, argc, argv, "ddp-sim")) return *exitCode;
 

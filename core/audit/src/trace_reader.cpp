@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <istream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -286,6 +287,10 @@ const CollectiveRecord* RankTrace::lastCollective() const {
 RankTrace readRankTrace(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   DDPH_CHECK(in, "cannot read '{}'", file.string());
+  return readRankTrace(in, file);
+}
+
+RankTrace readRankTrace(std::istream& in, const fs::path& file) {
   RankTrace t;
   t.file = file;
   RankTraceBuilder builder(t);

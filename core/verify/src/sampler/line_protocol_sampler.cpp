@@ -58,12 +58,6 @@ ssize_t writeNoSigpipe(int fd, const char* data, std::size_t size) {
   return n;
 }
 
-struct Answer {
-  std::vector<Index> indices;
-  std::optional<std::int64_t> length;
-  std::optional<std::string> error;
-};
-
 }  // namespace
 
 std::string requestJson(const ShardRequest& r) {
@@ -87,6 +81,42 @@ std::string responseJson(const std::vector<Index>& indices,
                        *declaredLength);
   }
   return fmt::format(R"({{"indices":[{}]}})", fmt::join(indices, ","));
+}
+
+LineProtocolAnswer parseLineProtocolAnswer(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    throw ProtocolError(fmt::format("a line that is not JSON: '{}'", excerpt(line)));
+  }
+  LineProtocolAnswer a;
+  if (j.is_object() && j.contains("error")) {
+    a.error = j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump();
+    return a;
+  }
+  if (!j.is_object() || !j.contains("indices") || !j["indices"].is_array()) {
+    throw ProtocolError(fmt::format(
+        "JSON that has neither \"indices\" (an array) nor \"error\": '{}'", excerpt(line)));
+  }
+  const auto& arr = j["indices"];
+  a.indices.reserve(arr.size());
+  for (const auto& v : arr) {
+    if (!v.is_number_integer() ||
+        (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX))) {
+      throw ProtocolError(fmt::format("a non-integer index {}", excerpt(v.dump())));
+    }
+    a.indices.push_back(v.get<std::int64_t>());
+  }
+  if (j.contains("length")) {
+    const auto& length = j["length"];
+    if (!length.is_number_integer() ||
+        (length.is_number_unsigned() && length.get<std::uint64_t>() > std::uint64_t(INT64_MAX))) {
+      throw ProtocolError(
+          fmt::format("a non-integer \"length\" {}", excerpt(length.dump())));
+    }
+    a.length = length.get<std::int64_t>();
+  }
+  return a;
 }
 
 std::string shellQuote(const std::string& arg) {
@@ -186,46 +216,15 @@ bool LineProtocolSampler::alive() const { return !process_->failure && process_-
 
 namespace {
 
-// One answer line: {"indices": [...], "length"?: n} or {"error": "..."}; anything else fails
-// naming `request` (NOTE [Sampler line protocol]).
+// One answer line, or a failure naming `request` (NOTE [Sampler line protocol]).
 template <typename Fail>
-Answer parseAnswer(std::string_view line, const std::string& request, Fail&& fail) {
-  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    fail(fmt::format("answered {} with a line that is not JSON: '{}'", request, excerpt(line)),
-         false);
+LineProtocolAnswer parseAnswer(std::string_view line, const std::string& request, Fail&& fail) {
+  try {
+    return parseLineProtocolAnswer(line);
+  } catch (const ProtocolError& e) {
+    fail(fmt::format("answered {} with {}", request, e.what()), false);
+    throw;  // fail throws; for the compiler
   }
-  Answer a;
-  if (j.is_object() && j.contains("error")) {
-    a.error = j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump();
-    return a;
-  }
-  if (!j.is_object() || !j.contains("indices") || !j["indices"].is_array()) {
-    fail(fmt::format("answered {} with JSON that has neither \"indices\" (an array) nor "
-                     "\"error\": '{}'",
-                     request, excerpt(line)),
-         false);
-  }
-  const auto& arr = j["indices"];
-  a.indices.reserve(arr.size());
-  for (const auto& v : arr) {
-    if (!v.is_number_integer() ||
-        (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX))) {
-      fail(fmt::format("answered {} with a non-integer index {}", request, excerpt(v.dump())),
-           false);
-    }
-    a.indices.push_back(v.get<std::int64_t>());
-  }
-  if (j.contains("length")) {
-    if (!j["length"].is_number_integer()) {
-      fail(fmt::format("answered {} with a non-integer \"length\" {}", request,
-                       excerpt(j["length"].dump())),
-           false);
-    }
-    a.length = j["length"].get<std::int64_t>();
-  }
-  return a;
 }
 
 // Output nobody asked for (more lines than requests, buffered or still in the pipe) fails the
@@ -251,7 +250,7 @@ void refuseSurplus(int out, const std::string& buffer, bool eofIsFailure, Fail&&
 // One exchange: writes every request, reads one answer a request, enforcing the deadlines and
 // limits. `fail` kills the command and throws.
 template <typename Fail>
-std::vector<Answer> exchangeLines(int in, int out, std::string& buffer, bool& answeredOnce,
+std::vector<LineProtocolAnswer> exchangeLines(int in, int out, std::string& buffer, bool& answeredOnce,
                              std::size_t& totalBytes, const std::vector<ShardRequest>& requests,
                              const LineProtocolOptions& options, Fail&& fail) {
   // Output nobody asked for (a previous answer had more lines than requests, or the command
@@ -264,7 +263,7 @@ std::vector<Answer> exchangeLines(int in, int out, std::string& buffer, bool& an
     payload += '\n';
   }
   std::size_t written = 0;
-  std::vector<Answer> answers;
+  std::vector<LineProtocolAnswer> answers;
   answers.reserve(requests.size());
   std::size_t batchBytes = 0;
   std::size_t scanned = 0;  // bytes of buffer known to hold no newline
@@ -378,7 +377,7 @@ std::vector<std::vector<Index>> LineProtocolSampler::exchange(
                             stillRunning ? "; killed it" : "");
     throw ProtocolError(*p.failure);
   };
-  std::vector<Answer> answers = exchangeLines(p.in, p.out, p.buffer, p.answeredOnce, p.totalBytes,
+  std::vector<LineProtocolAnswer> answers = exchangeLines(p.in, p.out, p.buffer, p.answeredOnce, p.totalBytes,
                                                requests, options_, fail);
   p.answered += static_cast<std::int64_t>(answers.size());
   p.lastRequests = requests;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <iosfwd>
 #include <map>
 #include <optional>
 #include <string>
@@ -159,5 +160,9 @@ Trace readTrace(const std::filesystem::path& dir);
 
 /// Reads one rank's file (exposed for tests and fuzzing).
 RankTrace readRankTrace(const std::filesystem::path& file);
+
+/// Reads one rank's trace from `in` (no file needed: fuzz/audit_trace_fuzz.cpp); `file` names it
+/// in errors and becomes RankTrace::file.
+RankTrace readRankTrace(std::istream& in, const std::filesystem::path& file);
 
 }  // namespace ddph::audit

@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ddph/verify/sampler.h"
@@ -51,6 +52,18 @@ std::string requestJson(const ShardRequest& request);
 /// The line-protocol response: {"indices":[…]} and, when given, "length".
 std::string responseJson(const std::vector<Index>& indices,
                          const std::optional<std::int64_t>& declaredLength = std::nullopt);
+
+/// One answer line of the protocol: the indices (and "length" when sent), or the sampler's error.
+struct LineProtocolAnswer {
+  std::vector<Index> indices;
+  std::optional<std::int64_t> length;
+  std::optional<std::string> error;  ///< {"error": …}: the sampler rejected the request
+};
+
+/// Parses one answer line (without its '\n'; a trailing '\r' is dropped). Throws ProtocolError
+/// saying what the line is ("a line that is not JSON: '…'"); the sampler prefixes the request.
+/// Pure: the exchange's parser, exposed for fuzzing (fuzz/line_protocol_fuzz.cpp).
+LineProtocolAnswer parseLineProtocolAnswer(std::string_view line);
 
 class LineProtocolSampler final : public Sampler {
  public:
