@@ -5,8 +5,11 @@
 #include <boost/archive/iterators/transform_width.hpp>
 #include <array>
 #include <cstring>
+#include <limits>
+#include <utility>
 #include <string>
 
+#include "ddph/audit/trace.h"
 #include "ddph/common/error.h"
 
 namespace ddph::audit {
@@ -36,14 +39,31 @@ std::string decodeBase64(std::string text) {
 
 std::vector<Index> decodeRuns(const nlohmann::json& runs) {
   DDPH_CHECK(runs.is_array(), "\"runs\" is not an array");
-  std::vector<Index> out;
+  std::vector<std::pair<std::int64_t, std::int64_t>> parsed;
+  std::int64_t total = 0;
   for (const auto& run : runs) {
     DDPH_CHECK(run.is_array() && run.size() == 2 && run[0].is_number_integer() &&
                    run[1].is_number_integer(),
                "a run is not [start, length]");
+    for (const auto& v : run) {  // beyond int64: out of range, not wrapped round
+      DDPH_CHECK(!v.is_number_unsigned() || v.get<std::uint64_t>() <= std::uint64_t(INT64_MAX),
+                 "a run holds {}, out of range", v.dump());
+    }
     const auto start = run[0].get<std::int64_t>();
     const auto length = run[1].get<std::int64_t>();
-    DDPH_CHECK(length >= 0 && length <= (std::int64_t{1} << 34), "a run has length {}", length);
+    // The list is expanded in memory: its total length is bounded, and a run may not pass the
+    // largest index (start + length - 1 would overflow).
+    DDPH_CHECK(length >= 0 && length <= kMaxListedIndices - total,
+               "a run has length {} (an index list holds at most {} indices)", length,
+               kMaxListedIndices);
+    DDPH_CHECK(length == 0 || start <= std::numeric_limits<std::int64_t>::max() - (length - 1),
+               "the run [{}, {}] passes the largest index", start, length);
+    total += length;
+    parsed.emplace_back(start, length);
+  }
+  std::vector<Index> out;
+  out.reserve(static_cast<std::size_t>(total));
+  for (const auto& [start, length] : parsed) {
     for (std::int64_t k = 0; k < length; ++k) out.push_back(start + k);
   }
   return out;

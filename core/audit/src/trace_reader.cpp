@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
+#include <type_traits>
 #include <istream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -18,27 +20,46 @@ using nlohmann::json;
 
 namespace {
 
-// A field of one event, typed, with an error naming the key.
+// One value of an event, typed, with an error naming the key. nlohmann's get<integer>() converts
+// any number with a static_cast: a float out of the type's range is undefined behaviour and a large
+// integer wraps (world_size 2^32 + 4 read as 4), so an integral field takes an integer in range.
+template <class T>
+T valueAs(const json& v, const char* key) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    DDPH_CHECK(v.is_number_integer(), "\"{}\" has the wrong type", key);
+    const bool inRange =
+        v.is_number_unsigned()
+            ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+            : v.get<std::int64_t>() >= std::numeric_limits<T>::min() &&
+                  v.get<std::int64_t>() <= std::numeric_limits<T>::max();
+    DDPH_CHECK(inRange, "\"{}\" is out of range: {}", key, v.dump());
+    return static_cast<T>(v.get<std::int64_t>());
+  } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+    DDPH_CHECK(v.is_array(), "\"{}\" has the wrong type", key);
+    T out;
+    for (const auto& item : v) out.push_back(valueAs<std::int64_t>(item, key));
+    return out;
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const json::exception&) {
+      throw ConfigError(fmt::format("\"{}\" has the wrong type", key));
+    }
+  }
+}
+
 template <class T>
 T field(const json& j, const char* key) {
   auto it = j.find(key);
   DDPH_CHECK(it != j.end(), "missing \"{}\"", key);
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    throw ConfigError(fmt::format("\"{}\" has the wrong type", key));
-  }
+  return valueAs<T>(*it, key);
 }
 
 template <class T>
 std::optional<T> optionalField(const json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::nullopt;
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    throw ConfigError(fmt::format("\"{}\" has the wrong type", key));
-  }
+  return valueAs<T>(*it, key);
 }
 
 OrderKind orderKind(const std::string& s) {
@@ -124,6 +145,8 @@ class RankTraceBuilder {
     t_.worldSize = field<int>(e, "world_size");
     DDPH_CHECK(t_.worldSize > 0 && t_.rank >= 0 && t_.rank < t_.worldSize,
                "rank {} of world size {} is not a rank", t_.rank, t_.worldSize);
+    DDPH_CHECK(t_.worldSize <= kMaxTraceWorldSize, "world size {} is above the reader's limit of {}",
+               t_.worldSize, kMaxTraceWorldSize);
     t_.runId = optionalField<std::string>(e, "run_id").value_or("");
     t_.producer = optionalField<std::string>(e, "producer").value_or("");
     t_.runtime = optionalField<std::string>(e, "runtime").value_or("");
@@ -229,6 +252,8 @@ class RankTraceBuilder {
     c.bucket = optionalField<std::int64_t>(e, "bucket").value_or(-1);
     c.backward = optionalField<std::int64_t>(e, "backward").value_or(-1);
     c.peer = optionalField<std::int64_t>(e, "peer").value_or(-1);
+    DDPH_CHECK(c.backward >= -1 && c.backward < std::numeric_limits<std::int64_t>::max(),
+               "\"backward\" {} is not a count", c.backward);
     c.line = line;
     c.loader = current_.loader;
     c.iter = current_.iter;
@@ -346,7 +371,8 @@ std::optional<LaunchRecord> readLaunchRecord(const fs::path& launchFile) {
       lr.signal = r.value("signal", 0);
       l.ranks.push_back(lr);
     }
-    DDPH_CHECK(l.worldSize > 0, "world_size {} is not positive", l.worldSize);
+    DDPH_CHECK(l.worldSize > 0 && l.worldSize <= kMaxTraceWorldSize,
+               "world_size {} is not between 1 and {}", l.worldSize, kMaxTraceWorldSize);
     return l;
   } catch (const json::exception& e) {
     throw ConfigError(fmt::format("{}: not a launch record ({})", launchFile.string(), e.what()));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
@@ -45,7 +46,13 @@ class TableReader {
       return static_cast<T>(node->as_floating_point()->get());
     } else {
       if (!node->is_integer()) fail(node, key, "expected an integer");
-      return static_cast<T>(node->as_integer()->get());
+      // TOML integers are 64-bit: one that does not fit T is refused, not cut (world_size =
+      // 4294967300 was read as 4).
+      const std::int64_t value = node->as_integer()->get();
+      if (value < std::numeric_limits<T>::min() || value > std::numeric_limits<T>::max()) {
+        fail(node, key, fmt::format("{} is out of range", value));
+      }
+      return static_cast<T>(value);
     }
   }
 

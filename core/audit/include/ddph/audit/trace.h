@@ -20,6 +20,10 @@ namespace ddph::audit {
 
 /// The trace format version this reader understands.
 inline constexpr int kTraceVersion = 1;
+/// The largest world a trace may declare (the reader keeps a slot per rank).
+inline constexpr int kMaxTraceWorldSize = 1 << 16;
+/// The most indices one index list may expand to (a run of 2^34 would ask for 128 GiB).
+inline constexpr std::int64_t kMaxListedIndices = std::int64_t{1} << 26;
 
 /// How the reader can know a sampler's full order for an epoch (see "sampler" in the format).
 enum class OrderKind {
