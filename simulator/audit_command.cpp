@@ -12,9 +12,11 @@
 
 #include "commands.h"
 #include "ddph/audit/audit.h"
+#include "ddph/audit/audit_page.h"
 #include "ddph/audit/trace.h"
 #include "ddph/common/atomic_file.h"
 #include "ddph/common/error.h"
+#include "ddph/report/html_report.h"
 
 namespace ddph::sim {
 namespace fs = std::filesystem;
@@ -23,6 +25,7 @@ namespace {
 struct AuditArgs {
   std::string traceDir;
   std::optional<std::string> reportPath;
+  std::optional<std::string> htmlPath;
   bool quiet = false;
 };
 
@@ -61,10 +64,13 @@ std::vector<std::pair<std::string, std::string>> auditEnvironment(const fs::path
           {"PYTHONPATH", pythonPath}};
 }
 
-int auditTraceFolder(const fs::path& dir, const std::optional<std::string>& reportPath, bool quiet) {
+int auditTraceFolder(const fs::path& dir, const std::optional<std::string>& reportPath, bool quiet,
+                     const std::optional<std::string>& htmlPath) {
+  if (htmlPath) report::checkReportPath(*htmlPath);
   const audit::Trace trace = audit::readTrace(dir);
   const audit::AuditReport report = audit::auditTrace(trace);
   if (reportPath) writeFileAtomically(*reportPath, audit::auditReportJson(report));
+  if (htmlPath) report::writeHtmlReport(*htmlPath, audit::auditPage(trace, report));
   if (!quiet) std::cout << audit::auditReportText(report) << std::flush;
   return report.passed ? kExitOk : kExitViolation;
 }
@@ -76,11 +82,14 @@ Command addAuditCommand(CLI::App& app) {
                "under torchrun) against the data and collective properties");
   sub->add_option("trace_dir", args->traceDir, "the trace folder (rank-<R>.jsonl files)")->required();
   sub->add_option("--report", args->reportPath, "also write the report as JSON here (atomically)");
+  sub->add_option("--html", args->htmlPath,
+                  "also write a self-contained HTML report here (verdict, coverage, rank timeline; "
+                  "docs/html-report.md)");
   sub->add_flag("-q,--quiet", args->quiet, "print nothing; the exit code tells");
   sub->footer("Exit codes: 0 no finding, 1 a property was violated, 2 bad arguments or an "
               "unreadable trace (one line naming the file and line).");
   return {sub, [args] {
-            return auditTraceFolder(args->traceDir, args->reportPath, args->quiet);
+            return auditTraceFolder(args->traceDir, args->reportPath, args->quiet, args->htmlPath);
           }};
 }
 

@@ -16,6 +16,7 @@
 #include "ddph/comm/rank_env.h"
 #include "ddph/common/error.h"
 #include "ddph/launch/launcher.h"
+#include "ddph/report/html_report.h"
 #include "ddph/scenario/builtin_scenarios.h"
 #include "ddph/scenario/rank_program.h"
 #include "ddph/scenario/scenario_file.h"
@@ -32,35 +33,7 @@ struct LaunchArgs {
   bool audit = false;
   std::optional<std::string> traceDir;
   std::optional<std::string> reportPath;
-};
-
-// The trace folder of `launch --audit`: the user's --trace-dir (kept), or a private temporary one
-// removed when the audit is done.
-class TraceFolder {
- public:
-  explicit TraceFolder(const std::optional<std::string>& dir) {
-    if (dir) {
-      path_ = *dir;
-      audit::prepareTraceDir(path_);
-      return;
-    }
-    std::string pattern = (std::filesystem::temp_directory_path() / "ddph-audit-XXXXXX").string();
-    DDPH_CHECK(::mkdtemp(pattern.data()) != nullptr, "cannot create a trace folder in {}",
-               std::filesystem::temp_directory_path().string());
-    path_ = pattern;
-    temporary_ = true;
-  }
-  ~TraceFolder() {
-    std::error_code ignored;
-    if (temporary_) std::filesystem::remove_all(path_, ignored);
-  }
-  TraceFolder(const TraceFolder&) = delete;
-  TraceFolder& operator=(const TraceFolder&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-  bool temporary_ = false;
+  std::optional<std::string> htmlPath;
 };
 
 std::chrono::milliseconds seconds(double s) {
@@ -78,8 +51,10 @@ int runLaunch(const LaunchArgs& a) {
   if (a.timeoutS) options.timeout = seconds(*a.timeoutS);
   options.grace = seconds(a.graceS);
   options.masterPort = static_cast<std::uint16_t>(a.masterPort);
-  DDPH_CHECK(a.audit || (!a.traceDir && !a.reportPath), "--trace-dir and --report need --audit");
-  std::optional<TraceFolder> traces;
+  DDPH_CHECK(a.audit || (!a.traceDir && !a.reportPath && !a.htmlPath),
+             "--trace-dir, --report and --html need --audit");
+  if (a.htmlPath) report::checkReportPath(*a.htmlPath);
+  std::optional<audit::TraceFolder> traces;
   if (a.audit) {
     traces.emplace(a.traceDir);
     options.extraEnv = auditEnvironment(traces->path());
@@ -95,7 +70,7 @@ int runLaunch(const LaunchArgs& a) {
   audit::writeLaunchRecord(traces->path(), result, a.numRanks);
   int audited = kExitOk;
   try {
-    audited = auditTraceFolder(traces->path(), a.reportPath, /*quiet=*/false);
+    audited = auditTraceFolder(traces->path(), a.reportPath, /*quiet=*/false, a.htmlPath);
   } catch (const ConfigError& e) {
     fmt::print(stderr, "ddp-sim launch: error: cannot audit the run: {}\n", e.what());
     return result.interruptedBy != 0 ? result.exitCode : kExitUsage;
@@ -177,6 +152,8 @@ Command addLaunchCommand(CLI::App& app) {
   sub->add_option("--trace-dir", args->traceDir,
                   "with --audit: keep the trace in this folder (default: a temporary one)");
   sub->add_option("--report", args->reportPath, "with --audit: write the audit report as JSON here");
+  sub->add_option("--html", args->htmlPath,
+                  "with --audit: write a self-contained HTML report here (docs/html-report.md)");
   sub->add_option("command", args->command, "the rank program and its arguments (after --)")
       ->required();
   sub->footer("Exit codes: 0 every rank exited 0 (and, with --audit, no finding), 1 a rank failed "

@@ -1,6 +1,8 @@
 // ddp-sim run: a scenario on W real Gloo rank processes, diagnosed.
 // ddp-sim scenarios: the built-in catalogue.
 #include <fmt/format.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <iostream>
 #include <memory>
@@ -11,6 +13,10 @@
 #include "ddph/verify/property.h"
 #include "ddph/common/atomic_file.h"
 #include "ddph/comm/gloo_communicator.h"
+#include "ddph/audit/launch_record.h"
+#include "ddph/audit/trace.h"
+#include "ddph/report/html_report.h"
+#include "ddph/scenario/run_page.h"
 #include "ddph/scenario/run_report.h"
 #include "ddph/scenario/builtin_scenarios.h"
 #include "ddph/scenario/scenario_file.h"
@@ -23,6 +29,7 @@ struct RunArgs {
   std::string scenario;
   std::optional<int> worldSize;
   std::optional<std::string> reportPath;
+  std::optional<std::string> htmlPath;
   std::optional<double> deadlineS;
   bool quiet = false;
 };
@@ -35,8 +42,26 @@ int runRun(const RunArgs& a) {
   options.worldSize = a.worldSize;  // runScenario applies and validates it
   options.deadlineS = a.deadlineS;
   options.gloo = glooOptionsFromEnvironment();
+  if (a.htmlPath) report::checkReportPath(*a.htmlPath);
+  // --html: the ranks write their trace (ScenarioTrace) into a private folder, read back for the
+  // page's coverage and timeline, then removed.
+  std::optional<audit::TraceFolder> traces;
+  if (a.htmlPath) {
+    traces.emplace(std::nullopt);
+    ::setenv("DDPH_AUDIT_DIR", traces->path().c_str(), 1);
+    ::setenv("DDPH_AUDIT_RUN_ID", fmt::format("run-{}", ::getpid()).c_str(), 1);
+  }
   const RunReport report = runScenario(resolveScenario(a.scenario), options);
   if (a.reportPath) writeFileAtomically(*a.reportPath, reportJson(report));
+  if (a.htmlPath) {
+    std::optional<audit::Trace> trace;
+    try {
+      trace = audit::readTrace(traces->path());
+    } catch (const ConfigError&) {
+      // A run stopped before any rank wrote its trace: the page says so (runPage's note).
+    }
+    report::writeHtmlReport(*a.htmlPath, runPage(report, trace ? &*trace : nullptr));
+  }
   if (!a.quiet) std::cout << reportText(report) << std::flush;
   if (report.interruptedBy != 0) {
     fmt::print(stderr, "ddp-sim run: interrupted by signal {}; every rank was stopped\n",
@@ -75,6 +100,9 @@ Command addRunCommand(CLI::App& app) {
       ->required();
   sub->add_option("-n,--world-size", args->worldSize, "number of ranks (overrides the scenario)");
   sub->add_option("--report", args->reportPath, "write the JSON report here");
+  sub->add_option("--html", args->htmlPath,
+                  "also write a self-contained HTML report here (verdict, coverage, rank timeline; "
+                  "docs/html-report.md)");
   sub->add_option("--timeout", args->deadlineS,
                   "seconds before the whole run is stopped (every collective also has the "
                   "scenario's timeout_s)");

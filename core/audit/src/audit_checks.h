@@ -2,10 +2,14 @@
 // The checks behind auditTrace, one family a file. Each appends what it finds; none throws for
 // what a trace says.
 
+#include <map>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ddph/audit/trace.h"
+#include "ddph/verify/distributed_sampler.h"
 #include "ddph/verify/property.h"
 
 namespace ddph::audit {
@@ -23,10 +27,41 @@ void checkData(const Trace& trace, std::vector<Violation>& out, std::vector<std:
 /// replica_checks.cpp: replica-consistency and parameter-updates.
 void checkReplicas(const Trace& trace, std::vector<Violation>& out);
 
+// --- what each rank's sampler yields and what it consumed (data_checks.cpp) --------------------
+
+// The epoch orders of torch's DistributedSampler, built once per (N, seed, epoch, shuffle).
+class OrderCache {
+ public:
+  const std::vector<Index>& order(std::int64_t n, std::int64_t seed, std::int64_t epoch,
+                                  bool shuffle) {
+    auto key = std::make_tuple(n, seed, epoch, shuffle);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    DistributedSamplerOptions options;
+    options.shuffle = shuffle;
+    return cache_.emplace(key, distributedEpochOrder(n, seed, epoch, options)).first->second;
+  }
+
+ private:
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>, std::vector<Index>> cache_;
+};
+
+/// Everything the sampler of pass `p` yields on rank `t`, when it is known: torch's
+/// DistributedSampler recomputed, SequentialSampler, or a recorded pass that ran to its end.
+std::optional<std::vector<Index>> samplerOrder(const RankTrace& t, const PassRecord& p, OrderCache& cache);
+
+/// The indices of the batches of `p` the program used (zip's discarded last batch left out), or
+/// nothing when they are unknown.
+std::optional<std::vector<Index>> consumedIndices(const RankTrace& t, const PassRecord& p,
+                                                  const std::optional<std::vector<Index>>& order);
+
 // --- descriptions shared by the checks (describe.cpp) -------------------------------------------
 
 /// "all_reduce float32[101770] (DDP gradient bucket 0 of backward 12)", "barrier (user call)".
 std::string describeCollective(const CollectiveRecord& c);
+
+/// What must agree across ranks: "all_reduce float32[10]"; pickled objects by op only.
+std::string collectiveSignature(const CollectiveRecord& c);
 
 /// "#17 on the default group", "#3 on group 1".
 std::string collectiveNumber(const CollectiveRecord& c);

@@ -19,12 +19,6 @@ bool isPointToPoint(const std::string& op) {
   return op == "send" || op == "recv" || op == "isend" || op == "irecv";
 }
 
-// What must agree across ranks. Pickled objects (all_gather_object, …) differ in size legitimately.
-std::string signature(const CollectiveRecord& c) {
-  if (c.op.find("object") != std::string::npos) return c.op;
-  return fmt::format("{} {}[{}]", c.op, c.dtype, c.numel);
-}
-
 // The ranks of `group` that left a trace.
 std::vector<std::int64_t> groupRanks(const Trace& trace, const std::string& group) {
   std::vector<std::int64_t> ranks;
@@ -93,7 +87,7 @@ std::optional<Violation> desync(const std::string& group, const std::vector<std:
   for (auto r : ranks) common = std::min(common, lists.at(r).size());
   for (std::size_t s = 0; s < common; ++s) {
     std::map<std::string, std::vector<std::int64_t>> bySignature;
-    for (auto r : ranks) bySignature[signature(*lists.at(r)[s])].push_back(r);
+    for (auto r : ranks) bySignature[collectiveSignature(*lists.at(r)[s])].push_back(r);
     if (bySignature.size() == 1) continue;
     // The majority's call first, then each other call with its ranks.
     std::vector<std::pair<std::string, std::vector<std::int64_t>>> sides(bySignature.begin(),

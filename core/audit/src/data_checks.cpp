@@ -28,23 +28,6 @@ const SamplerRecord* samplerOf(const RankTrace& t, std::int64_t loader) {
   return s == t.samplers.end() ? nullptr : &s->second;
 }
 
-// The epoch orders of torch's DistributedSampler, built once per (N, seed, epoch, shuffle).
-class OrderCache {
- public:
-  const std::vector<Index>& order(std::int64_t n, std::int64_t seed, std::int64_t epoch,
-                                  bool shuffle) {
-    auto key = std::make_tuple(n, seed, epoch, shuffle);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-    DistributedSamplerOptions options;
-    options.shuffle = shuffle;
-    return cache_.emplace(key, distributedEpochOrder(n, seed, epoch, options)).first->second;
-  }
-
- private:
-  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>, std::vector<Index>> cache_;
-};
-
 struct RankPass {
   const RankTrace* trace = nullptr;
   const PassRecord* pass = nullptr;
@@ -52,6 +35,8 @@ struct RankPass {
   std::optional<std::vector<Index>> consumed;  ///< the indices of the batches handed out
   bool dropped = false;  ///< ended early while the rank went on normally (not a cycle)
 };
+
+}  // namespace
 
 std::optional<std::vector<Index>> samplerOrder(const RankTrace& t, const PassRecord& p,
                                                OrderCache& cache) {
@@ -89,6 +74,8 @@ std::optional<std::vector<Index>> samplerOrder(const RankTrace& t, const PassRec
   return order;
 }
 
+namespace {
+
 // The pass of another loader that ran out while `p` was running (zip's shorter loader), or null.
 const PassRecord* exhaustedPartner(const RankTrace& t, const PassRecord& p) {
   for (const auto& q : t.passes) {
@@ -106,6 +93,8 @@ bool lastBatchDiscarded(const RankTrace& t, const PassRecord& p) {
   const PassRecord* q = exhaustedPartner(t, p);
   return q && q->endLine == p.batches.back().line + 1;
 }
+
+}  // namespace
 
 std::optional<std::vector<Index>> consumedIndices(const RankTrace& t, const PassRecord& p,
                                                   const std::optional<std::vector<Index>>& order) {
@@ -127,6 +116,8 @@ std::optional<std::vector<Index>> consumedIndices(const RankTrace& t, const Pass
   }
   return out;
 }
+
+namespace {
 
 // A pass that did not reach StopIteration is "dropped" unless it is the last, partial pass of a
 // loader that is cycled: another loader's completed pass encloses it and this loader completed a

@@ -18,6 +18,12 @@ std::string describeCollective(const CollectiveRecord& c) {
   return what;
 }
 
+// Pickled objects (all_gather_object, …) differ in size legitimately: their op must agree.
+std::string collectiveSignature(const CollectiveRecord& c) {
+  if (c.op.find("object") != std::string::npos) return c.op;
+  return fmt::format("{} {}[{}]", c.op, c.dtype, c.numel);
+}
+
 std::string collectiveNumber(const CollectiveRecord& c) {
   return c.group == "0" ? fmt::format("#{} on the default group", c.seq)
                         : fmt::format("#{} on group {}", c.seq, c.group);

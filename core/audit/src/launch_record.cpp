@@ -1,5 +1,7 @@
 #include "ddph/audit/launch_record.h"
 
+#include <stdlib.h>
+
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -59,6 +61,24 @@ void prepareTraceDir(const fs::path& dir) {
                dir.string(), entry.path().filename().string());
   }
   DDPH_CHECK(!ec, "cannot list '{}': {}", dir.string(), ec.message());
+}
+
+TraceFolder::TraceFolder(const std::optional<std::string>& dir) {
+  if (dir) {
+    path_ = *dir;
+    prepareTraceDir(path_);
+    return;
+  }
+  std::string pattern = (fs::temp_directory_path() / "ddph-audit-XXXXXX").string();
+  DDPH_CHECK(::mkdtemp(pattern.data()) != nullptr, "cannot create a trace folder in {}",
+             fs::temp_directory_path().string());
+  path_ = pattern;
+  temporary_ = true;
+}
+
+TraceFolder::~TraceFolder() {
+  std::error_code ignored;
+  if (temporary_) fs::remove_all(path_, ignored);
 }
 
 }  // namespace ddph::audit

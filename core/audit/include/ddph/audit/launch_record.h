@@ -3,6 +3,7 @@
 // ended as `ddp-sim launch --audit` saw it, and the trace folder the ranks write into.
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "ddph/launch/launcher.h"
@@ -15,5 +16,21 @@ void writeLaunchRecord(const std::filesystem::path& dir, const LaunchResult& res
 /// Makes `dir` ready for a new run's trace: creates it (and its parents) when missing, and refuses
 /// (ConfigError) a folder that already holds a trace, so that two runs never mix.
 void prepareTraceDir(const std::filesystem::path& dir);
+
+/// The trace folder of one run: the user's (prepared with prepareTraceDir, kept), or a private
+/// temporary one under the temp folder, removed with this object.
+class TraceFolder {
+ public:
+  /// `dir` empty: a temporary folder (ConfigError when none can be made).
+  explicit TraceFolder(const std::optional<std::string>& dir);
+  ~TraceFolder();
+  TraceFolder(const TraceFolder&) = delete;
+  TraceFolder& operator=(const TraceFolder&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  bool temporary_ = false;
+};
 
 }  // namespace ddph::audit

@@ -1,0 +1,141 @@
+#pragma once
+// One self-contained HTML page per run (`--html PATH`): the verdict, who consumed which sample,
+// where each rank spent its steps and where it stood, a sampler's minimal counterexample, a
+// training run's loss and throughput. Inline CSS, SVG and a few lines of JS; the page references
+// nothing outside itself, so it opens from a CI artifact or an email (docs/html-report.md).
+//
+// The input is plain data, not the scenario, audit or trainer types: every command fills a Page
+// from what it has (a section it has nothing for is left out) and renders or writes it.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddph::report {
+
+/// One property the run was judged on.
+struct PropertyRow {
+  std::string name;     ///< the catalogue's name ("coverage", "collective-mismatch", …)
+  std::string summary;  ///< what holds when it holds (may be empty)
+};
+
+/// One violation, as the text report shows it.
+struct ViolationRow {
+  std::string property;
+  std::vector<std::int64_t> ranks;  ///< empty: the whole world
+  std::int64_t epoch = -1;          ///< -1: not tied to an epoch
+  std::int64_t step = -1;           ///< -1: not tied to a step
+  std::string detail;
+  std::string likelyCause;  ///< may be empty
+};
+
+struct Verdict {
+  bool passed = true;
+  std::vector<PropertyRow> properties;  ///< checked; a violated one not listed is added
+  std::vector<ViolationRow> violations;
+  std::vector<std::string> notes;
+};
+
+/// What one rank consumed of one dataset in one epoch, in the order it consumed it.
+struct RankConsumption {
+  std::int64_t rank = 0;
+  std::vector<std::int64_t> indices;
+  /// Entries at this position and after are padding copies (PyTorch's DistributedSampler pads
+  /// the order's head to make total_size divisible by W); npos: none known.
+  std::size_t paddingFrom = std::numeric_limits<std::size_t>::max();
+};
+
+/// One dataset in one epoch: the coverage chart's row.
+struct CoverageEpoch {
+  std::string dataset;
+  std::int64_t epoch = 0;
+  std::int64_t datasetSize = 0;
+  std::vector<RankConsumption> ranks;
+};
+
+/// One rank's row of the timeline.
+struct RankTimeline {
+  std::int64_t rank = 0;
+  std::int64_t steps = 0;        ///< steps (batches drawn) done
+  std::int64_t collectives = 0;  ///< collectives entered
+  std::optional<double> computeMs, waitMs;  ///< mean per step, when measured
+  std::string stoodAt;  ///< where it was last seen ("epoch 1 batch 4, in allreduce #9, never completed")
+  std::string outcome;  ///< how it ended ("exited 0", "killed by signal 9", …)
+  bool failed = false;     ///< it ended badly on its own
+  bool straggler = false;  ///< the run's straggler
+};
+
+/// The first collective that did not match across ranks.
+struct CollectiveDivergence {
+  std::string group;
+  std::int64_t seq = 0;
+  std::string detail;  ///< who called what, who never came
+  std::vector<std::int64_t> ranks;  ///< the ranks that differ or never came
+};
+
+struct Timeline {
+  std::vector<RankTimeline> ranks;
+  std::optional<CollectiveDivergence> firstDivergence;
+};
+
+/// check-sampler's minimal counterexample.
+struct Counterexample {
+  std::string property;
+  std::string detail;
+  std::string parameters;  ///< "N=5 W=2 epoch=1 seed=0 …"
+  std::vector<std::vector<std::int64_t>> perRank;  ///< [rank][position] -> index
+  std::vector<std::int64_t> highlighted;  ///< indices the violation is about (duplicates, …)
+  std::string replayCommand;
+};
+
+/// One optimiser step of a training run.
+struct TrainingStep {
+  std::int64_t epoch = 0;
+  std::int64_t step = 0;  ///< global step
+  double loss = 0;
+  double samplesPerSecond = 0;  ///< 0: not measured
+};
+
+/// One dataset's coverage in one training epoch.
+struct DatasetEpochSummary {
+  std::string dataset;
+  std::int64_t epoch = 0;
+  std::int64_t size = 0;
+  std::int64_t seen = 0;
+  std::int64_t neverSeen = 0;
+  std::int64_t seenTwice = 0;  ///< consumed twice or more
+};
+
+struct Training {
+  std::vector<TrainingStep> steps;
+  std::vector<DatasetEpochSummary> datasets;
+};
+
+/// Everything a page shows.
+struct Page {
+  std::string title;     ///< "ddp-sim run missing-set-epoch"
+  std::string subtitle;  ///< one line: what ran, on how many ranks
+  std::string command;   ///< the command line that made it (may be empty)
+  Verdict verdict;
+  std::vector<CoverageEpoch> coverage;
+  std::optional<Timeline> timeline;
+  std::optional<Counterexample> counterexample;
+  std::optional<Training> training;
+};
+
+/// Throws ConfigError (one line naming `path`) unless its folder exists and `path` is not a
+/// folder: commands check before a run, so that a long run does not end in an unwritable path.
+void checkReportPath(const std::filesystem::path& path);
+
+/// The page as one HTML document.
+std::string renderHtml(const Page& page);
+
+/// Renders `page` and writes it atomically to `path` (ddph/common/atomic_file.h). Throws
+/// ConfigError when the folder cannot be written to.
+void writeHtmlReport(const std::filesystem::path& path, const Page& page);
+
+}  // namespace ddph::report

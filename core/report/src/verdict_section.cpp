@@ -1,0 +1,78 @@
+// The verdict: PASSED or FAILED, each property checked with ok/FAIL, then every violation with its
+// ranks, epoch, step, detail and likely cause, as the text report shows them.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "sections.h"
+
+namespace ddph::report::detail {
+namespace {
+
+std::string where(const ViolationRow& v) {
+  std::string out;
+  if (!v.ranks.empty()) {
+    std::vector<std::int64_t> ranks = v.ranks;
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    out += fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", rangesText(ranks));
+  } else {
+    out += "all ranks";
+  }
+  if (v.epoch >= 0) out += fmt::format(", epoch {}", v.epoch);
+  if (v.step >= 0) out += fmt::format(", step {}", v.step);
+  return out;
+}
+
+}  // namespace
+
+std::string verdictSection(const Verdict& verdict) {
+  std::vector<PropertyRow> properties = verdict.properties;
+  std::map<std::string, int> failures;
+  for (const auto& v : verdict.violations) {
+    if (failures[v.property]++ == 0 &&
+        std::none_of(properties.begin(), properties.end(),
+                     [&](const PropertyRow& p) { return p.name == v.property; })) {
+      properties.push_back({v.property, ""});
+    }
+  }
+  std::string body = fmt::format(
+      "<p><span class=\"badge {}\" id=\"verdict-badge\">{}</span>{} of {} properties held{}</p>\n",
+      verdict.passed ? "pass" : "fail", verdict.passed ? "PASSED" : "FAILED",
+      properties.size() - failures.size(), properties.size(),
+      verdict.violations.empty() ? "" : fmt::format("; {} violation{}", verdict.violations.size(),
+                                                    verdict.violations.size() == 1 ? "" : "s"));
+  body += "<table class=\"properties\"><tr><th>property</th><th>result</th><th>what holds when it holds</th></tr>\n";
+  for (const auto& p : properties) {
+    const auto f = failures.find(p.name);
+    const bool failed = f != failures.end();
+    body += fmt::format("<tr><td>{}</td><td><span class=\"badge {}\">{}</span></td><td>{}</td></tr>\n",
+                        escape(p.name), failed ? "fail" : "pass",
+                        failed ? fmt::format("FAIL ({})", f->second) : std::string("ok"),
+                        escape(p.summary));
+  }
+  body += "</table>\n";
+  for (const auto& v : verdict.violations) {
+    body += fmt::format("<div class=\"violation\"><b>FAIL {}</b> — {}<div>{}</div>",
+                        escape(v.property), escape(where(v)), escape(v.detail));
+    if (!v.likelyCause.empty()) {
+      body += fmt::format("<div class=\"cause\">likely cause: {}</div>", escape(v.likelyCause));
+    }
+    body += "</div>\n";
+  }
+  for (const auto& note : verdict.notes) {
+    body += fmt::format("<p class=\"note\">note: {}</p>\n", escape(note));
+  }
+  std::string reading;
+  if (verdict.violations.empty()) {
+    reading = verdict.passed ? fmt::format("Every one of the {} properties checked held.", properties.size())
+                             : "No property was violated, but the run did not finish (see the notes).";
+  } else {
+    const ViolationRow& first = verdict.violations.front();
+    reading = fmt::format("{} broke first ({}): {}", first.property, where(first), first.detail);
+  }
+  return section("verdict", "Verdict", reading, body);
+}
+
+}  // namespace ddph::report::detail

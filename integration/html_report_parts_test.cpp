@@ -1,0 +1,135 @@
+// ddph::report without a browser: what the page says for exactly known inputs (coverage counts,
+// padding copies, bins at large N, the timeline's reading, the counterexample table), escaping,
+// and the report path's checks and atomic write. html_report_test.py renders real pages.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "ddph/common/error.h"
+#include "ddph/report/html_report.h"
+#include "test_support.h"
+
+namespace ddph::report {
+namespace {
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// The coverage table's row of `epoch`: samples, consumed, once, never, twice+, padding, out of range.
+std::string coverageRow(const std::string& html, std::int64_t epoch) {
+  const std::regex row("<tr><td class=\"num\">" + std::to_string(epoch) +
+                       "</td>((<td class=\"num\">-?[0-9]+</td>){7})</tr>");
+  std::smatch m;
+  if (!std::regex_search(html, m, row)) return "";
+  return std::regex_replace(m[1].str(), std::regex("</?td[^>]*>+"), " ");
+}
+
+// torch's DistributedSampler without shuffle: rank r takes r, r + W, … of 0..N-1 padded with its
+// head to a multiple of W.
+CoverageEpoch stridedEpoch(std::int64_t n, std::int64_t w) {
+  CoverageEpoch e;
+  e.dataset = "train";
+  e.datasetSize = n;
+  const std::int64_t perRank = (n + w - 1) / w;
+  for (std::int64_t r = 0; r < w; ++r) {
+    RankConsumption c;
+    c.rank = r;
+    for (std::int64_t k = 0; k < perRank; ++k) c.indices.push_back((k * w + r) % n);
+    c.paddingFrom = static_cast<std::size_t>(n - r <= 0 ? 0 : (n - r + w - 1) / w);
+    e.ranks.push_back(std::move(c));
+  }
+  return e;
+}
+
+TEST(HtmlReportParts, PaddingCopiesAreMarkedNotCountedTwice) {
+  Page page;
+  page.coverage.push_back(stridedEpoch(10, 4));  // total_size 12: samples 0 and 1 twice, as padding
+  const std::string html = renderHtml(page);
+  EXPECT_EQ(coverageRow(html, 0), " 10  12  8  0  0  2  0 ");
+  EXPECT_NE(html.find("besides 2 padding copies"), std::string::npos);
+  EXPECT_EQ(count(html, "<rect "), 10u);  // one cell per sample while N is small
+}
+
+TEST(HtmlReportParts, NeverSeenAndSeenTwiceAreCountedPerEpoch) {
+  Page page;
+  CoverageEpoch e;
+  e.dataset = "d";
+  e.epoch = 3;
+  e.datasetSize = 6;
+  e.ranks = {{0, {0, 1, 2}}, {1, {2, 3, 7}}};  // 2 twice, 4 and 5 never, 7 out of range
+  page.coverage.push_back(e);
+  page.verdict.passed = false;
+  const std::string html = renderHtml(page);
+  EXPECT_EQ(coverageRow(html, 3), " 6  6  3  2  1  0  1 ");
+  EXPECT_NE(html.find("in epoch 3, 2 of 6 samples were never consumed (red) and 1 were consumed twice"),
+            std::string::npos);
+  EXPECT_NE(html.find("epoch 3 sample 2: consumed twice or more (2x), by ranks 0-1"), std::string::npos);
+}
+
+TEST(HtmlReportParts, LargeDatasetsAreBinned) {
+  Page page;
+  page.coverage.push_back(stridedEpoch(1'000'000, 512));
+  page.coverage.back().ranks[5].indices.pop_back();  // rank 5 misses one sample
+  const std::string html = renderHtml(page);
+  EXPECT_EQ(count(html, "<rect "), 1000u);
+  EXPECT_EQ(count(html, "#d62728\"><title>"), 1u);  // the one bin with a missed sample is red
+  EXPECT_LT(html.size(), 1'000'000u);
+}
+
+TEST(HtmlReportParts, TextIsEscaped) {
+  Page page;
+  page.title = "<script>alert(1)</script>";
+  page.verdict.passed = false;
+  page.verdict.violations.push_back({"coverage", {1}, 0, 2, "a & b < c \"d\"", "it's <b>"});
+  const std::string html = renderHtml(page);
+  EXPECT_EQ(html.find("<script>alert"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
+  EXPECT_NE(html.find("a &amp; b &lt; c &quot;d&quot;"), std::string::npos);
+  EXPECT_NE(html.find("likely cause: it&#39;s &lt;b&gt;"), std::string::npos);
+  EXPECT_EQ(count(html, "<script>"), 1u);  // the page's own
+}
+
+TEST(HtmlReportParts, TimelineNamesTheRanksBehindAndTheFirstDivergence) {
+  Page page;
+  Timeline t;
+  for (std::int64_t r = 0; r < 4; ++r) t.ranks.push_back({r, r >= 2 ? 25 : 26, 26, {}, {}, "", "", false, false});
+  page.timeline = t;
+  EXPECT_NE(renderHtml(page).find("Ranks 2-3 did 25 steps where the others did up to 26"), std::string::npos);
+  page.timeline->firstDivergence = CollectiveDivergence{"", 25, "ranks 2, 3 never entered it", {2, 3}};
+  EXPECT_NE(renderHtml(page).find("The ranks parted ways at collective #25 of the default group"),
+            std::string::npos);
+}
+
+TEST(HtmlReportParts, CounterexampleTableHighlightsItsIndices) {
+  Page page;
+  page.counterexample = Counterexample{"disjointness", "index 3 on ranks 0 and 1", "N=5 W=2",
+                                       {{0, 3, 4}, {3, 1, 2}}, {3}, "ddp-sim check-sampler --replay x"};
+  const std::string html = renderHtml(page);
+  EXPECT_EQ(count(html, "<td class=\"num hit\">3</td>"), 2u);
+  EXPECT_NE(html.find("<pre id=\"replay\">ddp-sim check-sampler --replay x</pre>"), std::string::npos);
+}
+
+TEST(HtmlReportParts, ReportPathIsCheckedAndWrittenAtomically) {
+  ddph::test_support::TempDir dir;
+  const std::filesystem::path folder = dir.path();
+  EXPECT_THROW(checkReportPath(folder / "missing" / "r.html"), ConfigError);
+  EXPECT_THROW(checkReportPath(folder), ConfigError);
+  const auto path = folder / "r.html";
+  { std::ofstream(path) << "old"; }
+  Page page;
+  page.title = "new";
+  writeHtmlReport(path, page);
+  std::ostringstream text;
+  text << std::ifstream(path).rdbuf();
+  EXPECT_EQ(text.str(), renderHtml(page));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(folder), {}), 1);  // no temp file left
+}
+
+}  // namespace
+}  // namespace ddph::report

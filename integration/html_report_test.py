@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""The --html reports rendered in a real browser (Debian's chromium, headless).
+
+Makes the pages of a passing and a failing run (`ddp-sim run healthy` and `ddp-sim run
+rank-seed-skew`, each with --report for the JSON to compare with) in a private temp folder,
+loads each in headless chromium driven over --remote-debugging-pipe (the DevTools protocol, stdlib
+only), takes a screenshot and asserts:
+  - the file references nothing outside itself (no src=, href=, url(, @import, http(s)://) and the
+    browser requested nothing but the page itself;
+  - no console error, no uncaught exception;
+  - the SVG charts are present (coverage and rank timeline), the verdict says PASSED / FAILED as the
+    JSON report does, and every violation's property and detail are in the DOM;
+  - the screenshot is a PNG.
+chromium is a declared dependency (scripts/install-deps.sh): without it the test fails.
+Every wait has a deadline (minutes: the machine is loaded); nothing is left behind: the temp folder,
+chromium's user-data-dir inside it, and the browser process (killed and reaped on any failure).
+
+Usage: html_report_test.py --ddp-sim PATH [--chromium PATH] [--keep-screenshots DIR] [--page HTML...]
+  --page: render these pages only (no ddp-sim runs; used for the docs' screenshots and figures).
+Exit codes: 0 all assertions held, 1 an assertion failed, 2 a tool could not be run.
+"""
+
+import argparse
+import base64
+import fcntl
+import json
+import os
+import re
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+RUN_DEADLINE_S = 300      # one ddp-sim run
+BROWSER_DEADLINE_S = 300  # chromium: start, load, evaluate, screenshot
+
+
+class Failure(Exception):
+    """An assertion about a page failed."""
+
+
+class Browser:
+    """Headless chromium over the DevTools pipe: fd 3 carries commands in, fd 4 events out."""
+
+    def __init__(self, chromium, profile_dir, log_path):
+        # The pipes' ends move above fd 10 first, so that placing them on 3 and 4 in the child
+        # never overwrites one with the other; only 3 and 4 are inheritable there (close_fds is off:
+        # subprocess would close them after preexec_fn).
+        to_child_r, self._to_child = (self._high(fd) for fd in os.pipe())
+        self._from_child, from_child_w = (self._high(fd) for fd in os.pipe())
+
+        def wire():  # in the child: the protocol's fds are 3 (commands) and 4 (replies)
+            os.dup2(to_child_r, 3, inheritable=True)
+            os.dup2(from_child_w, 4, inheritable=True)
+
+        argv = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
+                "--no-first-run", "--no-default-browser-check", "--disable-extensions",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--hide-scrollbars", "--window-size=1280,900", f"--user-data-dir={profile_dir}",
+                "about:blank"]
+        self._log_path = log_path
+        with open(log_path, "wb") as log:
+            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                          close_fds=False, preexec_fn=wire,
+                                          start_new_session=True)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self._buffer = b""
+        self._next_id = 0
+        self.events = []
+
+    def close(self):
+        try:
+            if self._proc.poll() is None:
+                try:
+                    self.call("Browser.close", deadline=time.monotonic() + 30)
+                except Exception:  # noqa: BLE001 -- killed below either way
+                    pass
+                try:
+                    self._proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self._proc.pid, 9)
+                    self._proc.wait()
+            # chromium's helper processes share its session: none may outlive the test.
+            try:
+                os.killpg(self._proc.pid, 9)
+            except ProcessLookupError:
+                pass
+        finally:
+            os.close(self._to_child)
+            os.close(self._from_child)
+
+    @staticmethod
+    def _high(fd):
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+        os.close(fd)
+        return high
+
+    def log_tail(self, lines=15):
+        with open(self._log_path, encoding="utf-8", errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+
+    def _read_message(self, deadline):
+        while b"\0" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Failure(f"chromium did not answer within {BROWSER_DEADLINE_S} s")
+            ready, _, _ = select.select([self._from_child], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self._from_child, 1 << 20)
+            if not chunk:
+                raise Failure(f"chromium closed its DevTools pipe (exit code {self._proc.wait()}); "
+                              f"its log ends:\n{self.log_tail()}")
+            self._buffer += chunk
+        message, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def call(self, method, params=None, session=None, deadline=None):
+        self._next_id += 1
+        request = {"id": self._next_id, "method": method, "params": params or {}}
+        if session:
+            request["sessionId"] = session
+        os.write(self._to_child, json.dumps(request).encode() + b"\0")
+        while True:
+            message = self._read_message(deadline)
+            if message.get("id") == self._next_id:
+                if "error" in message:
+                    raise Failure(f"{method}: {message['error']}")
+                return message.get("result", {})
+            self.events.append(message)
+
+    def wait_event(self, method, session, deadline):
+        for i, e in enumerate(self.events):
+            if e.get("method") == method and e.get("sessionId") == session:
+                return self.events.pop(i)
+        while True:
+            message = self._read_message(deadline)
+            if message.get("method") == method and message.get("sessionId") == session:
+                return message
+            self.events.append(message)
+
+
+EXTERNAL = re.compile(r"""(\bsrc\s*=|\bhref\s*=|url\(|@import|https?://|//cdn)""", re.IGNORECASE)
+
+# What the page says about itself once loaded.
+PROBE = """(() => {
+  const t = document.body.innerText;
+  return JSON.stringify({
+    charts: document.querySelectorAll('svg.chart').length,
+    coverage: document.querySelectorAll('svg.chart.coverage').length,
+    timeline: document.querySelectorAll('svg.chart.timeline').length,
+    readings: document.querySelectorAll('p.reading').length,
+    verdict: (document.getElementById('verdict-badge') || {}).textContent || '',
+    violations: document.querySelectorAll('div.violation').length,
+    text: t,
+    height: document.documentElement.scrollHeight,
+  });
+})()"""
+
+
+def render(browser, page, png_path):
+    """Loads `page`, returns what PROBE found, the console errors and foreign requests; writes a PNG."""
+    deadline = time.monotonic() + BROWSER_DEADLINE_S
+    target = browser.call("Target.createTarget", {"url": "about:blank"}, deadline=deadline)["targetId"]
+    session = browser.call("Target.attachToTarget", {"targetId": target, "flatten": True},
+                           deadline=deadline)["sessionId"]
+    for domain in ("Page", "Runtime", "Log", "Network"):
+        browser.call(f"{domain}.enable", session=session, deadline=deadline)
+    url = "file://" + os.path.abspath(page)
+    started = time.monotonic()
+    browser.call("Page.navigate", {"url": url}, session=session, deadline=deadline)
+    browser.wait_event("Page.loadEventFired", session, deadline)
+    # The first frame painted after load: two animation frames.
+    browser.call("Runtime.evaluate", {"expression": "new Promise(r => requestAnimationFrame(() => "
+                                      "requestAnimationFrame(() => r(1))))", "awaitPromise": True},
+                 session=session, deadline=deadline)
+    render_s = time.monotonic() - started
+    found = json.loads(browser.call("Runtime.evaluate", {"expression": PROBE, "returnByValue": True},
+                                    session=session, deadline=deadline)["result"]["value"])
+    size = browser.call("Page.getLayoutMetrics", session=session, deadline=deadline)["cssContentSize"]
+    clip = {"x": 0, "y": 0, "width": min(size["width"], 1280), "height": min(size["height"], 3000),
+            "scale": 1}
+    shot = browser.call("Page.captureScreenshot",
+                        {"format": "png", "clip": clip, "captureBeyondViewport": True},
+                        session=session, deadline=deadline)
+    with open(png_path, "wb") as f:
+        f.write(base64.b64decode(shot["data"]))
+    errors, requests = [], []
+    for e in browser.events:
+        if e.get("sessionId") != session:
+            continue
+        m, p = e.get("method"), e.get("params", {})
+        if m == "Runtime.exceptionThrown":
+            errors.append(p["exceptionDetails"].get("text", "exception"))
+        elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            errors.append("console." + p["type"])
+        elif m == "Log.entryAdded" and p["entry"].get("level") == "error":
+            errors.append(p["entry"].get("text", "log error"))
+        elif m == "Network.requestWillBeSent" and p["request"]["url"] != url:
+            requests.append(p["request"]["url"])
+    browser.events = [e for e in browser.events if e.get("sessionId") != session]
+    browser.call("Target.closeTarget", {"targetId": target}, deadline=deadline)
+    found["render_s"] = render_s
+    return found, errors, requests
+
+
+def check_page(browser, page, png_path, report=None):
+    """Every assertion on one page; `report` is the run's JSON report (None: only the generic ones)."""
+    with open(page, encoding="utf-8") as f:
+        html = f.read()
+    outside = sorted(set(m.group(0) for m in EXTERNAL.finditer(html)))
+    if outside:
+        raise Failure(f"{page} references something outside itself: {outside}")
+    found, errors, requests = render(browser, page, png_path)
+    if errors:
+        raise Failure(f"{page}: console errors: {errors}")
+    if requests:
+        raise Failure(f"{page}: the browser requested {requests}")
+    if found["charts"] < 1 or found["readings"] < 2:
+        raise Failure(f"{page}: {found['charts']} SVG charts and {found['readings']} readings rendered")
+    with open(png_path, "rb") as f:
+        if f.read(8) != b"\x89PNG\r\n\x1a\n":
+            raise Failure(f"{png_path} is not a PNG")
+    if report is not None:
+        if found["coverage"] < 1 or found["timeline"] != 1:
+            raise Failure(f"{page}: {found['coverage']} coverage and {found['timeline']} timeline charts")
+        expected = "PASSED" if report["passed"] else "FAILED"
+        if found["verdict"] != expected:
+            raise Failure(f"{page}: the verdict reads {found['verdict']!r}, the JSON report {expected}")
+        if found["violations"] < len(report["violations"]):
+            raise Failure(f"{page}: {found['violations']} violations shown, {len(report['violations'])} reported")
+        for v in report["violations"]:
+            for text in (v["property"], v["detail"]):
+                if text not in found["text"]:
+                    raise Failure(f"{page}: the violation text {text!r} is not in the page")
+    size = os.path.getsize(page)
+    print(f"{os.path.basename(page)}: {size} bytes, {found['charts']} charts, verdict "
+          f"{found['verdict']}, {found['violations']} violations, rendered and painted in "
+          f"{found['render_s']:.2f} s")
+
+
+def run_sim(ddp_sim, args, expect_code, env):
+    try:
+        done = subprocess.run([ddp_sim, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=RUN_DEADLINE_S, env=env, check=False)
+    except subprocess.TimeoutExpired as e:
+        raise Failure(f"ddp-sim {' '.join(args)} did not end within {RUN_DEADLINE_S} s") from e
+    if done.returncode != expect_code:
+        raise Failure(f"ddp-sim {' '.join(args)} exited {done.returncode}, expected {expect_code}:\n"
+                      + done.stdout.decode(errors="replace"))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--ddp-sim")
+    parser.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
+    parser.add_argument("--keep-screenshots", help="copy the screenshots into this folder")
+    parser.add_argument("--page", nargs="*", help="render these pages only")
+    args = parser.parse_args()
+    if not shutil.which(args.chromium):
+        print(f"html_report_test: no chromium at '{args.chromium}' (scripts/install-deps.sh installs it)",
+              file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="ddph-html-test-") as tmp:
+        env = dict(os.environ, TMPDIR=tmp)  # the runs' own temp folders land here too
+        pages = []
+        if args.page:
+            pages = [(p, None) for p in args.page]
+        else:
+            if not args.ddp_sim:
+                parser.error("--ddp-sim is needed unless --page is given")
+            for name, code in (("healthy", 0), ("rank-seed-skew", 1)):
+                html, report = os.path.join(tmp, f"{name}.html"), os.path.join(tmp, f"{name}.json")
+                run_sim(args.ddp_sim, ["run", name, "-n", "4", "--html", html, "--report", report, "-q"],
+                        code, env)
+                with open(report, encoding="utf-8") as f:
+                    pages.append((html, json.load(f)))
+        browser = Browser(args.chromium, os.path.join(tmp, "chromium-profile"),
+                          os.path.join(tmp, "chromium.log"))
+        try:
+            for page, report in pages:
+                png = os.path.join(tmp, os.path.splitext(os.path.basename(page))[0] + ".png")
+                check_page(browser, page, png, report)
+                if args.keep_screenshots:
+                    shutil.copy(png, args.keep_screenshots)
+        finally:
+            browser.close()
+        leftovers = [n for n in os.listdir(tmp) if n.startswith("ddph-audit-")]
+        if leftovers:
+            raise Failure(f"ddp-sim left its trace folders behind: {leftovers}")
+    print("html_report_test: every page rendered and held its assertions")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Failure as e:
+        print(f"html_report_test: FAILED: {e}", file=sys.stderr)
+        sys.exit(1)
+    except (OSError, subprocess.SubprocessError) as e:
+        print(f"html_report_test: cannot run: {e}", file=sys.stderr)
+        sys.exit(2)
