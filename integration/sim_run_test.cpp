@@ -1,11 +1,16 @@
 // ddp-sim run: every built-in scenario is diagnosed with its property, on real rank processes;
 // failures and interrupts leave nothing running; bad scenarios run nothing.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -195,6 +200,51 @@ TEST(SimRun, ElasticResumeNaiveBugsAndTheFix) {
   EXPECT_NE(fixed.command.out.find("stopped after 104 samples a rank on 4 ranks, resumed on 3"),
             std::string::npos)
       << fixed.command.out;
+}
+
+// NOTE [Local store]: while a run lasts, every listening socket of the run and its ranks is on
+// loopback (the store is a Unix socket; Gloo listens on 127.0.1.x). Sampled from /proc/net/tcp*
+// from the first process to the run's end.
+TEST(SimRun, NoSocketListensBeyondLoopback) {
+  {  // The check itself can fail: a socket on every interface is seen as such.
+    const int any = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    ASSERT_EQ(::bind(any, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(::listen(any, 1), 0);
+    const auto mine = listeningSockets({::getpid()});
+    ::close(any);
+    ASSERT_EQ(mine.size(), 1u);
+    EXPECT_FALSE(mine[0].loopback) << mine[0].address;
+    EXPECT_EQ(mine[0].address.rfind("0.0.0.0:", 0), 0u) << mine[0].address;
+  }
+  TempDir dir;
+  const std::string path = dir.path() + "/steps.toml";
+  std::ofstream(path) << "world_size = 4\nepochs = 1\nbatch_size = 1\n[[datasets]]\nsize = 4000\n";
+  for (const char* engine : {"direct", "process-group"}) {
+    SCOPED_TRACE(engine);
+    const auto marker = uniqueMarker();
+    ChildProcess run({kSim, "run", path},
+                     childOptions({{kMarkerVariable, marker}, {"DDPH_GLOO_ENGINE", engine}},
+                                  dir.path() + "/out", dir.path() + "/err"));
+    int samples = 0, withRanks = 0, listeners = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 300s;
+    std::optional<ExitStatus> status;
+    while (!(status = run.poll()) && std::chrono::steady_clock::now() < deadline) {
+      const auto pids = processesWithMarker(marker);
+      for (const auto& l : listeningSockets(pids)) {
+        ++listeners;
+        EXPECT_TRUE(l.loopback) << "listening on " << l.address;
+      }
+      ++samples;
+      withRanks += pids.size() == 5 ? 1 : 0;
+    }
+    ASSERT_TRUE(status.has_value()) << "the run outlived 300 s";
+    EXPECT_EQ(status->code, 0) << readFile(dir.path() + "/err");
+    EXPECT_GT(withRanks, 0) << "never saw the run and its 4 ranks in " << samples << " samples";
+    std::printf("%s: %d samples, %d with every rank, %d listening sockets, all on loopback\n",
+                engine, samples, withRanks, listeners);
+  }
 }
 
 TEST(SimRun, BadScenarioFileRunsNothing) {

@@ -4,12 +4,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -157,6 +159,79 @@ std::vector<pid_t> waitNoProcessesWithMarker(const std::string& marker,
   std::vector<pid_t> left;
   eventually([&] { return (left = processesWithMarker(marker)).empty(); }, timeout);
   return left;
+}
+
+namespace {
+
+// The socket inodes process `pid` holds ("socket:[123]" links in /proc/PID/fd).
+std::set<std::string> socketInodes(pid_t pid) {
+  std::set<std::string> inodes;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::error_code linkError;
+    const std::string target = std::filesystem::read_symlink(entry.path(), linkError).string();
+    if (!linkError && target.rfind("socket:[", 0) == 0) {
+      inodes.insert(target.substr(8, target.size() - 9));
+    }
+  }
+  return inodes;
+}
+
+std::uint8_t hexByte(const std::string& hex, std::size_t at) {
+  return static_cast<std::uint8_t>(std::stoul(hex.substr(at, 2), nullptr, 16));
+}
+
+// "0100007F:8B23" (tcp: one little-endian word) or 32 hex digits (tcp6: four of them), port.
+Listener decodeAddress(const std::string& field) {
+  const auto colon = field.find(':');
+  const std::string ip = field.substr(0, colon);
+  const unsigned port = static_cast<unsigned>(std::stoul(field.substr(colon + 1), nullptr, 16));
+  std::vector<std::uint8_t> bytes;
+  for (std::size_t word = 0; word < ip.size() / 8; ++word) {
+    for (int j = 3; j >= 0; --j) bytes.push_back(hexByte(ip, word * 8 + static_cast<std::size_t>(j) * 2));
+  }
+  Listener l;
+  if (bytes.size() == 4) {
+    l.address = std::to_string(bytes[0]) + "." + std::to_string(bytes[1]) + "." +
+                std::to_string(bytes[2]) + "." + std::to_string(bytes[3]) + ":" + std::to_string(port);
+    l.loopback = bytes[0] == 127;
+    return l;
+  }
+  const bool zeroHead = std::all_of(bytes.begin(), bytes.begin() + 10, [](auto b) { return b == 0; });
+  const bool v4Mapped = zeroHead && bytes[10] == 0xff && bytes[11] == 0xff;
+  const bool one = zeroHead && bytes[10] == 0 && bytes[11] == 0 && bytes[12] == 0 && bytes[13] == 0 &&
+                   bytes[14] == 0 && bytes[15] == 1;
+  l.loopback = one || (v4Mapped && bytes[12] == 127);
+  std::ostringstream text;
+  text << "[" << std::hex;
+  for (std::size_t k = 0; k < 16; k += 2) text << (k ? ":" : "") << (bytes[k] << 8 | bytes[k + 1]);
+  text << std::dec << "]:" << port;
+  l.address = text.str();
+  return l;
+}
+
+}  // namespace
+
+std::vector<Listener> listeningSockets(const std::vector<pid_t>& pids) {
+  std::set<std::string> inodes;
+  for (pid_t pid : pids) {
+    for (auto& inode : socketInodes(pid)) inodes.insert(inode);
+  }
+  std::vector<Listener> found;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::istringstream in(readFile(table));
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::vector<std::string> f;
+      for (std::string x; fields >> x;) f.push_back(x);
+      if (f.size() < 10 || f[3] != "0A" || inodes.count(f[9]) == 0) continue;  // 0A: LISTEN
+      found.push_back(decodeAddress(f[1]));
+    }
+  }
+  return found;
 }
 
 bool eventually(const std::function<bool()>& holds, std::chrono::milliseconds timeout) {

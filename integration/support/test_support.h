@@ -82,6 +82,14 @@ bool fileWritten(const std::string& path, std::chrono::milliseconds timeout);
 /// to `within`.
 bool processGone(pid_t pid, std::chrono::milliseconds within = std::chrono::seconds(60));
 
+/// The TCP sockets in LISTEN state that the processes `pids` hold, from /proc/PID/fd and
+/// /proc/net/tcp, tcp6: "127.0.0.1:41234", "[::]:35619", … with whether each is loopback only.
+struct Listener {
+  std::string address;
+  bool loopback = false;
+};
+std::vector<Listener> listeningSockets(const std::vector<pid_t>& pids);
+
 std::string readFile(const std::string& path);
 /// Number of lines in `text` that contain `needle`.
 int countLines(const std::string& text, const std::string& needle);

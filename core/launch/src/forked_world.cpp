@@ -34,11 +34,10 @@ void raiseFdLimit() {
 }  // namespace
 
 SharedProgress::SharedProgress(int worldSize) : worldSize_(worldSize) {
-  bytes_ = sizeof(Header) + sizeof(Slot) * static_cast<std::size_t>(worldSize);
+  bytes_ = sizeof(Slot) * static_cast<std::size_t>(worldSize);
   memory_ = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (memory_ == MAP_FAILED) throw Error(fmt::format("mmap: {}", ::strerror(errno)));
-  new (memory_) Header();
-  auto* slots = reinterpret_cast<Slot*>(static_cast<char*>(memory_) + sizeof(Header));
+  auto* slots = static_cast<Slot*>(memory_);
   for (int r = 0; r < worldSize; ++r) new (&slots[r]) Slot();
 }
 
@@ -48,24 +47,7 @@ SharedProgress::~SharedProgress() {
 
 SharedProgress::Slot& SharedProgress::slot(int rank) {
   DDPH_ASSERT(rank >= 0 && rank < worldSize_);
-  return reinterpret_cast<Slot*>(static_cast<char*>(memory_) + sizeof(Header))[rank];
-}
-
-void SharedProgress::publishPort(std::uint16_t port) {
-  static_cast<Header*>(memory_)->port.store(port);
-}
-
-std::uint16_t SharedProgress::waitPort(std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  auto& port = static_cast<Header*>(memory_)->port;
-  while (port.load() == 0) {
-    if (Clock::now() > deadline) {
-      throw TimeoutError(fmt::format("waiting for rank 0's store port timed out after {} ms",
-                                     timeout.count()));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return static_cast<std::uint16_t>(port.load());
+  return static_cast<Slot*>(memory_)[rank];
 }
 
 void writeLine(int fd, const std::string& line) {

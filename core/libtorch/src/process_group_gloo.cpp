@@ -18,6 +18,7 @@
 #include "ddph/comm/collective_errors.h"
 #include "ddph/common/error.h"
 #include "ddph/libtorch/c10d_glue.h"
+#include "c10d_store_adapter.h"
 #include "torch_parts.h"
 
 namespace ddph::libtorch {
@@ -195,14 +196,11 @@ std::unique_ptr<Communicator> connectProcessGroupGloo(std::shared_ptr<Rendezvous
                                                       int rank, int size,
                                                       const GlooOptions& options,
                                                       const std::string& groupName) {
-  const auto* native = static_cast<const c10::intrusive_ptr<c10d::Store>*>(store->c10dStore());
-  DDPH_CHECK(native != nullptr, "c10d's Gloo engine needs a c10d store (makeTcpStore or "
-                                "makeInProcessStore)");
   auto opts = c10d::ProcessGroupGloo::Options::create(options.timeout);
   opts->devices.push_back(
       c10d::ProcessGroupGloo::createDeviceForHostname(options.hostname));
   opts->threads = std::max(1, options.threads);
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(groupName, *native);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(groupName, asC10dStore(store));
   prefixed->setTimeout(options.timeout);
   auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, opts);
   return std::make_unique<GlooCommunicator>(std::move(pg), std::move(store), options.timeout,

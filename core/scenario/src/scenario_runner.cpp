@@ -11,6 +11,10 @@
 #include <sstream>
 
 #include "ddph/comm/gloo_communicator.h"
+#include "ddph/comm/local_store.h"
+#include "ddph/common/private_folder.h"
+#include "ddph/config.h"
+#include "ddph/verify/randperm.h"
 #include "ddph/common/libtorch_module.h"
 #include "ddph/common/error.h"
 #include "ddph/launch/forked_world.h"
@@ -45,8 +49,8 @@ class PipeObserver final : public RankObserver {
   SharedProgress::Slot& slot_;
 };
 
-int rankMain(const Scenario& s, const GlooOptions& engine, int rank, int fd,
-             SharedProgress& progress) {
+int rankMain(const Scenario& s, const GlooOptions& engine, const std::string& storePath, int rank,
+             int fd, SharedProgress& progress) {
   PipeObserver observer(fd, progress.slot(rank));
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(s.timeoutS * 1000));
   // NOTE [Connect deadline]: ranks are forked one after another and all connect on the same
@@ -62,16 +66,11 @@ int rankMain(const Scenario& s, const GlooOptions& engine, int rank, int fd,
     return code;
   };
   try {
-    std::shared_ptr<RendezvousStore> store;
-    if (rank == 0) {
-      // Port 0: the kernel picks a free port, so concurrent runs never collide; the others learn
-      // it through shared memory.
-      store = makeTcpStore("127.0.0.1", 0, true, s.worldSize, connectTimeout);
-      progress.publishPort(store->port());
-    } else {
-      store = makeTcpStore("127.0.0.1", progress.waitPort(connectTimeout), false, s.worldSize,
-                           connectTimeout);
-    }
+    // NOTE [Local store]: rank 0 serves the rendezvous on a Unix socket in the run's private
+    // folder; nothing of the run listens on a network address but Gloo's pairs on loopback.
+    std::optional<LocalStoreServer> server;
+    if (rank == 0) server.emplace(storePath);
+    auto store = connectLocalStore(storePath, connectTimeout);
     GlooOptions gloo = engine;
     gloo.timeout = connectTimeout;
     gloo.hostname = loopbackAddressForRank(rank);  // NOTE [Loopback address per rank]
@@ -81,7 +80,7 @@ int rankMain(const Scenario& s, const GlooOptions& engine, int rank, int fd,
     comm->setTimeout(timeout);
     const double connectS = std::chrono::duration<double>(Clock::now() - start).count();
     const RankRunStats stats = runRankProgram(s, *comm, observer);
-    comm->barrier("end of run");  // rank 0 hosts the store: nobody leaves before all are done
+    comm->barrier("end of run");  // rank 0 serves the store: nobody leaves before all are done
     observer.send({{"t", "done"},
                    {"steps", stats.steps},
                    {"compute_s", stats.computeSeconds},
@@ -135,6 +134,17 @@ Parsed parseOutput(const std::string& output) {
   return p;
 }
 
+// Whether the ranks will call into LibTorch: c10d's Gloo engine, LibTorch's samplers, or a
+// shuffled epoch longer than the randperm replica reaches (randperm.h).
+bool needsLibTorch(const Scenario& s, const GlooOptions& engine) {
+  if (engine.engine == GlooEngine::kProcessGroup || !DDPH_HAVE_DIRECT_GLOO) return true;
+  for (const auto& d : s.datasets) {
+    if (d.sampler.rfind("libtorch", 0) == 0) return true;
+    if (d.shuffle && d.size >= kRandpermReplicaLimit) return true;
+  }
+  return false;
+}
+
 std::string howItEnded(const ForkedRank& r) {
   RankOutcome o;
   o.rank = r.rank;
@@ -161,11 +171,14 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
   const double deadline = options.deadlineS.value_or(std::max(600.0, 4 * s.timeoutS));
   world.deadline = std::chrono::milliseconds(static_cast<std::int64_t>(deadline * 1000));
   world.grace = std::chrono::milliseconds(static_cast<std::int64_t>(options.graceS * 1000));
-  // The ranks' stores are c10d's: LibTorch is loaded here, once, and the ranks forked with it
-  // (loaded in each rank it would cost every rank its start-up; NOTE [LibTorch on demand]).
-  libtorch::backend();
+  // A rank that needs LibTorch gets it loaded here, once, before the fork (loaded in each rank it
+  // would cost every rank its start-up); the others are forked without it, which is what makes
+  // large worlds cheap to fork (NOTE [LibTorch on demand]).
+  if (needsLibTorch(s, options.gloo)) libtorch::backend();
+  const PrivateFolder folder("ddph-run-");
+  const std::string storePath = folder.path() + "/store";
   const ForkedWorldResult result = runForkedWorld(world, [&](int rank, int fd, SharedProgress& progress) {
-    return rankMain(s, options.gloo, rank, fd, progress);
+    return rankMain(s, options.gloo, storePath, rank, fd, progress);
   });
 
   RunReport report;

@@ -30,7 +30,7 @@ enum RankExitCode : int {
 };
 
 /// Shared memory (MAP_SHARED, created before the fork) for what ranks tell each other and the
-/// supervisor without a socket: the store port rank 0 bound, and each rank's current step.
+/// supervisor without a socket: each rank's current step.
 class SharedProgress {
  public:
   struct Slot {
@@ -44,14 +44,8 @@ class SharedProgress {
   SharedProgress& operator=(const SharedProgress&) = delete;
 
   Slot& slot(int rank);
-  void publishPort(std::uint16_t port);
-  /// Waits (polling) for rank 0's port; throws TimeoutError after `timeout`.
-  std::uint16_t waitPort(std::chrono::milliseconds timeout);
 
  private:
-  struct Header {
-    std::atomic<std::uint32_t> port{0};
-  };
   void* memory_ = nullptr;
   std::size_t bytes_ = 0;
   int worldSize_ = 0;

@@ -1,6 +1,6 @@
 #pragma once
-// `ddp-sim run`: a scenario on W real rank processes (forked, TCPStore on rank 0, Gloo with one
-// loopback address per rank), supervised, and turned into a RunReport.
+// `ddp-sim run`: a scenario on W real rank processes (forked, a local store served by rank 0,
+// Gloo with one loopback address per rank), supervised, and turned into a RunReport.
 
 #include <optional>
 
