@@ -108,8 +108,8 @@ TEST(HtmlReportParts, TimelineNamesTheRanksBehindAndTheFirstDivergence) {
 
 TEST(HtmlReportParts, CounterexampleTableHighlightsItsIndices) {
   Page page;
-  page.counterexample = Counterexample{"disjointness", "index 3 on ranks 0 and 1", "N=5 W=2",
-                                       {{0, 3, 4}, {3, 1, 2}}, {3}, "ddp-sim check-sampler --replay x"};
+  page.counterexamples.push_back(Counterexample{"disjointness", "index 3 on ranks 0 and 1", "N=5 W=2",
+                                                {{0, 3, 4}, {3, 1, 2}}, {}, {3}, "ddp-sim check-sampler --replay x"});
   const std::string html = renderHtml(page);
   EXPECT_EQ(count(html, "<td class=\"num hit\">3</td>"), 2u);
   EXPECT_NE(html.find("<pre id=\"replay\">ddp-sim check-sampler --replay x</pre>"), std::string::npos);

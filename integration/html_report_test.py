@@ -2,14 +2,16 @@
 """The --html reports rendered in a real browser (Debian's chromium, headless).
 
 Makes the pages of a passing and a failing run (`ddp-sim run healthy` and `ddp-sim run
-rank-seed-skew`, each with --report for the JSON to compare with) in a private temp folder,
+rank-seed-skew`, each with --report for the JSON to compare with) and of a failing `ddp-sim
+check-sampler` (its minimal counterexample and replay command) in a private temp folder,
 loads each in headless chromium driven over --remote-debugging-pipe (the DevTools protocol, stdlib
 only), takes a screenshot and asserts:
   - the file references nothing outside itself (no src=, href=, url(, @import, http(s)://) and the
     browser requested nothing but the page itself;
   - no console error, no uncaught exception;
-  - the SVG charts are present (coverage and rank timeline), the verdict says PASSED / FAILED as the
-    JSON report does, and every violation's property and detail are in the DOM;
+  - runs: the SVG charts are present (coverage and rank timeline), the verdict says PASSED / FAILED
+    as the JSON report does, and every violation's property and detail are in the DOM;
+  - check-sampler: the counterexample table is there, with the replay command ddp-sim printed;
   - the screenshot is a PNG.
 chromium is a declared dependency (scripts/install-deps.sh): without it the test fails.
 Every wait has a deadline (minutes: the machine is loaded); nothing is left behind: the temp folder,
@@ -155,6 +157,8 @@ PROBE = """(() => {
     readings: document.querySelectorAll('p.reading').length,
     verdict: (document.getElementById('verdict-badge') || {}).textContent || '',
     violations: document.querySelectorAll('div.violation').length,
+    counterexamples: document.querySelectorAll('table.counterexample').length,
+    replay: (document.getElementById('replay') || {}).textContent || '',
     text: t,
     height: document.documentElement.scrollHeight,
   });
@@ -219,12 +223,16 @@ def check_page(browser, page, png_path, report=None):
         raise Failure(f"{page}: console errors: {errors}")
     if requests:
         raise Failure(f"{page}: the browser requested {requests}")
-    if found["charts"] < 1 or found["readings"] < 2:
-        raise Failure(f"{page}: {found['charts']} SVG charts and {found['readings']} readings rendered")
+    if found["verdict"] not in ("PASSED", "FAILED") or found["readings"] < 1:
+        raise Failure(f"{page}: verdict {found['verdict']!r}, {found['readings']} readings rendered")
     with open(png_path, "rb") as f:
         if f.read(8) != b"\x89PNG\r\n\x1a\n":
             raise Failure(f"{png_path} is not a PNG")
-    if report is not None:
+    if report is not None and "replay" in report:  # check-sampler: no JSON report, the printed replay
+        if found["counterexamples"] < 1 or found["replay"] != report["replay"]:
+            raise Failure(f"{page}: {found['counterexamples']} counterexample tables, replay "
+                          f"{found['replay']!r} where ddp-sim printed {report['replay']!r}")
+    elif report is not None:
         if found["coverage"] < 1 or found["timeline"] != 1:
             raise Failure(f"{page}: {found['coverage']} coverage and {found['timeline']} timeline charts")
         expected = "PASSED" if report["passed"] else "FAILED"
@@ -243,6 +251,7 @@ def check_page(browser, page, png_path, report=None):
 
 
 def run_sim(ddp_sim, args, expect_code, env):
+    """Runs ddp-sim, expects `expect_code`, returns its output."""
     try:
         done = subprocess.run([ddp_sim, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               timeout=RUN_DEADLINE_S, env=env, check=False)
@@ -251,6 +260,7 @@ def run_sim(ddp_sim, args, expect_code, env):
     if done.returncode != expect_code:
         raise Failure(f"ddp-sim {' '.join(args)} exited {done.returncode}, expected {expect_code}:\n"
                       + done.stdout.decode(errors="replace"))
+    return done.stdout.decode(errors="replace")
 
 
 def main():
@@ -278,6 +288,14 @@ def main():
                         code, env)
                 with open(report, encoding="utf-8") as f:
                     pages.append((html, json.load(f)))
+            # check-sampler: LibTorch's sequential sampler breaks reshuffle; its minimal case as a table.
+            html = os.path.join(tmp, "check-sampler.html")
+            out = run_sim(args.ddp_sim, ["check-sampler", "--builtin", "libtorch-sequential", "--html", html],
+                          1, env)
+            replay = re.search(r"replay: (.*)", out)
+            if not replay:
+                raise Failure("ddp-sim check-sampler printed no replay command:\n" + out)
+            pages.append((html, {"replay": replay.group(1)}))
         browser = Browser(args.chromium, os.path.join(tmp, "chromium-profile"),
                           os.path.join(tmp, "chromium.log"))
         try:

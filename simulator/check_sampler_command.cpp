@@ -12,11 +12,13 @@
 #include <optional>
 #include <sstream>
 #include <iostream>
+#include <map>
 
 #include "commands.h"
 #include "ddph/common/error.h"
 #include "ddph/verify/contract.h"
 #include "ddph/verify/elastic_sampler.h"
+#include "ddph/report/html_report.h"
 #include "ddph/verify/property.h"
 #include "ddph/verify/builtin_samplers.h"
 #include "ddph/verify/line_protocol_sampler.h"
@@ -36,6 +38,7 @@ struct CheckSamplerArgs {
   std::int64_t maxReplicas = SearchOptions{}.maxReplicas;
   std::int64_t maxEpoch = SearchOptions{}.maxEpoch;
   std::optional<std::string> builtin;
+  std::optional<std::string> htmlPath;
   bool noShuffle = false;
   bool list = false;
   std::vector<std::string> command;
@@ -89,9 +92,49 @@ void printList() {
   for (const auto& p : samplerProperties()) fmt::print("  {:<17} {}\n", p.name, p.summary);
 }
 
-// Shows what the minimal case asked and got, and how to replay it.
-void printMinimalCase(Sampler& sampler, const CheckSamplerArgs& a, const Contract& contract,
-                      const SearchResult& r) {
+// The command that replays the minimal case: ddp-sim sampler for a built-in sampler, else the
+// recorded requests piped into the user's command.
+std::string replayCommand(const CheckSamplerArgs& a, const Contract& contract, const SamplerCase& c,
+                          const std::vector<Exchange>& exchanges) {
+  if (a.builtin) {
+    return fmt::format("ddp-sim sampler --sampler {} -N {} -W {} --epoch {} --seed {}{}{}{}",
+                       *a.builtin, c.datasetSize, c.numReplicas, c.epoch, c.seed,
+                       contract.expectations.dropLast ? " --drop-last" : "",
+                       contract.expectations.shuffle ? "" : " --no-shuffle",
+                       c.resume.empty() ? " --check" : " --resume " + formatResumePoints(c.resume));
+  }
+  std::string requests;
+  for (const auto& x : exchanges) requests += " " + shellQuote(requestJson(x.request));
+  return fmt::format("printf '%s\\n'{} | {}", requests, commandLine(a.command));
+}
+
+// The minimal case for the HTML page: a row per answer (rank and epoch), the indices that occur
+// more than once among the answers of one epoch highlighted.
+report::Counterexample pageCase(const SearchResult& r, const std::vector<Exchange>& exchanges,
+                                std::string replay) {
+  report::Counterexample out;
+  out.property = r.property;
+  out.detail = r.violation ? formatViolation(*r.violation) : "";
+  out.parameters = formatCase(*r.counterexample);
+  std::map<std::pair<std::int64_t, std::int64_t>, std::map<Index, int>> seen;  // (epoch, seed)
+  for (const auto& x : exchanges) {
+    out.perRank.push_back(std::vector<std::int64_t>(x.indices.begin(), x.indices.end()));
+    out.rowLabels.push_back(fmt::format("rank {}, epoch {}", x.request.rank, x.request.epoch));
+    auto& counts = seen[{x.request.epoch, x.request.seed}];
+    for (Index i : x.indices) ++counts[i];
+  }
+  for (const auto& [key, counts] : seen) {
+    for (const auto& [i, n] : counts) {
+      if (n > 1) out.highlighted.push_back(i);
+    }
+  }
+  out.replayCommand = std::move(replay);
+  return out;
+}
+
+// Shows what the minimal case asked and got, and how to replay it; returns it for the page.
+report::Counterexample printMinimalCase(Sampler& sampler, const CheckSamplerArgs& a,
+                                        const Contract& contract, const SearchResult& r) {
   std::optional<Violation> again;
   const auto exchanges =
       recordCase(sampler, *r.counterexample, contract.expectations, r.property, &again);
@@ -103,18 +146,9 @@ void printMinimalCase(Sampler& sampler, const CheckSamplerArgs& a, const Contrac
   for (const auto& x : exchanges) {
     fmt::print("         {}\n           -> {}\n", requestJson(x.request), shownResponse(x));
   }
-  if (a.builtin) {
-    const SamplerCase& c = *r.counterexample;
-    fmt::print("       replay: ddp-sim sampler --sampler {} -N {} -W {} --epoch {} --seed {}{}{}{}\n",
-               *a.builtin, c.datasetSize, c.numReplicas, c.epoch, c.seed,
-               contract.expectations.dropLast ? " --drop-last" : "",
-               contract.expectations.shuffle ? "" : " --no-shuffle",
-               c.resume.empty() ? " --check" : " --resume " + formatResumePoints(c.resume));
-    return;
-  }
-  std::string requests;
-  for (const auto& x : exchanges) requests += " " + shellQuote(requestJson(x.request));
-  fmt::print("       replay: printf '%s\\n'{} | {}\n", requests, commandLine(a.command));
+  std::string replay = replayCommand(a, contract, *r.counterexample, exchanges);
+  fmt::print("       replay: {}\n", replay);
+  return pageCase(r, exchanges, std::move(replay));
 }
 
 int run(const CheckSamplerArgs& a) {
@@ -130,6 +164,7 @@ int run(const CheckSamplerArgs& a) {
   DDPH_CHECK(a.maxDatasetSize >= 0, "--max-dataset-size must be non-negative");
   DDPH_CHECK(a.maxReplicas >= 1, "--max-replicas must be at least 1");
   DDPH_CHECK(a.maxEpoch >= 1, "--max-epoch must be at least 1");
+  if (a.htmlPath) report::checkReportPath(*a.htmlPath);
 
   Contract contract = findContract(a.contract);
   if (!a.properties.empty()) {
@@ -166,6 +201,13 @@ int run(const CheckSamplerArgs& a) {
   std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> violated;
+  report::Page page;
+  page.title = fmt::format("ddp-sim check-sampler: {}", a.builtin ? "builtin " + *a.builtin : sampler->name());
+  page.command = searchCommand(a);
+  for (const auto& property : contract.properties) {
+    const PropertyInfo* info = findProperty(property);
+    page.verdict.properties.push_back({property, info ? std::string(info->summary) : ""});
+  }
   silenceRapidCheck();
   std::size_t width = 15;  // the property column
   for (const auto& property : contract.properties) width = std::max(width, property.size());
@@ -180,7 +222,10 @@ int run(const CheckSamplerArgs& a) {
                    formatCase(*r.counterexample), r.casesPassed);
         fmt::print("       {}\n", formatViolation(*r.violation));
         fmt::print("       likely cause: {}\n", findProperty(property)->likelyCause);
-        printMinimalCase(*sampler, a, contract, r);
+        page.counterexamples.push_back(printMinimalCase(*sampler, a, contract, r));
+        page.verdict.violations.push_back({property, r.violation->ranks, r.violation->epoch,
+                                           r.violation->step, r.violation->detail,
+                                           std::string(findProperty(property)->likelyCause)});
       }
       std::fflush(stdout);
     }
@@ -193,6 +238,11 @@ int run(const CheckSamplerArgs& a) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string requests =
       external ? fmt::format("{} requests in ", external->requestsAnswered()) : "";
+  page.verdict.passed = violated.empty();
+  page.subtitle = fmt::format("contract '{}': {} properties x {} cases, seed {}: {}", contract.name,
+                              contract.properties.size(), a.cases, a.seed,
+                              violated.empty() ? "PASSED" : "FAILED");
+  if (a.htmlPath) report::writeHtmlReport(*a.htmlPath, page);
   if (violated.empty()) {
     fmt::print("check-sampler: PASSED: contract '{}' holds ({} properties x {} cases, {}{:.1f} s)\n",
                contract.name, contract.properties.size(), a.cases, requests, seconds);
@@ -239,6 +289,9 @@ Command addCheckSamplerCommand(CLI::App& app) {
                   "check a built-in sampler: pytorch | libtorch-random | libtorch-sequential");
   sub->add_flag("--no-shuffle", args->noShuffle,
                 "expect the order 0..N-1 (and build built-in samplers without shuffle)");
+  sub->add_option("--html", args->htmlPath,
+                  "also write a self-contained HTML report here: the verdict and each minimal "
+                  "counterexample as a table, with its replay command (docs/html-report.md)");
   sub->add_flag("--list", args->list, "list the contracts and properties, and exit");
   sub->add_option("command", args->command, "the sampler command and its arguments (after --)");
   return {sub, [args] {

@@ -19,7 +19,8 @@ std::string counterexampleSection(const Counterexample& c) {
   if (positions > kShownPositions) table += fmt::format("<th>… {} more</th>", positions - kShownPositions);
   table += "</tr>\n";
   for (std::size_t r = 0; r < c.perRank.size(); ++r) {
-    table += fmt::format("<tr><th>rank {}</th>", r);
+    table += r < c.rowLabels.size() ? fmt::format("<tr><th>{}</th>", escape(c.rowLabels[r]))
+                                    : fmt::format("<tr><th>rank {}</th>", r);
     for (std::size_t p = 0; p < positions && p < kShownPositions; ++p) {
       if (p >= c.perRank[r].size()) {
         table += "<td></td>";
@@ -38,9 +39,9 @@ std::string counterexampleSection(const Counterexample& c) {
   if (!c.replayCommand.empty()) {
     body += fmt::format("<h3>Replay</h3><pre id=\"replay\">{}</pre>\n", escape(c.replayCommand));
   }
-  const std::string reading = fmt::format("The smallest case found that breaks {}: {} ranks, {} positions; {}",
+  const std::string reading = fmt::format("The smallest case found that breaks {}: {} rows of at most {} indices; {}",
                                           c.property, c.perRank.size(), positions, c.detail);
-  return section("counterexample", "Minimal counterexample", reading, body);
+  return section("counterexample-" + c.property, "Minimal counterexample: " + c.property, reading, body);
 }
 
 }  // namespace ddph::report::detail

@@ -18,7 +18,7 @@ void checkReportPath(const std::filesystem::path& path) {
 
 std::string renderHtml(const Page& page) {
   std::string body = detail::verdictSection(page.verdict);
-  if (page.counterexample) body += detail::counterexampleSection(*page.counterexample);
+  for (const auto& c : page.counterexamples) body += detail::counterexampleSection(c);
   if (!page.coverage.empty()) body += detail::coverageSection(page.coverage);
   if (page.timeline && !page.timeline->ranks.empty()) body += detail::timelineSection(*page.timeline);
   if (page.training) body += detail::trainingSection(*page.training);

@@ -87,7 +87,8 @@ struct Counterexample {
   std::string property;
   std::string detail;
   std::string parameters;  ///< "N=5 W=2 epoch=1 seed=0 …"
-  std::vector<std::vector<std::int64_t>> perRank;  ///< [rank][position] -> index
+  std::vector<std::vector<std::int64_t>> perRank;  ///< [row][position] -> index
+  std::vector<std::string> rowLabels;  ///< one per row ("rank 0, epoch 1"); empty: "rank R"
   std::vector<std::int64_t> highlighted;  ///< indices the violation is about (duplicates, …)
   std::string replayCommand;
 };
@@ -123,7 +124,7 @@ struct Page {
   Verdict verdict;
   std::vector<CoverageEpoch> coverage;
   std::optional<Timeline> timeline;
-  std::optional<Counterexample> counterexample;
+  std::vector<Counterexample> counterexamples;  ///< one per violated property (check-sampler)
   std::optional<Training> training;
 };
 
