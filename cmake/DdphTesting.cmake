@@ -1,8 +1,10 @@
-# ddph_add_gtest(NAME SOURCES … [LIBS …] [LABELS …] [TIMEOUT s] [TEST_PREFIX p] [RESOURCE_LOCK …])
+# ddph_add_gtest(NAME SOURCES … [LIBS …] [LABELS …] [TIMEOUT s] [TEST_PREFIX p] [RESOURCE_LOCK …]
+#                [NO_TOOLS])
 # One GoogleTest executable, its tests discovered by ctest (so GTEST_SKIP shows as skipped), each
 # with the labels, a timeout and the resource locks (tests sharing e.g. the GPU never run at
 # once). TEST_PREFIX is put before every discovered test's name (e.g.
-# "dataset_mix." so that `ctest -R dataset` selects the executable's tests).
+# "dataset_mix." so that `ctest -R dataset` selects the executable's tests). NO_TOOLS: a test of
+# library code alone, built without ddp-sim, ddp-train and the LibTorch module (ddph_test_paths).
 include(GoogleTest)
 
 # ddph_test_paths(TARGET): what a test program finds, one name each, the same in every test:
@@ -23,13 +25,16 @@ function(ddph_test_paths target)
 endfunction()
 
 function(ddph_add_gtest name)
-  cmake_parse_arguments(arg "" "TIMEOUT;TEST_PREFIX" "SOURCES;LIBS;LABELS;RESOURCE_LOCK" ${ARGN})
+  cmake_parse_arguments(arg "NO_TOOLS" "TIMEOUT;TEST_PREFIX" "SOURCES;LIBS;LABELS;RESOURCE_LOCK"
+                        ${ARGN})
   if(NOT arg_TIMEOUT)
     set(arg_TIMEOUT 120)
   endif()
   add_executable(${name} ${arg_SOURCES})
   target_link_libraries(${name} PRIVATE ${arg_LIBS} GTest::gtest GTest::gtest_main ddph_warnings)
-  ddph_test_paths(${name})
+  if(NOT arg_NO_TOOLS)
+    ddph_test_paths(${name})
+  endif()
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60

@@ -103,5 +103,27 @@ TEST(ScenarioFile, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(syntax.rfind("bad.toml:2: ", 0), 0u) << syntax;
 }
 
+// A value its key's type cannot hold is refused on one line, never cut or converted later:
+// world_size = 4294967300 ran 4 ranks, timeout_s = inf reached a conversion to int64 milliseconds.
+TEST(ScenarioFile, OutOfRangeValuesAreRefusedNotCut) {
+  const std::string datasets = "[[datasets]]\nsize = 10\n";
+  EXPECT_EQ(errorOf("world_size = 4294967300\n" + datasets),
+            "bad.toml:1: key 'world_size': 4294967300 is out of range");
+  EXPECT_EQ(errorOf("world_size = -4294967300\n" + datasets),
+            "bad.toml:1: key 'world_size': -4294967300 is out of range");
+  EXPECT_EQ(errorOf("epochs = 2147483648\n" + datasets),
+            "bad.toml:1: key 'epochs': 2147483648 is out of range");
+  const std::string timeoutError =
+      "bad.toml:1: key 'timeout_s': must be positive and at most 604800 (a week), got ";
+  EXPECT_EQ(errorOf("timeout_s = inf\n" + datasets), timeoutError + "inf");
+  EXPECT_EQ(errorOf("timeout_s = nan\n" + datasets), timeoutError + "nan");
+  EXPECT_EQ(errorOf("timeout_s = 1e300\n" + datasets), timeoutError + "1e+300");
+  EXPECT_EQ(errorOf("timeout_s = 604800.5\n" + datasets), timeoutError + "604800.5");
+  EXPECT_EQ(errorOf("timeout_s = 0\n" + datasets), timeoutError + "0");
+  EXPECT_EQ(parseScenario("timeout_s = 604800\n" + datasets, "ok.toml").timeoutS, 604800.0);
+  EXPECT_EQ(errorOf("world_size = 2\n" + datasets + "[faults]\ndelay = { rank = 1, ms = inf }\n"),
+            "bad.toml:5: key 'faults.delay.ms': must be between 0 and 604800000 (a week), got inf");
+}
+
 }  // namespace
 }  // namespace ddph

@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "ddph/common/error.h"
+#include "ddph/common/timeouts.h"
 #include "ddph/verify/property.h"
 
 namespace ddph {
@@ -129,7 +130,10 @@ Scenario parseScenario(std::string_view text, const std::string& source) {
   if (s.epochs < 1) fail("epochs", "must be at least 1");
   if (s.batchSize < 1) fail("batch_size", "must be at least 1");
   if (s.phase != "train" && s.phase != "eval") fail("phase", "must be \"train\" or \"eval\"");
-  if (!(s.timeoutS > 0)) fail("timeout_s", "must be positive");
+  if (!isSaneTimeout(s.timeoutS)) {
+    fail("timeout_s", fmt::format("must be positive and at most {} (a week), got {}",
+                                  kMaxTimeoutSeconds, s.timeoutS));
+  }
   if (s.gradientSize < 1) fail("gradient_size", "must be at least 1");
   if (!s.expect.empty() && findProperty(s.expect) == nullptr) {
     fail("expect", fmt::format("'{}' is not a property name", s.expect));
@@ -208,7 +212,11 @@ Scenario parseScenario(std::string_view text, const std::string& source) {
       delay.rank = kr.required<int>("rank");
       delay.ms = kr.required<double>("ms");
       if (delay.rank < 0) kr.fail(kr.find("rank"), "rank", "must be non-negative");
-      if (!(delay.ms >= 0)) kr.fail(kr.find("ms"), "ms", "must be non-negative");
+      if (!(delay.ms >= 0 && delay.ms <= kMaxTimeoutSeconds * 1000)) {
+        kr.fail(kr.find("ms"), "ms",
+                fmt::format("must be between 0 and {} (a week), got {}", kMaxTimeoutSeconds * 1000,
+                            delay.ms));
+      }
       kr.checkUnknown();
       s.faults.delay = delay;
     }

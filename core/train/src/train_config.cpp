@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "ddph/common/error.h"
+#include "ddph/common/timeouts.h"
 #include "ddph/data/image_dataset.h"
 
 namespace ddph::train {
@@ -100,7 +101,8 @@ void validate(const TrainConfig& config) {
                    std::filesystem::is_directory(config.traceSamplesPath, ec),
                "--trace-samples {}: not a folder", config.traceSamplesPath);
   }
-  DDPH_CHECK(config.timeoutSeconds > 0, "--timeout must be positive, got {}",
+  DDPH_CHECK(isSaneTimeout(config.timeoutSeconds),
+             "--timeout must be positive and at most {} s (a week), got {}", kMaxTimeoutSeconds,
              config.timeoutSeconds);
 }
 
