@@ -32,6 +32,20 @@ std::size_t paddingFrom(const RankTrace& t, const PassRecord& p) {
   return static_cast<std::size_t>(rest <= 0 ? 0 : (rest + w - 1) / w);
 }
 
+// "rank 3", "ranks 0-510": runs of consecutive ranks joined, so that W = 512 stays one line.
+std::string compactRanks(std::vector<std::int64_t> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += fmt::format("{}{}", out.empty() ? "" : ", ",
+                       j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]));
+    i = j + 1;
+  }
+  return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", out);
+}
+
 std::string outcomeOf(const Trace& trace, const RankTrace* t, int rank) {
   if (trace.launch) {
     for (const auto& l : trace.launch->ranks) {
@@ -108,12 +122,12 @@ std::optional<report::CollectiveDivergence> firstDivergence(const Trace& trace) 
       std::size_t commonest = 0;
       for (const auto& [sig, ranks] : bySignature) commonest = std::max(commonest, ranks.size());
       for (const auto& [sig, ranks] : bySignature) {
-        detail += fmt::format("{}{} called {}", detail.empty() ? "" : "; ", rankList(ranks),
+        detail += fmt::format("{}{} called {}", detail.empty() ? "" : "; ", compactRanks(ranks),
                               describeCollective(*example.at(sig)));
         if (!absent.empty() || ranks.size() < commonest) d.ranks.insert(d.ranks.end(), ranks.begin(), ranks.end());
       }
       if (!absent.empty()) {
-        detail += fmt::format("; {} never entered it", rankList(absent));
+        detail += fmt::format("; {} never entered it", compactRanks(absent));
         d.ranks = absent;
       }
       d.detail = detail;

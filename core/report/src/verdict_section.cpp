@@ -70,7 +70,11 @@ std::string verdictSection(const Verdict& verdict) {
                              : "No property was violated, but the run did not finish (see the notes).";
   } else {
     const ViolationRow& first = verdict.violations.front();
-    reading = fmt::format("{} broke first ({}): {}", first.property, where(first), first.detail);
+    // The reading stays one line: the whole detail is in the violation's box below.
+    constexpr std::size_t kShown = 240;
+    std::string detail = first.detail.substr(0, kShown);
+    if (first.detail.size() > kShown) detail += " …";
+    reading = fmt::format("{} broke first ({}): {}", first.property, where(first), detail);
   }
   return section("verdict", "Verdict", reading, body);
 }
