@@ -215,6 +215,86 @@ DDPH_RC_PROP(GradientEquivalenceControls, NoInitialBroadcastIsNotEquivalent, 5, 
   assertNotEquivalent(s, checkGradientEquivalence(s), "not broadcast from rank 0");
 }
 
+// --- Mutants of DistributedDataParallel itself (NOTE [DDP mutants]) ----------------------------
+
+// MLP 4-[4]-4 in float64 with a bucket cap of 20 values: two buckets of equal size,
+// [2.bias, 2.weight] then [0.bias, 0.weight] (reverse registration order), so buckets launched in
+// another order pair without a size mismatch, as in a real model with equal buckets.
+TrainingSetup mutantSetup(DdpMutant mutant, int rank) {
+  TrainingSetup s;
+  s.model.inputs = 4;
+  s.model.hidden = {4};
+  s.model.outputs = 4;
+  s.worldSize = 4;
+  s.batchPerRank = 2;
+  s.steps = 2;
+  s.bucketCapBytes = 20 * sizeof(double);
+  s.ddpMutant = mutant;
+  s.mutantRank = rank;
+  return s;
+}
+
+// The one violation at `step` whose detail holds every one of `words`.
+void expectCaught(const TrainingSetup& s, std::int64_t step,
+                  const std::vector<std::string>& words) {
+  const auto report = checkGradientEquivalence(s);
+  EXPECT_EQ(report.buckets, 2) << describeSetup(s);
+  ASSERT_FALSE(report.equivalent()) << describeSetup(s);
+  const Violation* atStep = nullptr;
+  for (const auto& v : report.violations) {
+    EXPECT_EQ(v.property, property::kGradientEquivalence);
+    if (v.step == step && atStep == nullptr) atStep = &v;
+  }
+  ASSERT_NE(atStep, nullptr) << "nothing at step " << step << ":" << violationsText(report);
+  std::cout << describeSetup(s) << "\n  " << atStep->detail << "\n";  // real output for ddp.md
+  for (const auto& w : words) {
+    EXPECT_NE(atStep->detail.find(w), std::string::npos)
+        << "'" << w << "' is not in: " << atStep->detail;
+  }
+}
+
+TEST(DdpMutants, TheUnmutatedSetupIsEquivalent) {
+  const auto report = checkGradientEquivalence(mutantSetup(DdpMutant::kNone, -1));
+  EXPECT_EQ(report.buckets, 2);
+  EXPECT_TRUE(report.equivalent()) << violationsText(report);
+}
+
+TEST(DdpMutants, SummedGradientsAreWTimesTooLarge) {
+  expectCaught(mutantSetup(DdpMutant::kSumNotAverage, -1), 0,
+               {"every DDP gradient is exactly W = 4 times the single-process one",
+                "summed over ranks instead of averaged"});
+}
+
+TEST(DdpMutants, ABucketNeverReducedIsNamedWithItsParameters) {
+  expectCaught(mutantSetup(DdpMutant::kSkipLastBucket, -1), 0,
+               {"every rank holds its own gradient of '0.weight', '0.bias'",
+                "exactly bucket 1 of 2", "that bucket was never allreduced"});
+}
+
+TEST(DdpMutants, NoAllreduceAtAllLeavesEveryRankItsOwnGradients) {
+  expectCaught(mutantSetup(DdpMutant::kSkipAllreduce, -1), 0,
+               {"nothing was averaged across ranks (the allreduce was skipped)"});
+}
+
+TEST(DdpMutants, BucketsLaunchedInAnotherOrderOnOneRankAreNamed) {
+  expectCaught(mutantSetup(DdpMutant::kReverseBuckets, 2), 0,
+               {"rank(s) 2 hold gradients of", "different from the other 3 ranks'",
+                "paired different buckets"});
+}
+
+TEST(DdpMutants, NoBroadcastAtConstructionWithPerRankSeeds) {
+  TrainingSetup s = mutantSetup(DdpMutant::kNone, -1);
+  s.noInitialBroadcast = true;  // each rank initialises from seed + rank, and DDP broadcasts nothing
+  expectCaught(s, 0, {"the replicas started from different weights", "not broadcast from rank 0"});
+}
+
+// The "W times" diagnosis on generated setups too, not one hand-picked model.
+DDPH_RC_PROP(GradientEquivalenceControls, SummingDdpIsWTimesTooLarge, 5, ()) {
+  TrainingSetup s = *genControl(2, 1);
+  s.ddpMutant = DdpMutant::kSumNotAverage;
+  assertNotEquivalent(s, checkGradientEquivalence(s), "exactly W = ");
+}
+
 // The catalogue knows the property, and each control's report reads as documented (printed, so
 // the README can show real output).
 TEST(GradientEquivalenceControls, ReportsAreReadable) {

@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -55,6 +56,7 @@ struct DistributedDataParallel::Impl {
     at::Tensor flat;
     std::size_t pending = 0;  // parameters not yet ready in this backward
     std::unique_ptr<PendingCollective> work;
+    bool reduced = false;  // flattened and allreduced in this backward (see DdpMutant)
   };
 
   std::shared_ptr<torch::nn::Module> module;
@@ -178,6 +180,7 @@ struct DistributedDataParallel::Impl {
     for (auto& bucket : buckets) {
       bucket.pending = bucket.params.size();
       bucket.work.reset();
+      bucket.reduced = false;
     }
     nextBucket = 0;
     // Runs once the whole backward pass finished (PyTorch's reducer does the same).
@@ -188,6 +191,14 @@ struct DistributedDataParallel::Impl {
   // launched strictly in bucket order on every rank; a bucket that is complete early waits until
   // all buckets before it are complete.
   void launchReadyBuckets() {
+    if (options.mutant == DdpMutant::kReverseBuckets) {  // NOTE [DDP mutants]
+      const bool allReady = std::all_of(buckets.begin(), buckets.end(),
+                                        [](const Bucket& b) { return b.pending == 0; });
+      if (!allReady || nextBucket == buckets.size()) return;
+      for (std::size_t b = buckets.size(); b-- > 0;) launch(buckets[b]);
+      nextBucket = buckets.size();
+      return;
+    }
     while (nextBucket < buckets.size() && buckets[nextBucket].pending == 0) {
       launch(buckets[nextBucket]);
       ++nextBucket;
@@ -199,8 +210,14 @@ struct DistributedDataParallel::Impl {
     // unused-parameter check) stays, the flatten / allreduce / copy-back does not (the benchmark
     // measured the W = 1 DDP step 0.4-0.75 ms slower than the plain step with them).
     if (comm.size() == 1) return;
+    // NOTE [DDP mutants]: the broken variants the checker's negative controls run.
+    if (options.mutant == DdpMutant::kSkipAllreduce) return;
+    if (options.mutant == DdpMutant::kSkipLastBucket && &bucket == &buckets.back()) return;
+    bucket.reduced = true;
     torch::NoGradGuard noGrad;
-    const double scale = 1.0 / static_cast<double>(comm.size());
+    const double scale = options.mutant == DdpMutant::kSumNotAverage
+                             ? 1.0
+                             : 1.0 / static_cast<double>(comm.size());
     for (std::size_t i = 0; i < bucket.params.size(); ++i) {
       const at::Tensor& p = params[bucket.params[i]];
       at::Tensor view = bucket.flat.narrow(0, bucket.offsets[i], p.numel());
@@ -251,7 +268,7 @@ struct DistributedDataParallel::Impl {
     }
     torch::NoGradGuard noGrad;
     for (auto& bucket : buckets) {
-      if (comm.size() == 1) break;  // nothing was reduced (see launch)
+      if (!bucket.reduced) continue;  // a world of one (see launch), or a mutant
       for (std::size_t i = 0; i < bucket.params.size(); ++i) {
         at::Tensor& p = params[bucket.params[i]];
         at::Tensor averaged = bucket.flat.narrow(0, bucket.offsets[i], p.numel()).view_as(p);
@@ -271,6 +288,17 @@ struct DistributedDataParallel::Impl {
     }
   }
 };
+
+const char* ddpMutantName(DdpMutant mutant) {
+  switch (mutant) {
+    case DdpMutant::kNone: return "none";
+    case DdpMutant::kSumNotAverage: return "sum-not-average";
+    case DdpMutant::kSkipLastBucket: return "skip-last-bucket";
+    case DdpMutant::kSkipAllreduce: return "skip-allreduce";
+    case DdpMutant::kReverseBuckets: return "reverse-buckets";
+  }
+  return "?";
+}
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
                                                  Communicator& comm, DdpOptions options)

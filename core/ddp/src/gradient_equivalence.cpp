@@ -141,6 +141,7 @@ struct Run {
   std::vector<std::string> names;              // parameter names (reference only)
   int stepsRun = 0;
   int buckets = 0;
+  std::vector<std::vector<std::size_t>> bucketParams;  // parameter indices per bucket
   int failedStep = -1;
   std::string error;
   // Kept until every rank finished, then destroyed communicator first (NOTE [Teardown order]).
@@ -182,8 +183,10 @@ void trainRank(const TrainingSetup& s, Communicator& comm, Run& run, int& step) 
   DdpOptions ddpOptions;
   ddpOptions.bucketCapBytes = s.bucketCapBytes;
   ddpOptions.broadcastAtConstruction = !s.noInitialBroadcast;
+  if (s.mutantRank < 0 || s.mutantRank == rank) ddpOptions.mutant = s.ddpMutant;
   run.ddp = std::make_unique<DistributedDataParallel>(net.ptr(), comm, ddpOptions);
-  run.buckets = static_cast<int>(run.ddp->bucketAssignment().size());
+  run.bucketParams = run.ddp->bucketAssignment();
+  run.buckets = static_cast<int>(run.bucketParams.size());
   const auto params = net->parameters();
   run.initial = cloneAll(params, false);
   auto optimizer = makeOptimizer(s, params);
@@ -422,7 +425,43 @@ struct StepComparison {
   bool allScaled = false;  // every gradient exactly 1/W of the reference
   bool allTimesW = false;  // every gradient exactly W times the reference
   std::vector<std::int64_t> sizes;  // per-rank batch sizes (0: skipped or failed)
+  // After DDP's backward every rank must hold the same gradients (when every rank ran the step):
+  std::vector<std::size_t> splitParams;  // parameters on which the ranks do not all agree
+  std::vector<std::vector<int>> classes;  // the ranks grouped by equal gradients
 };
+
+// Groups the ranks by equal gradients at `step` and lists the parameters they disagree on
+// (NOTE [DDP mutants]: a bucket never reduced, buckets paired in another order).
+void compareRanks(const std::vector<Run>& ranks, int step, const Tolerance& tolerance,
+                  StepComparison& c) {
+  const auto grads = [&](int r) -> const std::vector<at::Tensor>& {
+    return ranks[static_cast<std::size_t>(r)].grads[static_cast<std::size_t>(step)];
+  };
+  const auto same = [&](const at::Tensor& a, const at::Tensor& b) {
+    return !deviation(a, b).exceeds(tolerance);
+  };
+  const int W = static_cast<int>(ranks.size());
+  for (std::size_t k = 0; k < grads(0).size(); ++k) {
+    for (int r = 1; r < W; ++r) {
+      if (!same(grads(r)[k], grads(0)[k])) {
+        c.splitParams.push_back(k);
+        break;
+      }
+    }
+  }
+  for (int r = 0; r < W; ++r) {
+    auto home = std::find_if(c.classes.begin(), c.classes.end(), [&](const std::vector<int>& cls) {
+      return std::all_of(c.splitParams.begin(), c.splitParams.end(), [&](std::size_t k) {
+        return same(grads(r)[k], grads(cls.front())[k]);
+      });
+    });
+    if (home == c.classes.end()) {
+      c.classes.push_back({r});
+    } else {
+      home->push_back(r);
+    }
+  }
+}
 
 StepComparison compareStep(const std::vector<Run>& ranks, const std::vector<at::Tensor>& ref,
                            int step, const Tolerance& tolerance, EquivalenceReport& report) {
@@ -452,12 +491,58 @@ StepComparison compareStep(const std::vector<Run>& ranks, const std::vector<at::
     c.allScaled = c.allScaled && scaledCopy(got, ref, 1.0 / W);
     c.allTimesW = c.allTimesW && scaledCopy(got, ref, static_cast<double>(W));
   }
+  if (std::find(c.sizes.begin(), c.sizes.end(), 0) == c.sizes.end()) {
+    compareRanks(ranks, step, tolerance, c);
+  }
   return c;
 }
 
 // The most likely reason one step's gradients differ, from what the comparison saw.
+// Why the ranks hold different gradients after backward, or "" when they agree.
+std::string splitCause(const StepComparison& c, const Run& rank0,
+                       const std::vector<std::string>& names) {
+  if (c.splitParams.empty() || c.classes.size() < 2) return "";
+  const auto W = c.sizes.size();
+  std::vector<std::string> split;
+  for (std::size_t k : c.splitParams) split.push_back("'" + names[k] + "'");
+  if (c.classes.size() == W && c.splitParams.size() == names.size()) {
+    return "no two ranks hold the same gradient of any parameter after backward: nothing was "
+           "averaged across ranks (the allreduce was skipped); DDP must leave every rank with the "
+           "same averaged gradients";
+  }
+  if (c.classes.size() == W) {
+    std::string bucket;
+    for (std::size_t b = 0; b < rank0.bucketParams.size(); ++b) {
+      auto params = rank0.bucketParams[b];
+      std::sort(params.begin(), params.end());
+      if (params == c.splitParams) {
+        bucket = fmt::format(", exactly bucket {} of {}", b, rank0.bucketParams.size());
+      }
+    }
+    return fmt::format(
+        "every rank holds its own gradient of {} ({} of {} parameters{}) and the same as the others "
+        "for the rest: {} never allreduced",
+        fmt::join(split, ", "), c.splitParams.size(), names.size(), bucket,
+        bucket.empty() ? "those gradients were" : "that bucket was");
+  }
+  // A majority agrees: the others reduced, but paired their buckets with other buckets.
+  const auto largest = std::max_element(
+      c.classes.begin(), c.classes.end(),
+      [](const auto& a, const auto& b) { return a.size() < b.size(); });
+  std::vector<int> odd;
+  for (const auto& cls : c.classes) {
+    if (&cls != &*largest) odd.insert(odd.end(), cls.begin(), cls.end());
+  }
+  std::sort(odd.begin(), odd.end());
+  return fmt::format(
+      "rank(s) {} hold gradients of {} different from the other {} ranks', which agree: their "
+      "allreduces paired different buckets (DDP launched its buckets in another order there; Gloo "
+      "and NCCL pair collectives by the order they start)",
+      fmt::join(odd, ", "), fmt::join(split, ", "), largest->size());
+}
+
 std::string gradientCause(const StepComparison& c, int W, int step, const std::string& stepsNote,
-                          bool divergedStart, bool batchNorm) {
+                          bool divergedStart, bool batchNorm, const std::string& split) {
   const bool unevenSizes =
       std::adjacent_find(c.sizes.begin(), c.sizes.end(), std::not_equal_to<>()) != c.sizes.end();
   if (c.allScaled) {
@@ -473,6 +558,7 @@ std::string gradientCause(const StepComparison& c, int W, int step, const std::s
         "summed over ranks instead of averaged (divide by the world size)",
         W);
   }
+  if (!split.empty() && !divergedStart) return split;
   if (!stepsNote.empty()) {
     return fmt::format("per-rank batch sizes at this step were [{}] (0: skipped or failed){}",
                        fmt::join(c.sizes, ", "), stepsNote);
@@ -505,7 +591,8 @@ void checkGradients(const TrainingSetup& s, const Run& reference, const std::vec
         ranks, reference.grads[static_cast<std::size_t>(step)], step, tolerance, report);
     if (c.deviating.empty()) continue;
     const std::string why =
-        gradientCause(c, s.worldSize, step, stepsNote, divergedStart, s.model.batchNorm);
+        gradientCause(c, s.worldSize, step, stepsNote, divergedStart, s.model.batchNorm,
+                      splitCause(c, ranks[0], reference.names));
     report.violations.push_back(equivalenceViolation(
         c.deviating, step,
         fmt::format("gradients differ from one process on the global batch of {}: worst on rank "
@@ -597,6 +684,10 @@ std::string describeSetup(const TrainingSetup& s) {
   if (s.unevenLastBatch) extras += " uneven-last-batch";
   if (s.skipRank >= 0) extras += fmt::format(" rank-{}-skips-step-{}", s.skipRank, s.skipStep);
   if (s.noInitialBroadcast) extras += " no-initial-broadcast";
+  if (s.ddpMutant != DdpMutant::kNone) {
+    extras += fmt::format(" ddp-mutant={}", ddpMutantName(s.ddpMutant));
+    if (s.mutantRank >= 0) extras += fmt::format("@rank{}", s.mutantRank);
+  }
   return fmt::format("{}{} {} W={} B={} steps={} {} lr={} seed={} bucket={}B", model, extras,
                      s.precision == Precision::kFloat64 ? "float64" : "float32", s.worldSize,
                      s.batchPerRank, s.steps,

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "ddph/comm/communicator.h"
+#include "ddph/ddp/ddp_mutant.h"
 
 namespace ddph {
 
@@ -48,6 +49,8 @@ struct DdpOptions {
   /// Broadcast parameters and buffers from rank 0 at construction. Turning this off is only
   /// useful to demonstrate what goes wrong without it (a negative control).
   bool broadcastAtConstruction = true;
+  /// A deliberately broken variant (negative controls only).
+  DdpMutant mutant = DdpMutant::kNone;
 };
 
 class DistributedDataParallel {

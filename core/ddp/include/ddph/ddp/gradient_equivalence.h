@@ -9,13 +9,15 @@
 //    module replica and DistributedDataParallel, its slice of the global batch, a per-rank loss;
 // and compares every rank's gradients after every step and its parameters after the last step with
 // the reference. A difference beyond the tolerance is a Violation of `gradient-equivalence`, with
-// a diagnosis drawn from what was observed (gradients off by exactly 1/W, uneven batch sizes,
-// ranks that started from different weights, BatchNorm layers, a collective that failed).
+// a diagnosis drawn from what was observed (gradients off by exactly 1/W or W, uneven batch
+// sizes, ranks that started from different weights, ranks that hold different gradients after
+// backward, BatchNorm layers, a collective that failed).
 //
 // The setups that are NOT equivalent (the negative controls) are expressed in the same vocabulary:
 // a sum-reduced loss, BatchNorm without synchronisation, an uneven last batch, a rank that skips a
-// step, ranks that start from different weights without the initial broadcast. The checker does
-// not know which one it was given; it reports what it sees.
+// step, ranks that start from different weights without the initial broadcast; and mutants of
+// DistributedDataParallel itself (DdpMutant). The checker does not know which one it was given;
+// it reports what it sees.
 //
 // Torch stays out of this header: it is included by tests and tools that need no tensors.
 
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "ddph/comm/communicator.h"
+#include "ddph/ddp/ddp_mutant.h"
 #include "ddph/verify/property.h"
 
 namespace ddph {
@@ -71,6 +74,10 @@ struct TrainingSetup {
   int skipStep = -1;
   /// Each rank initialises its replica from seed + rank and DDP does not broadcast from rank 0.
   bool noInitialBroadcast = false;
+  /// DistributedDataParallel itself broken (NOTE [DDP mutants]) on rank `mutantRank`, or on every
+  /// rank when it is -1.
+  DdpMutant ddpMutant = DdpMutant::kNone;
+  int mutantRank = -1;
 
   /// Deadline of every collective (a rank that skips a step leaves its peers waiting).
   std::chrono::milliseconds timeout{30000};
