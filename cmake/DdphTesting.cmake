@@ -11,6 +11,7 @@ include(GoogleTest)
 #   DDPH_DDP_SIM, DDPH_DDP_TRAIN  the two tools (built before the test)
 #   DDPH_PYTHON                   the Python that imports torch ("" where there is none)
 #   DDPH_EXAMPLES_DIR, DDPH_MNIST_DIR, DDPH_AUDIT_PROGRAMS_DIR, DDPH_PYTHON_PACKAGE_DIR
+#   DDPH_WITH_FILE_LIMIT          a program run under a file-size limit (integration/support)
 # and the on-demand LibTorch module is built before it (loaded, not linked).
 function(ddph_test_paths target)
   target_compile_definitions(${target} PRIVATE
@@ -20,8 +21,9 @@ function(ddph_test_paths target)
     DDPH_EXAMPLES_DIR="${PROJECT_SOURCE_DIR}/examples"
     DDPH_MNIST_DIR="${PROJECT_SOURCE_DIR}/data/mnist"
     DDPH_AUDIT_PROGRAMS_DIR="${PROJECT_SOURCE_DIR}/integration/audit_programs"
-    DDPH_PYTHON_PACKAGE_DIR="${PROJECT_SOURCE_DIR}/python")
-  add_dependencies(${target} ddp-sim ddp-train ddph_libtorch)
+    DDPH_PYTHON_PACKAGE_DIR="${PROJECT_SOURCE_DIR}/python"
+    DDPH_WITH_FILE_LIMIT="$<TARGET_FILE:with_file_limit>")
+  add_dependencies(${target} ddp-sim ddp-train ddph_libtorch with_file_limit)
 endfunction()
 
 function(ddph_add_gtest name)

@@ -1,11 +1,11 @@
 #include "ddph/common/atomic_file.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <system_error>
 
@@ -33,19 +33,28 @@ void commitTempFile(const fs::path& temp, const fs::path& path) {
 
 void writeFileAtomically(const fs::path& path, std::string_view content) {
   const fs::path temp = tempPathFor(path);
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      throw ConfigError(fmt::format("cannot write '{}': {}", path.string(), std::strerror(errno)));
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    throw ConfigError(fmt::format("cannot write '{}': {}", path.string(), std::strerror(errno)));
+  }
+  // Every byte written and on the disk before the rename: a full disk (or a file-size limit) fails
+  // here, and the file the user had is still the one at `path`.
+  std::size_t done = 0;
+  int error = 0;
+  while (done < content.size() && error == 0) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n > 0) {
+      done += static_cast<std::size_t>(n);
+    } else if (n < 0 && errno != EINTR) {
+      error = errno;
     }
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    out.flush();
-    if (!out) {
-      out.close();
-      std::error_code ignored;
-      fs::remove(temp, ignored);
-      throw Error(fmt::format("cannot write '{}'", path.string()));
-    }
+  }
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) {
+    std::error_code ignored;
+    fs::remove(temp, ignored);
+    throw Error(fmt::format("cannot write '{}': {}", path.string(), std::strerror(error)));
   }
   commitTempFile(temp, path);
 }
