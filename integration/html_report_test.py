@@ -2,14 +2,15 @@
 """The --html reports rendered in a real browser (Debian's chromium, headless).
 
 Makes the pages of a passing and a failing run (`ddp-sim run healthy` and `ddp-sim run
-rank-seed-skew`, each with --report for the JSON to compare with) and of a failing `ddp-sim
+rank-seed-skew`, each with --report for the JSON to compare with), of a failing `ddp-sim launch
+--audit` (the uneven-batches-hang rank program on 4 launched ranks) and of a failing `ddp-sim
 check-sampler` (its minimal counterexample and replay command) in a private temp folder,
 loads each in headless chromium driven over --remote-debugging-pipe (the DevTools protocol, stdlib
 only), takes a screenshot and asserts:
   - the file references nothing outside itself (no src=, href=, url(, @import, http(s)://) and the
     browser requested nothing but the page itself;
   - no console error, no uncaught exception;
-  - runs: the SVG charts are present (coverage and rank timeline), the verdict says PASSED / FAILED
+  - runs and the audit: the SVG charts are present (coverage and rank timeline), the verdict says PASSED / FAILED
     as the JSON report does, and every violation's property and detail are in the DOM;
   - check-sampler: the counterexample table is there, with the replay command ddp-sim printed;
   - the screenshot is a PNG.
@@ -288,6 +289,12 @@ def main():
                         code, env)
                 with open(report, encoding="utf-8") as f:
                     pages.append((html, json.load(f)))
+            # launch --audit: the scenario's rank program on 4 launched ranks, traced and audited.
+            html, report = os.path.join(tmp, "audit.html"), os.path.join(tmp, "audit.json")
+            run_sim(args.ddp_sim, ["launch", "-n", "4", "--audit", "--html", html, "--report", report, "--",
+                                   args.ddp_sim, "rank-run", "uneven-batches-hang"], 1, env)
+            with open(report, encoding="utf-8") as f:
+                pages.append((html, json.load(f)))
             # check-sampler: LibTorch's sequential sampler breaks reshuffle; its minimal case as a table.
             html = os.path.join(tmp, "check-sampler.html")
             out = run_sim(args.ddp_sim, ["check-sampler", "--builtin", "libtorch-sequential", "--html", html],
