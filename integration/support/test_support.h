@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ddph/common/child_process.h"
+#include "ddph/common/private_folder.h"
 
 namespace ddph::test_support {
 
@@ -21,17 +22,10 @@ namespace ddph::test_support {
 inline constexpr const char* kMarkerVariable = "DDPH_TEST_MARKER";
 
 /// A fresh directory `<prefix>-XXXXXX` under $TMPDIR (or /tmp), removed with everything in it on
-/// destruction (no leftovers, unique per run).
-class TempDir {
+/// destruction (no leftovers, unique per run): the harness's own PrivateFolder.
+class TempDir : public PrivateFolder {
  public:
-  explicit TempDir(const std::string& prefix = "ddph-test");
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  explicit TempDir(const std::string& prefix = "ddph-test") : PrivateFolder(prefix + "-") {}
 };
 
 /// A test's child (ddph::ChildProcess): `env` added to this process's environment, stdout and

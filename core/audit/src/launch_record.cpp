@@ -69,16 +69,10 @@ TraceFolder::TraceFolder(const std::optional<std::string>& dir) {
     prepareTraceDir(path_);
     return;
   }
-  std::string pattern = (fs::temp_directory_path() / "ddph-audit-XXXXXX").string();
-  DDPH_CHECK(::mkdtemp(pattern.data()) != nullptr, "cannot create a trace folder in {}",
-             fs::temp_directory_path().string());
-  path_ = pattern;
-  temporary_ = true;
+  temporary_.emplace("ddph-audit-");
+  path_ = temporary_->path();
 }
 
-TraceFolder::~TraceFolder() {
-  std::error_code ignored;
-  if (temporary_) fs::remove_all(path_, ignored);
-}
+TraceFolder::~TraceFolder() = default;
 
 }  // namespace ddph::audit

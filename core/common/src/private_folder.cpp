@@ -17,7 +17,7 @@ PrivateFolder::PrivateFolder(std::string_view prefix) {
   std::string pattern =
       fmt::format("{}/{}XXXXXX", base != nullptr && *base != '\0' ? base : "/tmp", prefix);
   if (::mkdtemp(pattern.data()) == nullptr) {
-    throw Error(fmt::format("cannot create a folder {}: {}", pattern, std::strerror(errno)));
+    throw ConfigError(fmt::format("cannot create a folder {}: {}", pattern, std::strerror(errno)));
   }
   path_ = std::move(pattern);
 }

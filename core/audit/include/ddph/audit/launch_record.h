@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "ddph/common/private_folder.h"
 #include "ddph/launch/launcher.h"
 
 namespace ddph::audit {
@@ -30,7 +31,7 @@ class TraceFolder {
 
  private:
   std::filesystem::path path_;
-  bool temporary_ = false;
+  std::optional<PrivateFolder> temporary_;  ///< the folder made when none was given
 };
 
 }  // namespace ddph::audit

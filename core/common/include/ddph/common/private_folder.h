@@ -9,7 +9,7 @@ namespace ddph {
 
 class PrivateFolder {
  public:
-  /// Creates `<TMPDIR>/<prefix>XXXXXX`; throws Error (one line) when it cannot.
+  /// Creates `<TMPDIR>/<prefix>XXXXXX`; throws ConfigError (one line) when it cannot.
   explicit PrivateFolder(std::string_view prefix);
   ~PrivateFolder();
   PrivateFolder(const PrivateFolder&) = delete;
