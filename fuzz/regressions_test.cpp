@@ -41,8 +41,16 @@ std::string verdictOf(const std::string& target, const fs::path& file) {
     if (target == "scenario_toml") {
       parseScenario(text, file.filename().string());
     } else if (target == "audit_trace") {
+      // As audit_trace_fuzz.cpp: a rank's trace, then optionally the launcher's record.
+      const std::string separator = "\n=== launch.json ===\n";
+      const std::size_t cut = text.find(separator);
       const PrivateFolder folder("ddph-fuzz-regression-");
-      std::ofstream(fs::path(folder.path()) / "rank-0.jsonl", std::ios::binary) << text;
+      std::ofstream(fs::path(folder.path()) / "rank-0.jsonl", std::ios::binary)
+          << text.substr(0, cut);
+      if (cut != std::string::npos) {
+        std::ofstream(fs::path(folder.path()) / "launch.json", std::ios::binary)
+            << text.substr(cut + separator.size());
+      }
       audit::readTrace(folder.path());
     } else if (target == "ddp_train_args") {
       const auto args = fuzz::argumentsOf(reinterpret_cast<const std::uint8_t*>(text.data()),
@@ -65,6 +73,10 @@ std::string verdictOf(const std::string& target, const fs::path& file) {
 
 // target/file -> what the refusal must say (a part of the line).
 const std::map<std::string, std::string> kExpected = {
+    {"audit_trace/blank-line-then-cut-tail.jsonl", "rank-0.jsonl is empty (no header line)"},
+    {"audit_trace/blank-lines-only.jsonl", "rank-0.jsonl is empty (no header line)"},
+    {"audit_trace/launch-world-size-float.jsonl", "launch.json: \"world_size\" has the wrong type"},
+    {"audit_trace/launch-exit-code-float.jsonl", "launch.json: \"exit_code\" has the wrong type"},
     {"audit_trace/backward-int64-max.jsonl", "\"backward\" 9223372036854775807 is not a count"},
     {"audit_trace/group-rank-float.jsonl", "\"ranks\" has the wrong type"},
     {"audit_trace/run-of-2-34-indices.jsonl",

@@ -16,19 +16,30 @@ cd "$here"
 merge=0
 if [[ $# -gt 0 && $1 == --merge ]]; then merge=1; shift; fi
 seconds=60
-if [[ $# -gt 0 && $1 =~ ^[0-9]+$ ]]; then seconds=$1; shift; fi
+# Base 10 (a leading 0 is not octal), at most 7 digits (a week and a half).
+if [[ $# -gt 0 && $1 =~ ^[0-9]{1,7}$ ]]; then seconds=$((10#$1)); shift; fi
 [[ $seconds -gt 0 ]] || { echo "fuzz: SECONDS must be positive" >&2; exit 2; }
 all_targets=(line_protocol scenario_toml audit_trace ddp_sim_args ddp_train_args)
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=("${all_targets[@]}")
-for t in "${targets[@]}"; do
-  [[ -d fuzz/corpus/$t ]] || { echo "fuzz: no target '$t' (one of: ${all_targets[*]})" >&2; exit 2; }
+for t in "${targets[@]}"; do  # a name of the list, not any folder ("", "../x", "line_protocol/")
+  known=0
+  for a in "${all_targets[@]}"; do [[ $t == "$a" ]] && known=1; done
+  [[ $known -eq 1 ]] || { echo "fuzz: no target '$t' (one of: ${all_targets[*]})" >&2; exit 2; }
 done
 
 build=${DDPH_FUZZ_BUILD_DIR:-$here/build-fuzz}
 work=$(mktemp -d "${TMPDIR:-/tmp}/ddph-fuzz-XXXXXX")
-trap 'rm -rf "$work"' EXIT
-trap 'exit 130' INT TERM
+child=
+# The fuzzer runs in the background and is waited for, so a signal to the script stops it at once
+# (a foreground child would run to its end first) and the temporary folder goes on every exit.
+cleanup() {
+  if [[ -n $child ]]; then kill "$child" 2>/dev/null || true; wait "$child" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
 
 # libFuzzer comes with clang's runtime (Debian: libclang-rt-14-dev); a one-line program tells.
 printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }\n' \
@@ -58,7 +69,10 @@ for t in "${targets[@]}"; do
   status=0
   TMPDIR=$dir/tmp "$build/bin/${t}_fuzz" -max_total_time="$seconds" -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/artifacts/" \
-    "$dir/corpus" >"$dir/log" 2>&1 || status=$?
+    "$dir/corpus" >"$dir/log" 2>&1 &
+  child=$!
+  wait "$child" || status=$?
+  child=
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -n 1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$dir/log" | tail -n 1)
   cov=$(grep -o 'cov: [0-9]*' "$dir/log" | tail -n 1 | cut -d' ' -f2)

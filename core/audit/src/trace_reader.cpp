@@ -76,9 +76,12 @@ class RankTraceBuilder {
 
   void add(const json& e, std::int64_t line) {
     const auto ev = field<std::string>(e, "ev");
-    if (line == 1) {
+    // The first event, not line 1: blank lines before it once let a trace without a header
+    // through (world size 0, and readTrace indexed an empty vector).
+    if (!sawHeader_) {
       DDPH_CHECK(ev == "header", "the first line is not a header");
       header(e);
+      sawHeader_ = true;
       return;
     }
     if (ev == "sampler") {
@@ -127,6 +130,8 @@ class RankTraceBuilder {
     }
     // Unknown kinds are ignored (the format lets writers add events).
   }
+
+  bool sawHeader() const { return sawHeader_; }
 
   void finish(std::int64_t lastLine) {
     for (auto& p : t_.passes) {
@@ -291,6 +296,7 @@ class RankTraceBuilder {
     std::int64_t loader = -1, iter = -1, batchSeq = -1;
   };
   RankTrace& t_;
+  bool sawHeader_ = false;
   Position current_;
 };
 
@@ -345,7 +351,7 @@ RankTrace readRankTrace(std::istream& in, const fs::path& file) {
       throw ConfigError(fmt::format("{} line {}: {}", file.string(), line, err.what()));
     }
   }
-  DDPH_CHECK(line > 0, "{} is empty (no header line)", file.string());
+  DDPH_CHECK(builder.sawHeader(), "{} is empty (no header line)", file.string());
   t.lines = line;
   builder.finish(line);
   return t;
@@ -358,17 +364,19 @@ std::optional<LaunchRecord> readLaunchRecord(const fs::path& launchFile) {
   try {
     const json j = json::parse(in);
     LaunchRecord l;
-    l.worldSize = j.at("world_size").get<int>();
-    l.exitCode = j.value("exit_code", 0);
+    // Integral fields as in a rank's trace (valueAs): "world_size": 21474836E7 was a float
+    // converted to int, undefined behaviour.
+    l.worldSize = field<int>(j, "world_size");
+    l.exitCode = optionalField<int>(j, "exit_code").value_or(0);
     l.timedOut = j.value("timed_out", false);
-    l.interruptedBy = j.value("interrupted_by_signal", 0);
+    l.interruptedBy = optionalField<int>(j, "interrupted_by_signal").value_or(0);
     for (const auto& r : j.at("ranks")) {
       LaunchedRank lr;
-      lr.rank = r.at("rank").get<int>();
-      lr.pid = r.value("pid", 0L);
+      lr.rank = field<int>(r, "rank");
+      lr.pid = optionalField<long>(r, "pid").value_or(0);
       lr.outcome = r.at("outcome").get<std::string>();
-      lr.code = r.value("code", 0);
-      lr.signal = r.value("signal", 0);
+      lr.code = optionalField<int>(r, "code").value_or(0);
+      lr.signal = optionalField<int>(r, "signal").value_or(0);
       l.ranks.push_back(lr);
     }
     DDPH_CHECK(l.worldSize > 0 && l.worldSize <= kMaxTraceWorldSize,
