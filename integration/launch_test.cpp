@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -138,6 +139,27 @@ TEST(Launch, UnknownCommandIsAUsageError) {
   const auto r = runCommand(launch({"-n", "2"}, {"no-such-program-ddph"}), 30s);
   EXPECT_EQ(r.exitCode, 2);
   EXPECT_NE(r.err.find("cannot run 'no-such-program-ddph'"), std::string::npos) << r.err;
+}
+
+// Every ddp-sim timeout is a finite number of seconds, at most a week (isSaneTimeout): inf, NaN or
+// 1e300 would reach a conversion to integral milliseconds (undefined behaviour).
+TEST(Launch, TimeoutsArePositiveFiniteAndAtMostAWeek) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{kSim, "launch", "-n", "2", "--timeout", "inf", "--", "true"}, "--timeout"},
+      {{kSim, "launch", "-n", "2", "--grace", "-1", "--", "true"}, "--grace"},
+      {{kSim, "run", "healthy", "--timeout", "1e300"}, "--timeout"},
+      {{kSim, "check-sampler", "--builtin", "pytorch", "--timeout", "nan"}, "--timeout"},
+      {{kSim, "check-sampler", "--builtin", "pytorch", "--startup-timeout", "604801"},
+       "--startup-timeout"}};
+  for (const auto& [argv, option] : cases) {
+    const auto r = runCommand(argv, 60s);
+    EXPECT_EQ(r.exitCode, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("ddp-sim: error: " + option +
+                         " must be positive and at most 604800 s (a week), got "),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 // Compatibility with torchrun's contract: unmodified PyTorch env:// ranks join under ddp-sim launch.

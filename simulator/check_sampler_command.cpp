@@ -15,6 +15,7 @@
 #include <map>
 
 #include "commands.h"
+#include "ddph/common/timeouts.h"
 #include "ddph/common/error.h"
 #include "ddph/verify/contract.h"
 #include "ddph/verify/elastic_sampler.h"
@@ -160,7 +161,8 @@ int run(const CheckSamplerArgs& a) {
              "give either --builtin NAME or a sampler command after --, not {}",
              a.builtin ? "both" : "neither");
   DDPH_CHECK(a.cases > 0, "--cases must be positive, got {}", a.cases);
-  DDPH_CHECK(a.timeout > 0 && a.startupTimeout > 0, "timeouts must be positive");
+  checkTimeoutOption("--timeout", a.timeout);
+  checkTimeoutOption("--startup-timeout", a.startupTimeout);
   DDPH_CHECK(a.maxDatasetSize >= 0, "--max-dataset-size must be non-negative");
   DDPH_CHECK(a.maxReplicas >= 1, "--max-replicas must be at least 1");
   DDPH_CHECK(a.maxEpoch >= 1, "--max-epoch must be at least 1");

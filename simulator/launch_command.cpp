@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "ddph/common/timeouts.h"
 #include "ddph/audit/launch_record.h"
 #include "ddph/comm/rank_env.h"
 #include "ddph/common/error.h"
@@ -42,7 +43,8 @@ std::chrono::milliseconds seconds(double s) {
 
 int runLaunch(const LaunchArgs& a) {
   DDPH_CHECK(a.numRanks > 0, "-n must be positive, got {}", a.numRanks);
-  DDPH_CHECK(!a.timeoutS || *a.timeoutS > 0, "--timeout must be positive");
+  if (a.timeoutS) checkTimeoutOption("--timeout", *a.timeoutS);
+  if (a.graceS != 0) checkTimeoutOption("--grace", a.graceS);  // 0: SIGKILL at once
   DDPH_CHECK(a.masterPort >= 0 && a.masterPort < 65536, "--master-port {} is not a port",
              a.masterPort);
   LaunchOptions options;
@@ -80,6 +82,7 @@ int runLaunch(const LaunchArgs& a) {
 }
 
 int runSelfTest(double timeoutS) {
+  checkTimeoutOption("--timeout", timeoutS);
   const RankEnv env = rankEnvFromEnvironment();
   RankWorld world = initRankWorld(env, seconds(timeoutS), /*perRankLoopback=*/true,
                                   glooOptionsFromEnvironment());

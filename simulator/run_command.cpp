@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "ddph/common/timeouts.h"
 #include "ddph/common/error.h"
 #include "ddph/verify/property.h"
 #include "ddph/common/atomic_file.h"
@@ -37,7 +38,7 @@ struct RunArgs {
 int runRun(const RunArgs& a) {
   DDPH_CHECK(!a.worldSize || *a.worldSize >= 1, "-n must be at least 1, got {}",
              a.worldSize.value_or(0));
-  DDPH_CHECK(!a.deadlineS || *a.deadlineS > 0, "--timeout must be positive");
+  if (a.deadlineS) checkTimeoutOption("--timeout", *a.deadlineS);
   RunOptions options;
   options.worldSize = a.worldSize;  // runScenario applies and validates it
   options.deadlineS = a.deadlineS;

@@ -101,9 +101,7 @@ void validate(const TrainConfig& config) {
                    std::filesystem::is_directory(config.traceSamplesPath, ec),
                "--trace-samples {}: not a folder", config.traceSamplesPath);
   }
-  DDPH_CHECK(isSaneTimeout(config.timeoutSeconds),
-             "--timeout must be positive and at most {} s (a week), got {}", kMaxTimeoutSeconds,
-             config.timeoutSeconds);
+  checkTimeoutOption("--timeout", config.timeoutSeconds);
 }
 
 }  // namespace ddph::train
