@@ -296,6 +296,26 @@ TEST(SimRun, CollectiveTimeoutNamesTheRankThatNeverArrived) {
   EXPECT_TRUE(processesWithMarker(marker).empty());  // rank 1, still asleep, was killed
 }
 
+// A hang, not a crash: rank 1 stops itself (SIGSTOP) before step 3 and stays alive, holding its
+// sockets. The others time out in that step's collective; the report names rank 1 as the rank that
+// never arrived, and as stopped; the supervisor's SIGTERM + SIGCONT takes it down.
+TEST(SimRun, AStoppedRankIsAHangNamedAsTheRankThatNeverArrived) {
+  const auto marker = uniqueMarker();
+  const auto run = runSim({"rank-stopped"}, marker);
+  expectDiagnosis(run, "rank-failure");
+  const auto& v = run.report["violations"][0];
+  EXPECT_EQ(v["ranks"], Json::array({1})) << v.dump();
+  EXPECT_EQ(v["epoch"], 0) << v.dump();
+  EXPECT_EQ(v["step"], 3) << v.dump();
+  const std::string detail = v["detail"];
+  EXPECT_NE(detail.find("rank 1 never reached the collective the others waited in"),
+            std::string::npos)
+      << detail;
+  EXPECT_NE(detail.find("(rank 1 was stopped, not crashed: state T"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("timed out after 5000 ms"), std::string::npos) << detail;
+  EXPECT_TRUE(processesWithMarker(marker).empty());
+}
+
 TEST(SimRun, RunDeadlineStopsEverything) {
   TempDir dir;  // rank 1 sleeps 10 minutes in its first step: only the deadline ends the run
   const std::string path = dir.path() + "/asleep.toml";

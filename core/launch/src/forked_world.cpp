@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "ddph/common/error.h"
@@ -29,6 +31,16 @@ void raiseFdLimit() {
     limit.rlim_cur = limit.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &limit);
   }
+}
+
+// Whether `pid` is stopped (state T: SIGSTOP, a debugger, a frozen job), from /proc/PID/stat.
+bool isStopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');  // the command name may hold spaces and parentheses
+  return close != std::string::npos && close + 2 < line.size() &&
+         (line[close + 2] == 'T' || line[close + 2] == 't');
 }
 
 }  // namespace
@@ -86,9 +98,15 @@ ForkedWorldResult runForkedWorld(const ForkedWorldOptions& options, const RankMa
     if (stopping) return;
     stopping = true;
     for (auto& r : result.ranks) {
-      if (r.pid != 0 && !r.exited) r.stoppedByUs = true;
+      if (r.pid != 0 && !r.exited) {
+        r.stoppedByUs = true;
+        r.wasStopped = isStopped(r.pid);
+      }
     }
-    if (pgid != 0) ::killpg(pgid, SIGTERM);
+    if (pgid != 0) {
+      ::killpg(pgid, SIGTERM);
+      ::killpg(pgid, SIGCONT);  // a stopped rank acts on the SIGTERM now, not at the SIGKILL
+    }
     killAt = Clock::now() + options.grace;
   };
 

@@ -132,6 +132,19 @@ size = 2000
 [faults]
 kill = { rank = 2, epoch = 0, step = 3 }
 )"},
+      {"rank-stopped", R"(name = "rank-stopped"
+description = "rank 1 is stopped (SIGSTOP, as by a debugger or a frozen host) at step 3: a hang, not a crash; it is named as the rank that never arrived"
+expect = "rank-failure"
+world_size = 4
+epochs = 1
+batch_size = 32
+timeout_s = 5
+[[datasets]]
+name = "train"
+size = 2000
+[faults]
+stop = { rank = 1, epoch = 0, step = 3 }
+)"},
       {"slow-rank", R"(name = "slow-rank"
 description = "rank 1 takes 40 ms longer per step (slow data loading): the others wait for it in every allreduce"
 expect = "straggler"

@@ -182,6 +182,9 @@ class RankRun {
     if (f.kill && f.kill->rank == rank_ && f.kill->epoch == epoch && f.kill->step == step) {
       ::raise(SIGKILL);  // a real crash: no message, no cleanup, as an OOM kill
     }
+    if (f.stop && f.stop->rank == rank_ && f.stop->epoch == epoch && f.stop->step == step) {
+      ::raise(SIGSTOP);  // a real hang: alive, holding its sockets, never answering
+    }
     if (f.delay && f.delay->rank == rank_ && f.delay->ms > 0) {
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(f.delay->ms));
     }

@@ -193,18 +193,23 @@ Scenario parseScenario(std::string_view text, const std::string& source) {
     s.faults.skipSetEpoch = fr.get<bool>("skip_set_epoch", false);
     s.faults.perRankSeed = fr.get<bool>("per_rank_seed", false);
     s.faults.perRankOrder = fr.get<bool>("per_rank_order", false);
-    if (const toml::node* k = fr.find("kill")) {
-      if (!k->is_table()) fr.fail(k, "kill", "expected { rank = R, epoch = E, step = S }");
-      TableReader kr(*k->as_table(), source, "faults.kill.");
-      KillFault kill;
-      kill.rank = kr.required<int>("rank");
-      kill.epoch = kr.get<std::int64_t>("epoch", 0);
-      kill.step = kr.required<std::int64_t>("step");
-      if (kill.rank < 0) kr.fail(kr.find("rank"), "rank", "must be non-negative");
-      if (kill.epoch < 0 || kill.step < 0) kr.fail(kr.find("step"), "step", "must be non-negative");
+    // kill and stop: a rank and the step before which it happens.
+    const auto rankStep = [&](const char* key) -> std::optional<KillFault> {
+      const toml::node* k = fr.find(key);
+      if (k == nullptr) return std::nullopt;
+      if (!k->is_table()) fr.fail(k, key, "expected { rank = R, epoch = E, step = S }");
+      TableReader kr(*k->as_table(), source, fmt::format("faults.{}.", key));
+      KillFault at;
+      at.rank = kr.required<int>("rank");
+      at.epoch = kr.get<std::int64_t>("epoch", 0);
+      at.step = kr.required<std::int64_t>("step");
+      if (at.rank < 0) kr.fail(kr.find("rank"), "rank", "must be non-negative");
+      if (at.epoch < 0 || at.step < 0) kr.fail(kr.find("step"), "step", "must be non-negative");
       kr.checkUnknown();
-      s.faults.kill = kill;
-    }
+      return at;
+    };
+    s.faults.kill = rankStep("kill");
+    s.faults.stop = rankStep("stop");
     if (const toml::node* k = fr.find("delay")) {
       if (!k->is_table()) fr.fail(k, "delay", "expected { rank = R, ms = M }");
       TableReader kr(*k->as_table(), source, "faults.delay.");
@@ -240,8 +245,9 @@ Scenario parseScenario(std::string_view text, const std::string& source) {
     if (s.datasets.front().sampler != "pytorch" && s.datasets.front().sampler != "elastic") {
       fail("resume", "needs sampler = \"pytorch\" or \"elastic\" (equal shards on every rank)");
     }
-    if (s.faults.skipSetEpoch || s.faults.perRankSeed || s.faults.perRankOrder || s.faults.kill) {
-      fail("resume", "is not combined with the sampler faults or a kill");
+    if (s.faults.skipSetEpoch || s.faults.perRankSeed || s.faults.perRankOrder || s.faults.kill ||
+        s.faults.stop) {
+      fail("resume", "is not combined with the sampler faults, a kill or a stop");
     }
     s.resume = resume;
   }
@@ -259,6 +265,11 @@ void validateScenario(const Scenario& s) {
     DDPH_CHECK(s.faults.kill->rank < s.worldSize,
                "{}: faults.kill.rank {} is outside a world of {} ranks", s.source,
                s.faults.kill->rank, s.worldSize);
+  }
+  if (s.faults.stop) {
+    DDPH_CHECK(s.faults.stop->rank < s.worldSize,
+               "{}: faults.stop.rank {} is outside a world of {} ranks", s.source,
+               s.faults.stop->rank, s.worldSize);
   }
   if (s.faults.delay) {
     DDPH_CHECK(s.faults.delay->rank < s.worldSize,

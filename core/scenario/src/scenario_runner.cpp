@@ -237,11 +237,21 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
           v.ranks = stuck;
           v.epoch = first.lastEpoch;
           v.step = first.lastStep;
+          std::vector<std::int64_t> frozen;
+          for (std::int64_t r : stuck) {
+            if (result.ranks[static_cast<std::size_t>(r)].wasStopped) frozen.push_back(r);
+          }
+          const std::string stopped =
+              frozen.empty() ? ""
+                             : fmt::format(" (rank{} {} {} stopped, not crashed: state T, as after "
+                                           "a SIGSTOP, a debugger or a frozen host)",
+                                           frozen.size() == 1 ? "" : "s", fmt::join(frozen, ", "),
+                                           frozen.size() == 1 ? "was" : "were");
           v.detail = fmt::format(
               "rank{} {} never reached the collective the others waited in (last seen at epoch "
-              "{} step {}): {}",
+              "{} step {}){}: {}",
               stuck.size() == 1 ? "" : "s", fmt::join(stuck, ", "), first.lastEpoch,
-              first.lastStep, v.detail);
+              first.lastStep, stopped, v.detail);
         }
       }
     } else {

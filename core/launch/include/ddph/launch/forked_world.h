@@ -63,6 +63,7 @@ struct ForkedRank {
   std::int64_t lastEpoch = -1;  ///< its slot in SharedProgress when it ended
   std::int64_t lastStep = -1;
   bool wasWaiting = false;  ///< it was waiting in a collective when it ended
+  bool wasStopped = false;  ///< it was stopped (SIGSTOP, state T) when the supervisor stopped the world
   std::string output;        ///< everything it wrote to its result fd
 };
 

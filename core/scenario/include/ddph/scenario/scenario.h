@@ -58,6 +58,7 @@ struct FaultSpec {
   bool perRankSeed = false;   ///< rank r seeds its sampler with seed + r
   bool perRankOrder = false;  ///< each rank lists the dataset in its own order (unsorted listdir)
   std::optional<KillFault> kill;    ///< rank dies by SIGKILL before this step
+  std::optional<KillFault> stop;    ///< rank stops itself with SIGSTOP before this step (a hang)
   std::optional<DelayFault> delay;  ///< rank computes slower
 };
 
