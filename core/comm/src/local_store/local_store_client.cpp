@@ -24,8 +24,7 @@ using local_store::Op;
 
 class LocalStoreClient final : public RendezvousStore {
  public:
-  LocalStoreClient(int fd, std::string path, std::chrono::milliseconds timeout)
-      : fd_(fd), path_(std::move(path)), timeout_(timeout) {}
+  LocalStoreClient(int fd, std::chrono::milliseconds timeout) : fd_(fd), timeout_(timeout) {}
   ~LocalStoreClient() override { ::close(fd_); }
 
   void set(const std::string& key, const std::vector<std::uint8_t>& value) override {
@@ -117,7 +116,6 @@ class LocalStoreClient final : public RendezvousStore {
   }
 
   int fd_;
-  std::string path_;
   std::chrono::milliseconds timeout_;
   std::mutex mutex_;
   bool broken_ = false;
@@ -133,7 +131,7 @@ std::shared_ptr<RendezvousStore> connectLocalStore(const std::string& path,
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) throw Error(fmt::format("local store: socket: {}", ::strerror(errno)));
     if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) {
-      return std::make_shared<LocalStoreClient>(fd, path, timeout);
+      return std::make_shared<LocalStoreClient>(fd, timeout);
     }
     const int error = errno;
     ::close(fd);
