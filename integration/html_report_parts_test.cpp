@@ -115,6 +115,53 @@ TEST(HtmlReportParts, CounterexampleTableHighlightsItsIndices) {
   EXPECT_NE(html.find("<pre id=\"replay\">ddp-sim check-sampler --replay x</pre>"), std::string::npos);
 }
 
+// The points of the polyline in the chart `name` ("loss", "throughput").
+std::size_t chartPoints(const std::string& html, const std::string& name) {
+  const auto chart = html.find("<svg class=\"chart " + name + "\"");
+  if (chart == std::string::npos) return 0;
+  const auto from = html.find("points=\"", chart);
+  if (from == std::string::npos) return 0;
+  const auto to = html.find('"', from + 8);
+  return count(html.substr(from + 8, to - from - 8), ",");
+}
+
+TEST(HtmlReportParts, TrainingReadsLossThroughputAndTheMostMissedDataset) {
+  Page page;
+  Training t;
+  const double rates[] = {100, 400, 200, 300, 250};
+  for (std::int64_t s = 0; s < 5; ++s) t.steps.push_back({0, s + 1, 2.0 - 0.125 * static_cast<double>(s), rates[s]});
+  t.datasets.push_back({"synthetic", 0, 1000, 200, 800, 0});
+  t.datasets.push_back({"cifar10", 0, 201, 201, 0, 1});
+  page.training = t;
+  const std::string html = renderHtml(page);
+  EXPECT_NE(html.find("The loss went from 2 at step 1 to 1.5 at step 5."), std::string::npos);
+  // sorted 100 200 250 300 400: the median is 250
+  EXPECT_NE(html.find("Median 250 samples/s over all ranks (slowest step 100, fastest 400)."), std::string::npos);
+  EXPECT_NE(html.find("Most missed: synthetic in epoch 0: 800 of 1000 never seen, 0 seen twice or more."),
+            std::string::npos);
+  EXPECT_NE(html.find("<title>synthetic epoch 0: 200 seen, 800 never seen, 0 seen twice or more (of 1000)</title>"),
+            std::string::npos);
+  EXPECT_NE(html.find("<title>cifar10 epoch 0: 201 seen, 0 never seen, 1 seen twice or more (of 201)</title>"),
+            std::string::npos);
+  // The bars are 700 wide: 200 of 1000 seen is 140, the 800 never seen 560 after it.
+  EXPECT_NE(html.find("width=\"140.0\" height=\"15\" fill=\"#2ca02c\"/><rect x=\"330.0\" y=\"2\" width=\"560.0\""),
+            std::string::npos);
+  EXPECT_EQ(chartPoints(html, "loss"), 5u);
+  EXPECT_EQ(chartPoints(html, "throughput"), 5u);
+}
+
+TEST(HtmlReportParts, TrainingChartsKeepAtMostAThousandPoints) {
+  Page page;
+  Training t;
+  for (std::int64_t s = 0; s < 2500; ++s) t.steps.push_back({0, s + 1, 1.0, 10.0 + static_cast<double>(s % 7)});
+  t.datasets.push_back({"mnist", 0, 100, 100, 0, 0});
+  page.training = t;
+  const std::string html = renderHtml(page);
+  EXPECT_EQ(chartPoints(html, "loss"), 834u);  // every third step: 0, 3, …, 2499
+  EXPECT_EQ(chartPoints(html, "throughput"), 834u);
+  EXPECT_NE(html.find("Every dataset was seen whole in every epoch."), std::string::npos);
+}
+
 TEST(HtmlReportParts, ReportPathIsCheckedAndWrittenAtomically) {
   ddph::test_support::TempDir dir;
   const std::filesystem::path folder = dir.path();

@@ -4,7 +4,8 @@
 Makes the pages of a passing and a failing run (`ddp-sim run healthy` and `ddp-sim run
 rank-seed-skew`, each with --report for the JSON to compare with), of a failing `ddp-sim launch
 --audit` (the uneven-batches-hang rank program on 4 launched ranks) and of a failing `ddp-sim
-check-sampler` (its minimal counterexample and replay command) in a private temp folder,
+check-sampler` (its minimal counterexample and replay command) and of a `ddp-train --report-html` run
+(2 launched ranks, a synthetic and a tiny CIFAR-10 dataset zipped) in a private temp folder,
 loads each in headless chromium driven over --remote-debugging-pipe (the DevTools protocol, stdlib
 only), takes a screenshot and asserts:
   - the file references nothing outside itself (no src=, href=, url(, @import, http(s)://) and the
@@ -13,12 +14,16 @@ only), takes a screenshot and asserts:
   - runs and the audit: the SVG charts are present (coverage and rank timeline), the verdict says PASSED / FAILED
     as the JSON report does, and every violation's property and detail are in the DOM;
   - check-sampler: the counterexample table is there, with the replay command ddp-sim printed;
+  - ddp-train: the loss and throughput charts with one point per step, a bar per dataset and epoch
+    whose seen / never-seen counts are those of the JSON report (--report-json), and each never-seen
+    count of a zipped epoch as a coverage violation; a --report-html path without its folder is
+    refused with the one-line error and exit 2 before training;
   - the screenshot is a PNG.
 chromium is a declared dependency (scripts/install-deps.sh): without it the test fails.
 Every wait has a deadline (minutes: the machine is loaded); nothing is left behind: the temp folder,
 chromium's user-data-dir inside it, and the browser process (killed and reaped on any failure).
 
-Usage: html_report_test.py --ddp-sim PATH [--chromium PATH] [--keep-screenshots DIR] [--page HTML...]
+Usage: html_report_test.py --ddp-sim PATH --ddp-train PATH [--chromium PATH] [--keep-screenshots DIR] [--page HTML...]
   --page: render these pages only (no ddp-sim runs; used for the docs' screenshots and figures).
 Exit codes: 0 all assertions held, 1 an assertion failed, 2 a tool could not be run.
 """
@@ -159,6 +164,10 @@ PROBE = """(() => {
     verdict: (document.getElementById('verdict-badge') || {}).textContent || '',
     violations: document.querySelectorAll('div.violation').length,
     counterexamples: document.querySelectorAll('table.counterexample').length,
+    loss_points: Array.from(document.querySelectorAll('svg.chart.loss polyline')).map(p => p.points.numberOfItems),
+    throughput_points: Array.from(document.querySelectorAll('svg.chart.throughput polyline'))
+                           .map(p => p.points.numberOfItems),
+    dataset_bars: Array.from(document.querySelectorAll('svg.chart.datasets g > title')).map(t => t.textContent),
     replay: (document.getElementById('replay') || {}).textContent || '',
     text: t,
     height: document.documentElement.scrollHeight,
@@ -229,7 +238,9 @@ def check_page(browser, page, png_path, report=None):
     with open(png_path, "rb") as f:
         if f.read(8) != b"\x89PNG\r\n\x1a\n":
             raise Failure(f"{png_path} is not a PNG")
-    if report is not None and "replay" in report:  # check-sampler: no JSON report, the printed replay
+    if report is not None and report.get("tool") == "ddp-train":
+        check_training(page, found, report)
+    elif report is not None and "replay" in report:  # check-sampler: no JSON report, the printed replay
         if found["counterexamples"] < 1 or found["replay"] != report["replay"]:
             raise Failure(f"{page}: {found['counterexamples']} counterexample tables, replay "
                           f"{found['replay']!r} where ddp-sim printed {report['replay']!r}")
@@ -251,6 +262,63 @@ def check_page(browser, page, png_path, report=None):
           f"{found['render_s']:.2f} s")
 
 
+def check_training(page, found, report):
+    """A ddp-train page against the run's JSON report."""
+    steps = report["global_steps"]
+    if found["loss_points"] != [steps] or found["throughput_points"] != [steps]:
+        raise Failure(f"{page}: loss chart points {found['loss_points']}, throughput "
+                      f"{found['throughput_points']}; the run took {steps} steps")
+    bars = found["dataset_bars"]
+    expected_bars = [f"{d['name']} epoch {e['epoch']}: {d['seen']} seen, {d['never_seen']} never seen, "
+                     f"{d['seen_more_than_once']} seen twice or more (of {d['size']})"
+                     for e in report["epochs"] for d in e["datasets"]]
+    if bars != expected_bars:
+        raise Failure(f"{page}: the dataset bars read {bars}, the JSON report says {expected_bars}")
+    missed = [f"{d['name']}: {d['never_seen']} of {d['size']} samples never seen in epoch {e['epoch']}"
+              for e in report["epochs"] for d in e["datasets"] if d["never_seen"] > 0]
+    if not missed:
+        raise Failure(f"{page}: the zipped run lost no sample; the test expects it to")
+    expected = "FAILED" if missed else "PASSED"
+    if found["verdict"] != expected or found["violations"] != len(missed):
+        raise Failure(f"{page}: verdict {found['verdict']!r} with {found['violations']} violations, "
+                      f"expected {expected} with {len(missed)}")
+    for text in missed + ["--mix zip ends every epoch with the shortest dataset"]:
+        if text not in found["text"]:
+            raise Failure(f"{page}: {text!r} is not in the page")
+
+
+def write_cifar(folder, train, test):
+    """A tiny CIFAR-10 in its binary format: per image a label byte, then 3x32x32 pixel bytes."""
+    os.makedirs(folder)
+    for name, n in (("data_batch_1.bin", train), ("test_batch.bin", test)):
+        with open(os.path.join(folder, name), "wb") as f:
+            for i in range(n):
+                f.write(bytes([i % 10]) + bytes((i * 7 + k) % 256 for k in range(3072)))
+
+
+def train_page(ddp_sim, ddp_train, tmp, env):
+    """ddp-train on 2 launched ranks, synthetic (1000) and CIFAR-10 (200) zipped: per rank 25 and 5
+    batches of 20, so each epoch ends after 5 steps and 800 synthetic samples go unseen."""
+    missing = os.path.join(tmp, "no-such-folder", "train.html")
+    refused = subprocess.run([ddp_train, "--dataset", "synthetic", "--report-html", missing],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=RUN_DEADLINE_S,
+                             env=env, check=False)
+    message = (f"ddp-train: error: cannot write the HTML report to '{missing}': no folder "
+               f"'{os.path.dirname(missing)}'\n")
+    if refused.returncode != 2 or refused.stderr.decode(errors="replace") != message:
+        raise Failure(f"ddp-train --report-html {missing} exited {refused.returncode} with "
+                      f"{refused.stderr!r}; expected 2 with {message!r}")
+    cifar = os.path.join(tmp, "cifar")
+    write_cifar(cifar, 200, 50)
+    html, report = os.path.join(tmp, "train.html"), os.path.join(tmp, "train.json")
+    run_sim(ddp_sim, ["launch", "-n", "2", "--", ddp_train, "--dataset", "synthetic,cifar10",
+                      "--cifar10-dir", cifar, "--dataset-size", "1000", "--batch-size", "20", "--mix", "zip",
+                      "--epochs", "2", "--threads", "1", "--progress", "none", "--report-json", report,
+                      "--report-html", html], 0, env)
+    with open(report, encoding="utf-8") as f:
+        return html, json.load(f)
+
+
 def run_sim(ddp_sim, args, expect_code, env):
     """Runs ddp-sim, expects `expect_code`, returns its output."""
     try:
@@ -267,6 +335,7 @@ def run_sim(ddp_sim, args, expect_code, env):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--ddp-sim")
+    parser.add_argument("--ddp-train")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
     parser.add_argument("--keep-screenshots", help="copy the screenshots into this folder")
     parser.add_argument("--page", nargs="*", help="render these pages only")
@@ -281,8 +350,8 @@ def main():
         if args.page:
             pages = [(p, None) for p in args.page]
         else:
-            if not args.ddp_sim:
-                parser.error("--ddp-sim is needed unless --page is given")
+            if not args.ddp_sim or not args.ddp_train:
+                parser.error("--ddp-sim and --ddp-train are needed unless --page is given")
             for name, code in (("healthy", 0), ("rank-seed-skew", 1)):
                 html, report = os.path.join(tmp, f"{name}.html"), os.path.join(tmp, f"{name}.json")
                 run_sim(args.ddp_sim, ["run", name, "-n", "4", "--html", html, "--report", report, "-q"],
@@ -303,6 +372,7 @@ def main():
             if not replay:
                 raise Failure("ddp-sim check-sampler printed no replay command:\n" + out)
             pages.append((html, {"replay": replay.group(1)}))
+            pages.append(train_page(args.ddp_sim, args.ddp_train, tmp, env))
         browser = Browser(args.chromium, os.path.join(tmp, "chromium-profile"),
                           os.path.join(tmp, "chromium.log"))
         try:

@@ -54,6 +54,9 @@ void addTrainOptions(CLI::App& app, TrainOptions& options) {
   app.add_option("--resume", config.resumePath, "continue from this checkpoint");
   app.add_option("--report-json", config.reportJsonPath,
                  "write per-epoch figures and the final parameters here (rank 0)");
+  app.add_option("--report-html", config.reportHtmlPath,
+                 "write one self-contained HTML page here (rank 0): loss and throughput per step, "
+                 "each dataset's seen / never seen per epoch, the verdict (docs/html-report.md)");
   app.add_option("--trace-samples", config.traceSamplesPath,
                  "every rank writes its audit trace (docs/trace-format.md), each batch with its "
                  "indices, to DIR/rank-<r>.jsonl; `ddp-sim audit DIR` checks it");

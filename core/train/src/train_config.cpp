@@ -10,6 +10,7 @@
 #include "ddph/common/error.h"
 #include "ddph/common/timeouts.h"
 #include "ddph/data/image_dataset.h"
+#include "ddph/report/html_report.h"
 
 namespace ddph::train {
 namespace {
@@ -93,6 +94,8 @@ void validate(const TrainConfig& config) {
              "--checkpoint-every needs --checkpoint PATH");
   DDPH_CHECK(config.threads >= 0, "--threads must be >= 0, got {}", config.threads);
   checkOutputFolder("--report-json", config.reportJsonPath);
+  // The same check and one-line error as ddp-sim's --html options.
+  if (!config.reportHtmlPath.empty()) report::checkReportPath(config.reportHtmlPath);
   checkOutputFolder("--checkpoint", config.checkpointPath);
   checkOutputFolder("--trace-samples", config.traceSamplesPath);
   {

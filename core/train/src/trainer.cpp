@@ -32,6 +32,7 @@
 #include "ddph/verify/distributed_sampler.h"
 #include "ddph/verify/elastic_sampler.h"
 #include "ddph/train/progress.h"
+#include "ddph/train/training_page.h"
 #include "model.h"
 #include "training_trace.h"
 
@@ -386,6 +387,7 @@ class TrainingRun {
     }
     report.parameters = summarizeParameters(*model_);
     if (isRank0_ && !config_.reportJsonPath.empty()) writeReport(report, config_.reportJsonPath);
+    if (isRank0_ && !config_.reportHtmlPath.empty()) writeTrainingPage(report, config_.reportHtmlPath);
     // Nobody leaves before rank 0 has written its files (a launcher may stop the world as soon as
     // one rank exits).
     if (world_.comm) world_.comm->barrier("end of training");
@@ -406,6 +408,11 @@ class TrainingRun {
     std::int64_t lossTermsCarried = 0;  // how many step losses lossCarried sums (all ranks)
     torch::Tensor lossSum;
     std::int64_t samples = 0;
+    // With --report-html, per step this run took: its loss (on the device, read once at the end),
+    // its samples and the wall time since the previous step ended.
+    std::vector<torch::Tensor> stepLoss;
+    std::vector<std::int64_t> stepSamples;
+    std::vector<double> stepSeconds;
     std::int64_t stepsInEpoch() const { return static_cast<std::int64_t>(plan.size()); }
   };
 
@@ -624,10 +631,19 @@ class TrainingRun {
 
     progress_.startEpoch(epoch, config_.epochs, e.firstStep, e.stepsInEpoch());
     const auto start = Clock::now();
+    auto stepStart = start;
     std::int64_t step = e.firstStep;
     for (; step < e.stepsInEpoch() && !limitReached(); ++step) {
       if (stop_.agreed(world_.comm.get(), epoch, step)) break;
+      const std::int64_t samplesBefore = e.samples;
       const torch::Tensor loss = trainStep(e, step, onDevice);
+      if (!config_.reportHtmlPath.empty()) {
+        const auto now = Clock::now();
+        e.stepLoss.push_back(loss.detach());
+        e.stepSamples.push_back(e.samples - samplesBefore);
+        e.stepSeconds.push_back(std::chrono::duration<double>(now - stepStart).count());
+        stepStart = now;
+      }
       if (progress_.wantsLoss(step)) {
         progress_.update(step, loss.item<double>(), e.samples * world_.size);
       }
@@ -650,12 +666,33 @@ class TrainingRun {
     return epochRecord(e, step, seconds);
   }
 
+  // The steps this run took in `e` (--report-html), their losses and samples summed over ranks:
+  // one collective per epoch, not one per step. Every rank took the same steps.
+  std::vector<StepRecord> stepLog(const Epoch& e, const std::string& label) {
+    if (e.stepLoss.empty()) return {};
+    const auto losses = torch::stack(e.stepLoss).to(torch::kCPU, torch::kDouble).contiguous();
+    std::vector<double> loss(losses.data_ptr<double>(), losses.data_ptr<double>() + losses.numel());
+    std::vector<std::int64_t> samples = e.stepSamples;
+    if (world_.comm) {
+      world_.comm->allreduce(loss, ReduceOp::kSum, label);
+      world_.comm->allreduce(samples, ReduceOp::kSum, label);
+    }
+    std::vector<StepRecord> log;
+    const std::int64_t firstGlobal = globalStep_ - static_cast<std::int64_t>(loss.size()) + 1;
+    for (std::size_t i = 0; i < loss.size(); ++i) {
+      log.push_back({firstGlobal + static_cast<std::int64_t>(i), loss[i] / world_.size, samples[i],
+                     e.stepSeconds[i]});
+    }
+    return log;
+  }
+
   // The epoch's record, summed over ranks, with the evaluation unless the run is stopping.
   EpochRecord epochRecord(Epoch& e, std::int64_t steps, double seconds) {
     EpochRecord record;
     record.epoch = e.index;
     record.firstStep = e.firstStep;
     record.steps = steps;
+    record.plannedSteps = e.stepsInEpoch();
     const std::string label = fmt::format("epoch {} summary", e.index);
     std::vector<float> lossTotal{static_cast<float>(e.lossSum.item<double>() + e.lossCarried)};
     std::vector<std::int64_t> sampleTotal{e.samples};
@@ -668,6 +705,7 @@ class TrainingRun {
     record.samples = sampleTotal[0];
     record.seconds = seconds;
     record.samplesPerSecond = seconds > 0 ? static_cast<double>(record.samples) / seconds : 0.0;
+    record.stepLog = stepLog(e, label);
     for (std::size_t d = 0; d < datasets_.size(); ++d) {
       if (world_.comm) world_.comm->allreduce(e.visits[d].counts(), ReduceOp::kSum, label);
       record.datasets.push_back({config_.datasets[d], data::summarize(e.visits[d].counts())});

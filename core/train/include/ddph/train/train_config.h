@@ -45,6 +45,8 @@ struct TrainConfig {
   std::int64_t checkpointEvery = 0;
   std::string resumePath;
   std::string reportJsonPath;
+  /// Rank 0 writes the run's HTML page here at the end (docs/html-report.md), atomically.
+  std::string reportHtmlPath;
   /// A folder: every rank writes its audit trace (docs/trace-format.md) to `rank-<r>.jsonl` there,
   /// line by line, each batch with its indices: what resume tests compare sample by sample, and
   /// what `ddp-sim audit` checks.

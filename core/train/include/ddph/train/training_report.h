@@ -27,10 +27,20 @@ struct DatasetVisits {
   data::VisitSummary visits;
 };
 
+/// One optimizer step this run took (kept with --report-html only: the page's loss and
+/// throughput per step).
+struct StepRecord {
+  std::int64_t step = 0;     ///< global step, 1-based (the optimizer steps taken after it)
+  double loss = 0;           ///< the step's loss, mean over ranks
+  std::int64_t samples = 0;  ///< training samples of the step, all ranks
+  double seconds = 0;        ///< rank 0's wall time from the previous step's end to this one's
+};
+
 struct EpochRecord {
   std::int64_t epoch = 0;
   std::int64_t firstStep = 0;  ///< > 0 when the epoch was resumed from a checkpoint
   std::int64_t steps = 0;      ///< steps in this epoch (all of them, resumed ones included)
+  std::int64_t plannedSteps = 0;  ///< the epoch's steps had it run to its end (--steps, a signal)
   double loss = 0;             ///< mean of the step losses, over ranks and steps
   std::int64_t samples = 0;    ///< training samples served this run, all ranks
   double seconds = 0;          ///< training time of this epoch in this run (no evaluation)
@@ -38,6 +48,7 @@ struct EpochRecord {
   std::optional<double> evalAccuracy;  ///< over all evaluated datasets together
   std::vector<DatasetEval> eval;
   std::vector<DatasetVisits> datasets;
+  std::vector<StepRecord> stepLog;  ///< the steps this run took, with --report-html only
 };
 
 struct ParameterSummary {
