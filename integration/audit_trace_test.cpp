@@ -6,8 +6,11 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "ddph/audit/audit.h"
+#include "ddph/audit/audit_page.h"
+#include "ddph/audit/step_times.h"
 #include "ddph/audit/trace.h"
 #include "ddph/common/error.h"
 #include "ddph/verify/distributed_sampler.h"
@@ -340,6 +343,88 @@ TEST(AuditTraceFiles, IndexListEncodingsDecodeAlike) {
   const auto r = audit::auditTrace(audit::readTrace(dir.path()));
   const Violation& v = only(r, property::kCoverage);
   EXPECT_TRUE(has(v.detail, "2 of 8 indices are on no rank: 4, 5")) << v.detail;
+}
+
+// Two ranks' traces written by hand with their "t": rank 0 waits 0.2 s in its first allreduce and
+// 0.3 s in two overlapping ones (counted once), computes 0.7 s between them from its first batch
+// to its last completion; its set-up broadcast before the first batch is not a step. Rank 1 never
+// completes its second allreduce: it waits from entering it to its last line (the error at 3.0).
+const char* const kTimedRank0 = R"({"ev":"header","t":0.0,"trace":"ddph-audit","version":1,"rank":0,"world_size":2}
+{"ev":"coll","t":0.2,"group":"0","seq":0,"op":"broadcast"}
+{"ev":"coll_done","t":0.5,"group":"0","seq":0}
+{"ev":"loader","t":0.9,"id":0,"dataset_len":8,"batch_size":2}
+{"ev":"epoch","t":1.0,"loader":0,"iter":0}
+{"ev":"batch","t":1.0,"loader":0,"iter":0,"seq":0,"size":2}
+{"ev":"coll","t":1.3,"group":"0","seq":1,"op":"all_reduce"}
+{"ev":"coll_done","t":1.5,"group":"0","seq":1}
+{"ev":"batch","t":1.6,"loader":0,"iter":0,"seq":1,"size":2}
+{"ev":"coll","t":1.9,"group":"0","seq":2,"op":"all_reduce"}
+{"ev":"coll","t":1.95,"group":"0","seq":3,"op":"all_reduce"}
+{"ev":"coll_done","t":2.1,"group":"0","seq":2}
+{"ev":"coll_done","t":2.2,"group":"0","seq":3}
+{"ev":"end","t":2.5,"code":0}
+)";
+const char* const kTimedRank1 = R"({"ev":"header","t":0.0,"trace":"ddph-audit","version":1,"rank":1,"world_size":2}
+{"ev":"loader","t":0.9,"id":0,"dataset_len":8,"batch_size":2}
+{"ev":"epoch","t":1.0,"loader":0,"iter":0}
+{"ev":"batch","t":1.0,"loader":0,"iter":0,"seq":0,"size":2}
+{"ev":"coll","t":1.1,"group":"0","seq":0,"op":"all_reduce"}
+{"ev":"coll_done","t":1.5,"group":"0","seq":0}
+{"ev":"batch","t":1.6,"loader":0,"iter":0,"seq":1,"size":2}
+{"ev":"coll","t":2.0,"group":"0","seq":1,"op":"all_reduce"}
+{"ev":"error","t":3.0,"type":"RuntimeError","message":"peer gone"}
+)";
+
+audit::RankTrace timedRank(const char* text) {
+  std::istringstream in(text);
+  return audit::readRankTrace(in, "rank.jsonl");
+}
+
+std::string readRankError(const char* text) {
+  try {
+    timedRank(text);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(AuditStepTimes, ComputeBetweenAndWaitInsideCollectivesPerStep) {
+  const auto r0 = audit::stepTimesOf(timedRank(kTimedRank0));
+  ASSERT_TRUE(r0);
+  EXPECT_NEAR(r0->computeMs, 350.0, 1e-6);  // (2.2 - 1.0 - 0.5) s over 2 steps
+  EXPECT_NEAR(r0->waitMs, 250.0, 1e-6);     // (0.2 + 0.3) s over 2 steps
+  const auto r1 = audit::stepTimesOf(timedRank(kTimedRank1));
+  ASSERT_TRUE(r1);
+  EXPECT_NEAR(r1->computeMs, 300.0, 1e-6);  // (3.0 - 1.0 - 1.4) s over 2 steps
+  EXPECT_NEAR(r1->waitMs, 700.0, 1e-6);     // (0.4 + 1.0) s over 2 steps
+}
+
+TEST(AuditStepTimes, TheAuditTimelineShowsThem) {
+  TempDir dir("ddph-audit-trace");
+  std::ofstream(dir.path() + "/rank-0.jsonl") << kTimedRank0;
+  std::ofstream(dir.path() + "/rank-1.jsonl") << kTimedRank1;
+  const auto trace = audit::readTrace(dir.path());
+  const auto timeline = audit::timelineOf(trace, {});
+  ASSERT_EQ(timeline.ranks.size(), 2u);
+  ASSERT_TRUE(timeline.ranks[0].computeMs && timeline.ranks[0].waitMs);
+  EXPECT_NEAR(*timeline.ranks[0].computeMs, 350.0, 1e-6);
+  EXPECT_NEAR(*timeline.ranks[1].waitMs, 700.0, 1e-6);
+  report::Page page;
+  page.timeline = timeline;
+  const std::string html = report::renderHtml(page);
+  EXPECT_TRUE(has(html, "compute 350 ms, wait 250 ms per step")) << html;
+  EXPECT_TRUE(has(html, "compute 300 ms, wait 700 ms per step")) << html;
+}
+
+TEST(AuditStepTimes, NoneWithoutTimesOrSteps) {
+  std::string untimed = kTimedRank0;
+  untimed.replace(untimed.find("\"t\":1.0,\"loader\":0,\"iter\":0,\"seq\":0"), 8, "");
+  EXPECT_FALSE(audit::stepTimesOf(timedRank(untimed.c_str())));
+  EXPECT_FALSE(audit::stepTimesOf(timedRank(
+      R"({"ev":"header","t":0.0,"trace":"ddph-audit","version":1,"rank":0,"world_size":1})")));
+  EXPECT_TRUE(has(readRankError(R"({"ev":"header","t":"soon","trace":"ddph-audit","version":1,"rank":0,"world_size":1})"),
+                  "\"t\" has the wrong type"));
 }
 
 }  // namespace

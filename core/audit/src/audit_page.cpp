@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "ddph/audit/step_times.h"
 #include "audit_checks.h"
 
 namespace ddph::audit {
@@ -211,6 +212,10 @@ report::Timeline timelineOf(const Trace& trace, const std::vector<Violation>& vi
       for (const auto& p : t->passes) row.steps += static_cast<std::int64_t>(p.batches.size());
       for (const auto& [g, list] : t->collectives) row.collectives += static_cast<std::int64_t>(list.size());
       row.stoodAt = stoodAt(*t);
+      if (const auto times = stepTimesOf(*t)) {
+        row.computeMs = times->computeMs;
+        row.waitMs = times->waitMs;
+      }
     }
     row.outcome = outcomeOf(trace, t ? &*t : nullptr, r);
     row.failed = failed.count(r) > 0 || !t;

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <type_traits>
@@ -76,6 +77,9 @@ class RankTraceBuilder {
 
   void add(const json& e, std::int64_t line) {
     const auto ev = field<std::string>(e, "ev");
+    time_ = optionalField<double>(e, "t");
+    DDPH_CHECK(!time_ || std::isfinite(*time_), "\"t\" is not a time: {}", e["t"].dump());
+    if (time_) t_.lastT = std::max(t_.lastT.value_or(*time_), *time_);
     // The first event, not line 1: blank lines before it once let a trace without a header
     // through (world size 0, and readTrace indexed an empty vector).
     if (!sawHeader_) {
@@ -116,6 +120,7 @@ class RankTraceBuilder {
       DDPH_CHECK(seq >= 0 && seq < static_cast<std::int64_t>(list.size()),
                  "coll_done for collective #{} of group {} that was never entered", seq, group);
       list[seq].done = true;
+      list[seq].doneT = time_;
     } else if (ev == "group") {
       t_.groups[field<std::string>(e, "id")] = field<std::vector<std::int64_t>>(e, "ranks");
     } else if (ev == "params") {
@@ -235,6 +240,7 @@ class RankTraceBuilder {
     b.size = field<std::int64_t>(e, "size");
     b.grad = optionalField<bool>(e, "grad").value_or(true);
     b.line = line;
+    b.t = time_;
     DDPH_CHECK(b.size >= 0, "batch size {} is negative", b.size);
     if (auto it = e.find("idx"); it != e.end()) {
       b.indices = decodeIndexList(*it);
@@ -260,6 +266,7 @@ class RankTraceBuilder {
     DDPH_CHECK(c.backward >= -1 && c.backward < std::numeric_limits<std::int64_t>::max(),
                "\"backward\" {} is not a count", c.backward);
     c.line = line;
+    c.t = time_;
     c.loader = current_.loader;
     c.iter = current_.iter;
     c.batchSeq = current_.batchSeq;
@@ -298,6 +305,7 @@ class RankTraceBuilder {
   RankTrace& t_;
   bool sawHeader_ = false;
   Position current_;
+  std::optional<double> time_;  ///< the current line's "t"
 };
 
 }  // namespace

@@ -40,8 +40,14 @@ report::Page runPage(const RunReport& r, const audit::Trace* trace) {
   }
   for (auto& row : timeline.ranks) {
     const auto k = static_cast<std::size_t>(row.rank);
-    if (k < r.stepComputeMs.size() && r.stepComputeMs[k] > 0) row.computeMs = r.stepComputeMs[k];
-    if (k < r.stepWaitMs.size() && (r.stepWaitMs[k] > 0 || row.computeMs)) row.waitMs = r.stepWaitMs[k];
+    // What the rank measured around its allreduce, where it did, rather than the trace's times
+    // (which count the trace's own writing as compute).
+    const double compute = k < r.stepComputeMs.size() ? r.stepComputeMs[k] : 0;
+    const double wait = k < r.stepWaitMs.size() ? r.stepWaitMs[k] : 0;
+    if (compute > 0 || wait > 0) {
+      row.computeMs = compute;
+      row.waitMs = wait;
+    }
     row.straggler = stragglers.count(row.rank) > 0;
     row.failed = row.failed || failed.count(row.rank) > 0;
   }

@@ -59,6 +59,7 @@ struct BatchRecord {
   bool grad = true;
   std::optional<std::vector<Index>> indices;  ///< present for recorded orders / custom batching
   std::int64_t line = 0;
+  std::optional<double> t;  ///< seconds since the rank's recorder started (the line's "t")
 };
 
 /// The hash of one DDP module's state, and how many backward passes it had run by then.
@@ -92,6 +93,7 @@ struct CollectiveRecord {
   std::int64_t ddp = -1, bucket = -1, backward = -1, peer = -1;
   bool done = false;
   std::int64_t line = 0;
+  std::optional<double> t, doneT;  ///< when it was entered and completed (the lines' "t")
   // Where the program stood: the most recent batch handed out before the call.
   std::int64_t loader = -1, iter = -1, batchSeq = -1;
 };
@@ -124,6 +126,7 @@ struct RankTrace {
   std::int64_t endCode = 0;
   bool truncatedTail = false;  ///< the last line was cut short (a kill while writing)
   std::int64_t lines = 0;
+  std::optional<double> lastT;  ///< the latest "t" of any line: when the rank was last heard of
 
   /// The pass of `loader` with iteration `iter`, or nullptr.
   const PassRecord* findPass(std::int64_t loader, std::int64_t iter) const;
