@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstring>
+#include <iostream>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -113,6 +115,41 @@ TEST(DdpMultiProcess, KilledRankMakesPeersFailWithinDeadline) {
   const Outcome outcome = runWorld(3, "mlp", "adam", 3, /*killRank=*/1, /*timeoutMs=*/10000);
   EXPECT_EQ(outcome.exitCodes[0], 1);
   EXPECT_EQ(outcome.exitCodes[2], 1);
+}
+
+// SIGKILL of a rank in the middle of a large gradient allreduce (DDP step 1, buckets of 25 MB of
+// float64 gradients on the wire): its peers fail at once with an error naming that step, not at
+// their collective deadline. The kill lands on the bytes the victim has written, not on a timer
+// (integration/support/kill_inside_allreduce.h). The peers' deadline is 10 minutes and this test's
+// wait for them 9: a peer that waited for its deadline instead of failing fails the test.
+TEST(DdpMultiProcess, RankKilledInsideALargeGradientAllreduceFailsItsPeersNamingTheStep) {
+  const int world = 3, victim = 1;
+  test_support::TempDir dir("ddph-ddp-kill");
+  auto store = makeTcpStore("127.0.0.1", 0, true, world, 30s);
+  std::vector<std::vector<std::string>> argvs;
+  for (int r = 0; r < world; ++r) {
+    argvs.push_back({DDPH_RANK_WORKER, "--port", std::to_string(store->port()), "--rank",
+                     std::to_string(r), "--world", std::to_string(world), "--optimizer", "sgd",
+                     "--inputs", "512", "--hidden", "2048,2048", "--steps", "3",
+                     "--timeout-ms", "600000", "--out", dir.path() + "/rank" + std::to_string(r)});
+    if (r == victim) {
+      for (const char* arg : {"--kill-inside-allreduce", "1", "--kill-report"}) argvs.back().push_back(arg);
+      argvs.back().push_back(dir.path() + "/kill");
+    }
+  }
+  const auto results = test_support::runCommands(argvs, 9min);
+  const std::string where = test_support::readFile(dir.path() + "/kill");
+  std::cout << "the kill: " << where << "\n" << results[0].err << results[2].err;
+  EXPECT_EQ(results[victim].exitCode, 128 + SIGKILL) << results[victim].err;
+  EXPECT_FALSE(where.empty()) << "the victim did not die where it was told to";
+  for (int r = 0; r < world; ++r) {
+    if (r == victim) continue;
+    const auto& peer = results[static_cast<std::size_t>(r)];
+    EXPECT_EQ(peer.exitCode, 1) << "rank " << r << ": " << peer.err;
+    EXPECT_NE(peer.err.find("allreduce at DDP step 1 failed (a peer died or left)"), std::string::npos)
+        << "rank " << r << ": " << peer.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() + "/rank" + std::to_string(r)));
+  }
 }
 
 }  // namespace

@@ -15,12 +15,15 @@
 #include "ddph/comm/rank_env.h"
 #include "ddph/common/error.h"
 #include "ddph/ddp/gradient_equivalence.h"
+#include "support/kill_inside_allreduce.h"
 
 int main(int argc, char** argv) {
   CLI::App app("ddp_rank_worker: one DDP rank of a gradient-equivalence setup");
   int port = 0, rank = 0, world = 1, batch = 2, steps = 2, timeoutMs = 30000;
   std::uint64_t seed = 1;
-  std::string model = "mlp", optimizer = "adam", out;
+  std::string model = "mlp", optimizer = "adam", out, killReport;
+  int inputs = 0, killStep = -1;
+  std::vector<int> hidden{8, 5};
   app.add_option("--port", port, "TCPStore port on 127.0.0.1 (default: env:// variables)");
   app.add_option("--rank", rank);
   app.add_option("--world", world);
@@ -31,12 +34,18 @@ int main(int argc, char** argv) {
   app.add_option("--optimizer", optimizer)->check(CLI::IsMember({"sgd", "adam"}));
   app.add_option("--timeout-ms", timeoutMs);
   app.add_option("--out", out)->required();
+  app.add_option("--inputs", inputs, "MLP input features (default: the setup's)");
+  app.add_option("--hidden", hidden, "hidden widths")->delimiter(',');
+  app.add_option("--kill-inside-allreduce", killStep,
+                 "SIGKILL this rank inside the first large (>= 1 MiB) gradient allreduce of this DDP step");
+  app.add_option("--kill-report", killReport, "where the kill writes whether it landed inside");
   CLI11_PARSE(app, argc, argv);
   try {
     ddph::TrainingSetup s;
     s.model.kind = model == "conv" ? ddph::ModelKind::kConvNet : ddph::ModelKind::kMlp;
     if (s.model.kind == ddph::ModelKind::kConvNet) s.model.inputs = 2;
-    s.model.hidden = {8, 5};
+    if (inputs > 0) s.model.inputs = inputs;
+    s.model.hidden = hidden;
     s.model.outputs = 3;
     s.batchPerRank = batch;
     s.steps = steps;
@@ -59,6 +68,10 @@ int main(int argc, char** argv) {
       comm = std::move(joined.comm);
       rank = joined.env.rank;
       world = joined.env.worldSize;
+    }
+    if (killStep >= 0) {
+      comm = std::make_unique<ddph::test_support::KillInsideAllreduce>(
+          std::move(comm), fmt::format("DDP step {}", killStep), killReport);
     }
     s.worldSize = world;
     const std::vector<double> params = ddph::trainDdpRank(s, *comm);
