@@ -92,6 +92,7 @@ ForkedWorldResult runForkedWorld(const ForkedWorldOptions& options, const RankMa
   pid_t pgid = 0;
   int alive = 0;
   bool stopping = false;
+  bool killSent = false;
   Clock::time_point killAt{};
 
   const auto stop = [&] {
@@ -208,6 +209,11 @@ ForkedWorldResult runForkedWorld(const ForkedWorldOptions& options, const RankMa
         r.peakRssMb = static_cast<double>(usage.ru_maxrss) / 1024.0;
         if (WIFSIGNALED(status)) {
           r.signal = WTERMSIG(status);
+          // Only a SIGTERM, or a SIGKILL once the grace has passed, is the supervisor's: a rank that
+          // died of anything else while the world was being stopped (its own SIGKILL, an OOM kill
+          // still tearing the process down when a peer that saw its sockets close was reaped first)
+          // died on its own.
+          if (r.signal != SIGTERM && !(r.signal == SIGKILL && killSent)) r.stoppedByUs = false;
         } else {
           r.exitCode = WEXITSTATUS(status);
         }
@@ -228,7 +234,10 @@ ForkedWorldResult runForkedWorld(const ForkedWorldOptions& options, const RankMa
       result.deadlinePassed = true;
       stop();
     }
-    if (stopping && Clock::now() > killAt) ::killpg(pgid, SIGKILL);
+    if (stopping && Clock::now() > killAt) {
+      ::killpg(pgid, SIGKILL);
+      killSent = true;
+    }
   }
   result.allReapedSeconds = since();
   for (auto& r : result.ranks) {

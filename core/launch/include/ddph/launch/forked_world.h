@@ -57,7 +57,7 @@ struct ForkedRank {
   bool exited = false;
   int exitCode = 0;     ///< when exited normally
   int signal = 0;       ///< when killed by a signal
-  bool stoppedByUs = false;  ///< it was still running when the supervisor stopped the world
+  bool stoppedByUs = false;  ///< it ended of the supervisor's SIGTERM or SIGKILL, stopping the world
   double endSeconds = 0;     ///< since the start, when it was reaped
   double peakRssMb = 0;      ///< ru_maxrss from wait4
   std::int64_t lastEpoch = -1;  ///< its slot in SharedProgress when it ended
