@@ -12,6 +12,7 @@
 #include "ddph/audit/audit_page.h"
 #include "ddph/audit/step_times.h"
 #include "ddph/audit/trace.h"
+#include "ddph/audit/trace_progress.h"
 #include "ddph/common/error.h"
 #include "ddph/verify/distributed_sampler.h"
 #include "test_support.h"
@@ -425,6 +426,35 @@ TEST(AuditStepTimes, NoneWithoutTimesOrSteps) {
       R"({"ev":"header","t":0.0,"trace":"ddph-audit","version":1,"rank":0,"world_size":1})")));
   EXPECT_TRUE(has(readRankError(R"({"ev":"header","t":"soon","trace":"ddph-audit","version":1,"rank":0,"world_size":1})"),
                   "\"t\" has the wrong type"));
+}
+
+// ddp-sim launch --audit's progress: read while the files grow, a line cut in the middle counted
+// once it is whole, joined = a completed collective, epochs = loader 0's passes ended on every rank.
+TEST(AuditTraceProgress, CountsWhatTheGrowingFilesSaySoFar) {
+  TempDir dir("ddph-audit-trace");
+  audit::TraceProgress progress(dir.path(), 2);
+  EXPECT_EQ(progress.read().joined, 0);  // no file yet
+  std::ofstream r0(dir.path() + "/rank-0.jsonl"), r1(dir.path() + "/rank-1.jsonl");
+  const auto write = [](std::ofstream& f, const std::string& text) { f << text << std::flush; };
+  write(r0, R"({"ev":"header","t":0.0,"trace":"ddph-audit","version":1,"rank":0,"world_size":2})" "\n"
+            R"({"ev":"coll","t":0.1,"group":"0","seq":0,"op":"broadcast"})" "\n"
+            R"({"ev":"coll_done","t":0.2,"gr)");
+  auto counts = progress.read();
+  EXPECT_EQ(counts.joined, 0);  // the completion is still being written
+  write(r0, R"(oup":"0","seq":0})" "\n"
+            R"({"ev":"epoch_end","t":1.0,"loader":0,"iter":0,"batches":3})" "\n"
+            R"({"ev":"epoch_end","t":1.1,"loader":1,"iter":0,"batches":1})" "\n");
+  counts = progress.read();
+  EXPECT_EQ(counts.joined, 1);
+  EXPECT_EQ(counts.epochsDone, 0);  // rank 1 has ended none
+  write(r1, R"({"ev":"coll_done","t":0.2,"group":"0","seq":0})" "\n"
+            R"({"ev":"epoch_end","t":1.0,"loader":0,"iter":0,"batches":3})" "\n"
+            R"({"ev":"epoch_end","t":2.0,"loader":0,"iter":1,"batches":3})" "\n");
+  counts = progress.read();
+  EXPECT_EQ(counts.joined, 2);
+  EXPECT_EQ(counts.epochsDone, 1);  // loader 0: rank 0 ended 1 pass, rank 1 two; loader 1 not counted
+  write(r0, R"({"ev":"epoch_end","t":2.0,"loader":0,"iter":1,"batches":3})" "\n" "not json\n");
+  EXPECT_EQ(progress.read().epochsDone, 2);
 }
 
 }  // namespace

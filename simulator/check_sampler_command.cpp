@@ -4,8 +4,10 @@
 // a command that replays them.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -17,6 +19,7 @@
 #include "commands.h"
 #include "ddph/common/timeouts.h"
 #include "ddph/common/error.h"
+#include "ddph/common/progress_line.h"
 #include "ddph/verify/contract.h"
 #include "ddph/verify/elastic_sampler.h"
 #include "ddph/report/html_report.h"
@@ -213,29 +216,42 @@ int run(const CheckSamplerArgs& a) {
   silenceRapidCheck();
   std::size_t width = 15;  // the property column
   for (const auto& property : contract.properties) width = std::max(width, property.size());
+  // On a terminal: which property is searched, elapsed (nothing when stderr is a log or a pipe).
+  std::atomic<std::size_t> searching{0};
+  ProgressLine progress(STDERR_FILENO, [&] {
+    if (contract.properties.empty()) return std::string("ddp-sim check-sampler");
+    const std::size_t k = std::min(searching.load(), contract.properties.size() - 1);
+    return fmt::format("ddp-sim check-sampler: property {} of {} ({}), {}", k + 1, contract.properties.size(),
+                       contract.properties[k], ProgressLine::formatElapsed(std::chrono::steady_clock::now() - start));
+  });
   try {
     for (const auto& property : contract.properties) {
       const SearchResult r = searchCounterexample(*sampler, property, contract.expectations, options);
-      if (r.passed) {
-        fmt::print("  ok   {:<{}} {} cases\n", property, width, r.casesPassed);
-      } else {
-        violated.push_back(property);
-        fmt::print("  FAIL {:<{}} minimal case {} (after {} passing cases)\n", property, width,
-                   formatCase(*r.counterexample), r.casesPassed);
-        fmt::print("       {}\n", formatViolation(*r.violation));
-        fmt::print("       likely cause: {}\n", findProperty(property)->likelyCause);
-        page.counterexamples.push_back(printMinimalCase(*sampler, a, contract, r));
-        page.verdict.violations.push_back({property, r.violation->ranks, r.violation->epoch,
-                                           r.violation->step, r.violation->detail,
-                                           std::string(findProperty(property)->likelyCause)});
-      }
-      std::fflush(stdout);
+      progress.printAbove([&] {
+        if (r.passed) {
+          fmt::print("  ok   {:<{}} {} cases\n", property, width, r.casesPassed);
+        } else {
+          violated.push_back(property);
+          fmt::print("  FAIL {:<{}} minimal case {} (after {} passing cases)\n", property, width,
+                     formatCase(*r.counterexample), r.casesPassed);
+          fmt::print("       {}\n", formatViolation(*r.violation));
+          fmt::print("       likely cause: {}\n", findProperty(property)->likelyCause);
+          page.counterexamples.push_back(printMinimalCase(*sampler, a, contract, r));
+          page.verdict.violations.push_back({property, r.violation->ranks, r.violation->epoch,
+                                             r.violation->step, r.violation->detail,
+                                             std::string(findProperty(property)->likelyCause)});
+        }
+        std::fflush(stdout);
+      });
+      ++searching;
     }
   } catch (const ProtocolError& e) {
+    progress.stop();
     std::fflush(stdout);
     fmt::print(stderr, "ddp-sim: error: {}\n", e.what());
     return kExitUsage;
   }
+  progress.stop();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string requests =

@@ -4,10 +4,13 @@
 
 #include <chrono>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <streambuf>
 #include <memory>
 #include <optional>
 
@@ -16,6 +19,8 @@
 #include "ddph/audit/launch_record.h"
 #include "ddph/comm/rank_env.h"
 #include "ddph/common/error.h"
+#include "ddph/common/progress_line.h"
+#include "ddph/audit/trace_progress.h"
 #include "ddph/launch/launcher.h"
 #include "ddph/report/html_report.h"
 #include "ddph/scenario/builtin_scenarios.h"
@@ -41,6 +46,48 @@ std::chrono::milliseconds seconds(double s) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000.0));
 }
 
+// The ranks' output lines, printed above the progress line: the launcher writes a line and
+// flushes, and the flush prints it with the progress line out of the way.
+class AboveProgress final : public std::streambuf {
+ public:
+  AboveProgress(ProgressLine& line, std::FILE* file) : line_(line), file_(file) {}
+
+ protected:
+  int overflow(int c) override {
+    if (c != traits_type::eof()) pending_.push_back(static_cast<char>(c));
+    return traits_type::not_eof(c);
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    pending_.append(s, static_cast<std::size_t>(n));
+    return n;
+  }
+  int sync() override {
+    if (pending_.empty()) return 0;
+    line_.printAbove([this] {
+      std::fwrite(pending_.data(), 1, pending_.size(), file_);
+      std::fflush(file_);
+    });
+    pending_.clear();
+    return 0;
+  }
+
+ private:
+  ProgressLine& line_;
+  std::FILE* file_;
+  std::string pending_;
+};
+
+// This process's children (the ranks while they run), from /proc: every thread's children.
+int runningChildren() {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream children(task.path() / "children");
+    for (long pid; children >> pid;) ++n;
+  }
+  return n;
+}
+
 int runLaunch(const LaunchArgs& a) {
   DDPH_CHECK(a.numRanks > 0, "-n must be positive, got {}", a.numRanks);
   if (a.timeoutS) checkTimeoutOption("--timeout", *a.timeoutS);
@@ -61,7 +108,27 @@ int runLaunch(const LaunchArgs& a) {
     traces.emplace(a.traceDir);
     options.extraEnv = auditEnvironment(traces->path());
   }
+  // On a terminal: ranks running, (with --audit) joined and epochs done, elapsed; nothing when
+  // stderr is a log or a pipe.
+  std::optional<audit::TraceProgress> traced;
+  if (traces) traced.emplace(traces->path(), a.numRanks);
+  const auto start = std::chrono::steady_clock::now();
+  ProgressLine progress(STDERR_FILENO, [&] {
+    std::string line = fmt::format("ddp-sim launch: {} of {} ranks running", runningChildren(), a.numRanks);
+    if (traced) {
+      const auto counts = traced->read();
+      line += fmt::format(", {} joined, {} epochs done", counts.joined, counts.epochsDone);
+    }
+    return line + ", " + ProgressLine::formatElapsed(std::chrono::steady_clock::now() - start);
+  });
+  AboveProgress outBuffer(progress, stdout), errBuffer(progress, stderr);
+  std::ostream out(&outBuffer), err(&errBuffer);
+  if (progress.active()) {
+    options.out = &out;
+    options.err = &err;
+  }
   const LaunchResult result = launchRanks(options);
+  progress.stop();
   std::cout << std::flush;
   if (result.exitCode == 0) {
     fmt::print(stderr, "ddp-sim launch: {}\n", result.summary);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "commands.h"
 #include "ddph/common/timeouts.h"
 #include "ddph/common/error.h"
+#include "ddph/common/progress_line.h"
 #include "ddph/verify/property.h"
 #include "ddph/common/atomic_file.h"
 #include "ddph/comm/gloo_communicator.h"
@@ -52,7 +54,21 @@ int runRun(const RunArgs& a) {
     ::setenv("DDPH_AUDIT_DIR", traces->path().c_str(), 1);
     ::setenv("DDPH_AUDIT_RUN_ID", fmt::format("run-{}", ::getpid()).c_str(), 1);
   }
-  const RunReport report = runScenario(resolveScenario(a.scenario), options);
+  Scenario scenario = resolveScenario(a.scenario);
+  if (a.worldSize) scenario.worldSize = *a.worldSize;
+  validateScenario(scenario);
+  // On a terminal: ranks joined, epochs done, elapsed (nothing when stderr is a log or a pipe).
+  std::optional<RunProgress> shown;
+  if (::isatty(STDERR_FILENO) != 0) shown.emplace(scenario.worldSize);
+  const auto start = std::chrono::steady_clock::now();
+  ProgressLine progress(STDERR_FILENO, [&] {
+    return fmt::format("ddp-sim run {}: {} of {} ranks joined, {} of {} epochs done, {}", scenario.name,
+                       shown->joinedRanks(), scenario.worldSize, shown->epochsDone(), scenario.epochs,
+                       ProgressLine::formatElapsed(std::chrono::steady_clock::now() - start));
+  });
+  if (progress.active()) options.progress = &*shown;
+  const RunReport report = runScenario(scenario, options);
+  progress.stop();
   if (a.reportPath) writeFileAtomically(*a.reportPath, reportJson(report));
   if (a.htmlPath) {
     std::optional<audit::Trace> trace;

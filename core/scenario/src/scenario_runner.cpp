@@ -31,10 +31,15 @@ using Json = nlohmann::json;
 // A rank's observer: JSON lines to the supervisor, progress into shared memory.
 class PipeObserver final : public RankObserver {
  public:
-  PipeObserver(int fd, SharedProgress::Slot& slot) : fd_(fd), slot_(slot) {}
+  PipeObserver(int fd, SharedProgress::Slot& slot, RunProgress* shown, int rank)
+      : fd_(fd), slot_(slot), shown_(shown), rank_(rank) {}
   void onStep(std::int64_t epoch, std::int64_t step) override {
     slot_.epoch.store(epoch);
     slot_.step.store(step);
+    if (shown_) shown_->inEpoch(rank_, epoch);
+  }
+  void onJoined() {
+    if (shown_) shown_->joined(rank_);
   }
   void onWaiting(bool waiting) override { slot_.waiting.store(waiting ? 1 : 0); }
   void onViolation(const Violation& v) override {
@@ -47,11 +52,13 @@ class PipeObserver final : public RankObserver {
  private:
   int fd_;
   SharedProgress::Slot& slot_;
+  RunProgress* shown_;
+  int rank_;
 };
 
 int rankMain(const Scenario& s, const GlooOptions& engine, const std::string& storePath, int rank,
-             int fd, SharedProgress& progress) {
-  PipeObserver observer(fd, progress.slot(rank));
+             int fd, SharedProgress& progress, RunProgress* shown) {
+  PipeObserver observer(fd, progress.slot(rank), shown, rank);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(s.timeoutS * 1000));
   // NOTE [Connect deadline]: ranks are forked one after another and all connect on the same
   // cores, so the last rank arrives seconds after the first at large W (about 13 s at W = 512 on 2
@@ -78,6 +85,7 @@ int rankMain(const Scenario& s, const GlooOptions& engine, const std::string& st
     // Ranks finish connecting far apart at large W: meet under the connect deadline first.
     comm->barrier("connect");
     comm->setTimeout(timeout);
+    observer.onJoined();
     const double connectS = std::chrono::duration<double>(Clock::now() - start).count();
     const RankRunStats stats = runRankProgram(s, *comm, observer);
     comm->barrier("end of run");  // rank 0 serves the store: nobody leaves before all are done
@@ -164,6 +172,7 @@ std::string howItEnded(const ForkedRank& r) {
 RunReport runScenario(Scenario s, const RunOptions& options) {
   if (options.worldSize) s.worldSize = *options.worldSize;
   validateScenario(s);
+  DDPH_ASSERT(!options.progress || options.progress->worldSize() == s.worldSize);
   const auto start = Clock::now();
   ForkedWorldOptions world;
   world.worldSize = s.worldSize;
@@ -178,7 +187,7 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
   const PrivateFolder folder("ddph-run-");
   const std::string storePath = folder.path() + "/store";
   const ForkedWorldResult result = runForkedWorld(world, [&](int rank, int fd, SharedProgress& progress) {
-    return rankMain(s, options.gloo, storePath, rank, fd, progress);
+    return rankMain(s, options.gloo, storePath, rank, fd, progress, options.progress);
   });
 
   RunReport report;

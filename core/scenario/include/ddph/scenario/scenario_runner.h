@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "ddph/comm/gloo_communicator.h"
+#include "ddph/scenario/run_progress.h"
 #include "ddph/scenario/run_report.h"
 #include "ddph/scenario/scenario.h"
 
@@ -15,6 +16,9 @@ struct RunOptions {
   std::optional<double> deadlineS;  ///< the whole run (default: generous, from the scenario)
   double graceS = 2.0;            ///< SIGTERM → SIGKILL when stopping ranks
   GlooOptions gloo;               ///< the engine and wait mode (timeout and address: per rank)
+  /// Where the ranks say they joined and which epoch they are in (for a progress line); its world
+  /// size must be the run's. Null: nowhere.
+  RunProgress* progress = nullptr;
 };
 
 /// Runs the scenario. Violations (including rank-failure) are in the report; throws ConfigError

@@ -1,0 +1,53 @@
+#include "ddph/audit/trace_progress.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace ddph::audit {
+
+TraceProgress::TraceProgress(std::filesystem::path dir, int worldSize)
+    : dir_(std::move(dir)), ranks_(static_cast<std::size_t>(std::max(0, worldSize))) {}
+
+void TraceProgress::readRank(int rank, RankFile& file) {
+  std::ifstream in(dir_ / ("rank-" + std::to_string(rank) + ".jsonl"), std::ios::binary);
+  if (!in) return;
+  in.seekg(static_cast<std::streamoff>(file.offset));
+  std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  file.offset += chunk.size();
+  file.partial += chunk;
+  std::size_t start = 0;
+  for (std::size_t end; (end = file.partial.find('\n', start)) != std::string::npos; start = end + 1) {
+    const std::string_view line(file.partial.data() + start, end - start);
+    // Only two kinds of line matter; the others (most of a trace: batches) are not parsed.
+    const bool done = line.find("\"coll_done\"") != std::string_view::npos;
+    const bool ended = line.find("\"epoch_end\"") != std::string_view::npos;
+    if (!done && !ended) continue;
+    const auto event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!event.is_object()) continue;
+    const auto ev = event.find("ev");
+    const auto loader = event.find("loader");
+    if (ev == event.end() || !ev->is_string()) continue;
+    if (*ev == "coll_done") file.joined = true;
+    if (*ev == "epoch_end" && loader != event.end() && loader->is_number_integer() && *loader == 0) {
+      ++file.epochsDone;
+    }
+  }
+  file.partial.erase(0, start);
+}
+
+TraceProgress::Counts TraceProgress::read() {
+  Counts counts;
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    readRank(static_cast<int>(r), ranks_[r]);
+    counts.joined += ranks_[r].joined ? 1 : 0;
+  }
+  if (!ranks_.empty()) {
+    counts.epochsDone = std::min_element(ranks_.begin(), ranks_.end(), [](const RankFile& a, const RankFile& b) {
+                          return a.epochsDone < b.epochsDone;
+                        })->epochsDone;
+  }
+  return counts;
+}
+
+}  // namespace ddph::audit
