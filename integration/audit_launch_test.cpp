@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include "test_support.h"
 
@@ -94,6 +95,39 @@ TEST(AuditLaunch, DdpTrainWithZipLeavesMnistUnseen) {
   EXPECT_TRUE(has(detail, "when loader 1 (synthetic, 600 samples) ran out")) << detail;
   EXPECT_TRUE(has(detail, "(the same in 2 epochs)")) << detail;
   EXPECT_TRUE(has(found[0]["likely_cause"].get<std::string>(), "zip()"));
+}
+
+// What the harness writes for a user (trace folder and traces, launch record, JSON and HTML
+// reports) is created with the user's umask, as a shell's `>` would: a file 0666 & ~umask, a folder
+// 0777 & ~umask, so nothing is world-writable unless the user's umask says so. Checked with a
+// PyTorch script under launch --audit (the Python recorder writes the traces) and `ddp-sim run`.
+TEST(AuditLaunch, FilesFollowTheUsersUmaskAndNoneIsWorldWritable) {
+  for (const mode_t mask : {mode_t{022}, mode_t{077}}) {
+    TempDir dir("ddph-umask");
+    const std::string out = dir.path() + "/out";
+    const mode_t before = ::umask(mask);  // inherited by the commands below
+    ::mkdir(out.c_str(), 0777);  // the user's folder for the reports; the trace folder is made by the launcher
+    const auto audited = runCommand(
+        {kSim, "launch", "--audit", "--trace-dir", out + "/traces", "--report", out + "/audit.json",
+         "--html", out + "/audit.html", "-n", "2", "--timeout", "240", "--", kPython,
+         kPrograms + "/healthy.py"},
+        300s);
+    const auto run = runCommand({kSim, "run", "healthy", "-n", "2", "--report", out + "/run.json",
+                                 "--html", out + "/run.html", "-q"},
+                                300s);
+    ::umask(before);
+    ASSERT_EQ(audited.exitCode, 0) << audited.out << audited.err;
+    ASSERT_EQ(run.exitCode, 0) << run.out << run.err;
+    int files = 0;
+    for (const auto& entry : fs::recursive_directory_iterator(out)) {
+      const auto mode = static_cast<mode_t>(entry.status().permissions()) & 0777;
+      const mode_t expected = (entry.is_directory() ? 0777 : 0666) & ~mask;
+      EXPECT_EQ(mode, expected) << entry.path() << " under umask 0" << std::oct << mask;
+      EXPECT_EQ(mode & S_IWOTH, 0u) << entry.path();
+      files += entry.is_regular_file() ? 1 : 0;
+    }
+    EXPECT_GE(files, 6) << "2 rank traces, the launch record, 2 JSON reports, 2 pages";
+  }
 }
 
 // --- unmodified PyTorch scripts (integration/audit_programs/), each one bug -------------------
