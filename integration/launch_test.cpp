@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -40,6 +41,58 @@ TEST(Launch, SetsTorchrunVariablesAndPrefixesOutput) {
     EXPECT_NE(r.err.find("[rank" + std::to_string(rank) + "]: to-stderr"), std::string::npos);
   }
   EXPECT_EQ(r.out.find("P=0\n"), std::string::npos) << "MASTER_PORT must be a real free port";
+}
+
+// Ranks writing far more than a pipe holds (64 KiB), on stdout and stderr at once: the launcher
+// drains every pipe while it waits, so no rank blocks for good on a full pipe, and every line
+// arrives once, prefixed, in order.
+TEST(Launch, RanksFloodingBothPipesLoseNoLine) {
+  const auto r = runCommand(launch({"-n", "3"}, {"/bin/sh", "-c", "seq 1 200000; seq 1 200000 >&2"}),
+                            300s);
+  ASSERT_EQ(r.exitCode, 0) << r.err.substr(0, 2000);
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string prefix = "[rank" + std::to_string(rank) + "]: ";
+    for (const std::string* text : {&r.out, &r.err}) {
+      std::istringstream lines(*text);
+      std::string line;
+      long expected = 1;
+      bool inOrder = true;
+      while (std::getline(lines, line)) {
+        if (line.rfind(prefix, 0) != 0) continue;
+        inOrder = inOrder && line == prefix + std::to_string(expected);
+        ++expected;
+      }
+      EXPECT_EQ(expected - 1, 200000) << prefix << (text == &r.out ? "stdout" : "stderr");
+      EXPECT_TRUE(inOrder) << prefix;
+    }
+  }
+}
+
+// A rank writing 1 MiB without a newline (a progress bar redrawn with '\r' all epoch long): the
+// launcher forwards it in parts of at most 64 KiB as they come, instead of holding it all until the
+// newline; nothing is lost.
+TEST(Launch, ALongLineWithoutNewlineIsForwardedInBoundedParts) {
+  const auto r = runCommand(
+      launch({"-n", "1"}, {"/bin/sh", "-c", "head -c 1048576 /dev/zero | tr '\\0' x; echo; echo done"}),
+      120s);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::size_t xs = 0, longest = 0, parts = 0;
+  bool done = false;
+  while (std::getline(lines, line)) {
+    ASSERT_EQ(line.rfind("[rank0]: ", 0), 0u) << line.substr(0, 80);
+    const std::string body = line.substr(9);
+    done = done || body == "done";
+    if (body.empty() || body.find_first_not_of('x') != std::string::npos) continue;
+    xs += body.size();
+    longest = std::max(longest, body.size());
+    ++parts;
+  }
+  EXPECT_EQ(xs, 1048576u);
+  EXPECT_EQ(longest, 65536u);
+  EXPECT_EQ(parts, 16u);
+  EXPECT_TRUE(done);
 }
 
 TEST(Launch, RealGlooRanksJoinThroughEnvInit) {

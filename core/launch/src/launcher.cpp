@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <boost/asio/error.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -28,9 +29,14 @@ namespace asio = boost::asio;
 
 namespace {
 
+// A rank's line is forwarded when its '\n' comes or when it reaches this length (a progress bar
+// redrawn with '\r' for a whole epoch, binary written to stdout): then the part read so far goes out
+// as a line of its own, so the launcher's memory stays bounded and the output keeps flowing.
+constexpr std::size_t kMaxLineBytes = 64 * 1024;
+
 struct OutputStream {
   std::unique_ptr<asio::posix::stream_descriptor> pipe;
-  asio::streambuf buffer;
+  asio::streambuf buffer{kMaxLineBytes};
   std::ostream* sink = nullptr;
   bool open = true;
 };
@@ -123,6 +129,14 @@ class Supervisor {
                              asio::buffers_begin(stream.buffer.data()) + static_cast<long>(n));
             stream.buffer.consume(n);
             emit(rank, stream, line);
+            read(rank, stream);
+            return;
+          }
+          if (ec == asio::error::not_found) {  // kMaxLineBytes without a '\n'
+            const std::string part(asio::buffers_begin(stream.buffer.data()),
+                                   asio::buffers_end(stream.buffer.data()));
+            stream.buffer.consume(stream.buffer.size());
+            emit(rank, stream, part + "\n");
             read(rank, stream);
             return;
           }
