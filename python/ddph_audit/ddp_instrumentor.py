@@ -53,6 +53,9 @@ class _HookState:
         self.user_state = None
         self.user_hook = None  # hook(state, bucket) -> Future
         self.user_name = None
+        # bucket index -> the last buffer handed to a gloo allreduce, kept referenced from Python
+        # until the next one (NOTE [Buffers outlive the gloo work] in _default_hook).
+        self.buffers = {}
 
 
 def live_hashes():
@@ -95,12 +98,20 @@ def write_end_params():
         _end_params(key)
 
 
-def _default_hook(process_group, bucket, on_done):
+def _default_hook(process_group, bucket, on_done, buffers):
     import torch
     dist = _dist()
     from . import distributed_instrumentor as di
     group = process_group if process_group is not None else dist.group.WORLD
     tensor = bucket.buffer()
+    # NOTE [Buffers outlive the gloo work]: `tensor` has a Python object (bucket.buffer() made
+    # one), and gloo's worker thread drops its reference to the work, and so to the tensor, a
+    # moment after wait() returns. Were that the last reference, the worker would need the GIL
+    # to free the Python object; at the end of a run the interpreter may be finalizing by then,
+    # and the thread's exit through a noexcept destructor aborts the process ("terminate called
+    # without an active exception", seen once under load). Held here until the bucket's next
+    # allreduce, the worker's reference is never the last. docs/audit.md, "The recorder".
+    buffers[bucket.index()] = tensor
     # What the reducer does without a hook: bucket = grad * (1 / W) (mul_out with a wrapped scalar).
     tensor.mul_(1.0 / group.size())
     work = di.original("all_reduce")(tensor, group=group, async_op=True)
@@ -163,7 +174,7 @@ def _recording_hook(state, bucket):
             recorder.emit("coll_done", group=token[0], seq=token[1])
 
     if state.user_hook is None:
-        return _default_hook(state.process_group, bucket, on_done)
+        return _default_hook(state.process_group, bucket, on_done, state.buffers)
     tls = recorder.tls
     d = getattr(tls, "depth", 0)
     tls.depth = d + 1  # collectives inside the program's hook belong to this bucket
