@@ -320,7 +320,8 @@ TEST(TrainResume, SigtermStopsEveryRankAtOneStepWithACheckpoint) {
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
   };
-  ASSERT_EQ(runCommand(launch({"--trace-samples", d + "/full"}), 300s).exitCode, 0);
+  const auto full = runCommand(launch({"--trace-samples", d + "/full"}), 300s);
+  ASSERT_EQ(full.exitCode, 0) << full.err;
 
   const std::string marker = uniqueMarker();
   ChildProcess launcher(launch({"--checkpoint", d + "/ckpt", "--checkpoint-every", "10",
@@ -338,9 +339,8 @@ TEST(TrainResume, SigtermStopsEveryRankAtOneStepWithACheckpoint) {
   ASSERT_LT(first0.size(), 150u) << "the run ended before the signal: nothing was interrupted";
   EXPECT_EQ(first0.size(), first1.size()) << "the ranks stopped at different steps";
 
-  ASSERT_EQ(runCommand(launch({"--resume", d + "/ckpt", "--trace-samples", d + "/second"}), 300s)
-                .exitCode,
-            0);
+  const auto resumed = runCommand(launch({"--resume", d + "/ckpt", "--trace-samples", d + "/second"}), 300s);
+  ASSERT_EQ(resumed.exitCode, 0) << resumed.err;
   for (int rank : {0, 1}) {
     EXPECT_EQ(traceMismatch(samples(d + "/full", rank),
                             concat(samples(d + "/first", rank), samples(d + "/second", rank))),
