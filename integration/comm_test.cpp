@@ -427,6 +427,73 @@ INSTANTIATE_TEST_SUITE_P(EveryWait, ExchangeWaits,
 // connect deadline (documented on GlooWait), the other connects; neither hangs. The rank that
 // connected keeps its communicator until the other has given up: had it closed its sockets at
 // once, the other would fail with "closed by peer" first (seen under load in a fresh-clone run).
+// The direct engine above starCollectivesAbove runs its stars over its own sockets, without Gloo
+// (NOTE [Star sockets]): starAbove 0 forces them at W = 3. A missing peer is a TimeoutError at
+// rank 0 (or a ProtocolError at rank 1 once rank 0 gave up), naming the operation and the step.
+TEST(StarSockets, MissingPeerTimesOutNamingOperationAndStep) {
+  DDPH_REQUIRE_DIRECT_GLOO();
+  Latch othersDone(2);
+  const auto results =
+      runThreads(3, makeOptions(1500ms, 0, GlooEngine::kDirect), [&](Communicator& c) {
+        c.barrier("warm-up");
+        if (c.rank() == 2) {
+          othersDone.wait();
+          return;
+        }
+        std::vector<float> f{1.0f};
+        try {
+          c.allreduce(f, ReduceOp::kSum, "epoch 0 step 5");
+        } catch (...) {
+          othersDone.arrive();
+          throw;
+        }
+      });
+  EXPECT_EQ(results[0].rfind("timeout: allreduce at epoch 0 step 5 timed out", 0), 0u)
+      << results[0];
+  EXPECT_TRUE(results[1].rfind("timeout: ", 0) == 0 || results[1].rfind("peer: ", 0) == 0)
+      << results[1];
+  EXPECT_NE(results[1].find("epoch 0 step 5"), std::string::npos) << results[1];
+  EXPECT_EQ(results[2], "ok");
+}
+
+// A rank that leaves (its sockets closed) fails the others' next collective with a ProtocolError,
+// long before the 10-minute deadline.
+TEST(StarSockets, LeavingPeerFailsTheOthersAtOnce) {
+  DDPH_REQUIRE_DIRECT_GLOO();
+  Latch rank2Closed(1);
+  const auto results = runThreads(
+      3, makeOptions(600s, 0, GlooEngine::kDirect),
+      [&](Communicator& c) {
+        std::vector<float> big(kBucketFloats, 1.0f);
+        const int calls = c.rank() == 2 ? 2 : 50;
+        for (int i = 0; i < calls; ++i) {
+          if (i == 2 && !rank2Closed.wait()) throw std::runtime_error("rank 2 never left");
+          std::fill(big.begin(), big.end(), 1.0f);
+          c.allreduce(big, ReduceOp::kSum, "step " + std::to_string(i));
+          if (big[0] != 3.0f) throw std::runtime_error("wrong sum");
+        }
+      },
+      [&](int rank) {
+        if (rank == 2) rank2Closed.arrive();
+      });
+  EXPECT_EQ(results[0].rfind("peer: allreduce at step 2 failed", 0), 0u) << results[0];
+  EXPECT_EQ(results[1].rfind("peer: allreduce at step 2 failed", 0), 0u) << results[1];
+  EXPECT_EQ(results[2], "ok");
+}
+
+// Ranks that call different collectives (here payloads of different lengths) fail with a
+// ProtocolError naming what arrived, not with each other's bytes.
+TEST(StarSockets, RanksCallingDifferentCollectivesFail) {
+  DDPH_REQUIRE_DIRECT_GLOO();
+  const auto results = runThreads(3, makeOptions(600s, 0, GlooEngine::kDirect), [](Communicator& c) {
+    std::vector<float> f(c.rank() == 1 ? 3 : 2, 1.0f);
+    c.allreduce(f, ReduceOp::kSum, "step 0");
+  });
+  EXPECT_NE(results[0].find("the ranks called different collectives"), std::string::npos)
+      << results[0];
+  for (const auto& r : results) EXPECT_EQ(r.rfind("peer: allreduce at step 0 failed", 0), 0u) << r;
+}
+
 TEST(GlooCommunicator, RanksThatDisagreeOnSyncPairsFailTheConnect) {
   DDPH_REQUIRE_DIRECT_GLOO();
   auto store = makeInProcessStore();

@@ -16,11 +16,12 @@ namespace {
 
 // Blocks SIGTERM and waits (at most 10 minutes) until it is pending: the supervisor has begun to
 // stop the world.
-bool waitForTheStop() {
+bool waitForTheStop(SharedProgress::Slot& ready) {
   sigset_t term;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
   ::sigprocmask(SIG_BLOCK, &term, nullptr);
+  ready.waiting.store(1);
   const timespec deadline{600, 0};
   return ::sigtimedwait(&term, nullptr, &deadline) == SIGTERM;
 }
@@ -35,10 +36,20 @@ TEST(ForkedWorld, ARankThatKillsItselfWhileTheWorldStopsDiedOnItsOwn) {
   options.worldSize = 3;
   options.grace = 10min;
   options.deadline = 20min;
-  const ForkedWorldResult result = runForkedWorld(options, [](int rank, int, SharedProgress&) {
-    if (rank == 1) return 10;
+  const ForkedWorldResult result = runForkedWorld(options, [](int rank, int, SharedProgress& shared) {
+    if (rank == 1) {
+      // Fails once rank 0 has blocked SIGTERM: a stop before that would end rank 0 by the
+      // supervisor's SIGTERM (held pending across its fork, forked_world.cpp), not its own SIGKILL.
+      const auto deadline = std::chrono::steady_clock::now() + 10min;
+      while (shared.slot(0).waiting.load() == 0) {
+        if (std::chrono::steady_clock::now() > deadline) return 3;
+        const timespec pause{0, 1000000};
+        ::nanosleep(&pause, nullptr);
+      }
+      return 10;
+    }
     if (rank == 0) {
-      if (!waitForTheStop()) return 3;
+      if (!waitForTheStop(shared.slot(0))) return 3;
       ::raise(SIGKILL);
       return 3;
     }

@@ -62,11 +62,15 @@ TEST(SimRun, HealthyPasses) {
   EXPECT_EQ(run.report["world_size"], 4);
   EXPECT_TRUE(run.report["violations"].empty());
   EXPECT_EQ(run.report["timings"]["per_rank"]["peak_rss_mb"].size(), 4u);
+  // The ranks' proportional set sizes, summed (own_pss.h): some memory, less than their RSS summed.
+  ASSERT_TRUE(run.report["timings"].contains("pss_mb_sum")) << run.report.dump();
+  EXPECT_GT(run.report["timings"]["pss_mb_sum"].get<double>(), 0.0);
   EXPECT_NE(run.command.out.find("PASSED"), std::string::npos);
 }
 
 TEST(SimRun, HealthyPassesAtOtherWorldSizes) {
-  for (const char* w : {"1", "3", "8"}) {
+  // 40: above starCollectivesAbove, every collective on the star's own sockets (NOTE [Star sockets]).
+  for (const char* w : {"1", "3", "8", "40"}) {
     const auto run = runSim({"healthy", "-n", w});
     EXPECT_EQ(run.command.exitCode, 0) << w << run.command.out << run.command.err;
     EXPECT_EQ(run.report["world_size"], std::stoi(w));

@@ -116,7 +116,16 @@ ForkedWorldResult runForkedWorld(const ForkedWorldOptions& options, const RankMa
     for (int r = 0; r < w; ++r) {
       int fds[2];
       if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(fmt::format("pipe: {}", ::strerror(errno)));
+      // Until the child has restored the default actions, a SIGTERM from the world's stop (a rank
+      // that failed at once) would reach the supervisor's handler it inherited and be lost: the
+      // rank would sleep on through the whole grace. Blocked across the fork, it stays pending.
+      sigset_t stopSignals, previousMask;
+      sigemptyset(&stopSignals);
+      sigaddset(&stopSignals, SIGINT);
+      sigaddset(&stopSignals, SIGTERM);
+      ::pthread_sigmask(SIG_BLOCK, &stopSignals, &previousMask);
       const pid_t pid = ::fork();
+      if (pid != 0) ::pthread_sigmask(SIG_SETMASK, &previousMask, nullptr);
       if (pid < 0) {
         ::close(fds[0]);
         ::close(fds[1]);
@@ -127,6 +136,7 @@ ForkedWorldResult runForkedWorld(const ForkedWorldOptions& options, const RankMa
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (::getppid() != parent) ::_exit(kRankInternalError);
         restoreDefaultStopSignals();
+        ::pthread_sigmask(SIG_SETMASK, &previousMask, nullptr);
         ::close(fds[0]);
         for (int fd : readFds) {
           if (fd >= 0) ::close(fd);  // the other ranks' result pipes

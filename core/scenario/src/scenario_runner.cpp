@@ -19,6 +19,7 @@
 #include "ddph/common/error.h"
 #include "ddph/launch/forked_world.h"
 #include "ddph/launch/launcher.h"
+#include "ddph/launch/own_pss.h"
 #include "ddph/scenario/rank_program.h"
 #include "ddph/scenario/scenario_file.h"
 
@@ -88,6 +89,9 @@ int rankMain(const Scenario& s, const GlooOptions& engine, const std::string& st
     observer.onJoined();
     const double connectS = std::chrono::duration<double>(Clock::now() - start).count();
     const RankRunStats stats = runRankProgram(s, *comm, observer);
+    // Sampled before the barrier, while every rank is alive: the sum over ranks counts each page
+    // the ranks share once (own_pss.h).
+    const std::optional<double> pss = ownPssMb();
     comm->barrier("end of run");  // rank 0 serves the store: nobody leaves before all are done
     observer.send({{"t", "done"},
                    {"steps", stats.steps},
@@ -95,6 +99,7 @@ int rankMain(const Scenario& s, const GlooOptions& engine, const std::string& st
                    {"wait_s", stats.waitSeconds},
                    {"epoch_s", stats.epochSeconds},
                    {"connect_s", connectS},
+                   {"pss_mb", pss ? Json(*pss) : Json(nullptr)},
                    {"mismatch", stats.stoppedOnMismatch}});
     return kRankOk;
   } catch (const TimeoutError& e) {
@@ -288,7 +293,8 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
   }
   report.passed = report.violations.empty() && result.interruptedBy == 0;
 
-  double connect = 0, run = 0;
+  double connect = 0, run = 0, pssSum = 0;
+  bool pssEverywhere = true;
   for (std::size_t r = 0; r < parsed.size(); ++r) {
     const auto& p = parsed[r];
     double compute = 0, wait = 0;
@@ -298,6 +304,11 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
       wait = (*p.done)["wait_s"].get<double>() * 1000 / steps;
       connect = std::max(connect, (*p.done)["connect_s"].get<double>());
       run = std::max(run, (*p.done)["epoch_s"].get<double>());
+    }
+    if (p.done && p.done->contains("pss_mb") && (*p.done)["pss_mb"].is_number()) {
+      pssSum += (*p.done)["pss_mb"].get<double>();
+    } else {
+      pssEverywhere = false;
     }
     report.stepComputeMs.push_back(compute);
     report.stepWaitMs.push_back(wait);
@@ -315,6 +326,8 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
                          static_cast<double>(report.peakRssMb.size());
   report.timings.push_back({"peak_rss_mb_max", maxRss});
   report.timings.push_back({"peak_rss_mb_mean", meanRss});
+  // Only when every rank finished and could read its own: a partial sum would understate it.
+  if (pssEverywhere) report.timings.push_back({"pss_mb_sum", pssSum});
   return report;
 }
 

@@ -1,6 +1,7 @@
 // The direct Gloo engine's Communicator: libgloo's collectives on the calling thread, over only
 // the pairs they use (NOTE [Gloo engines] in gloo_communicator.h). It picks, per collective, one
-// algorithm of this folder: the star through rank 0 (star.h), the exchange allreduce
+// algorithm of this folder: the star through rank 0 (star.h; above starCollectivesAbove over its
+// own sockets, no Gloo device: star_sockets.h, NOTE [Star sockets]), the exchange allreduce
 // (exchange_allreduce.h) or Gloo's own ring (gloo::allreduce, gloo::allgather), all over the
 // sparse pairs of sparse_context.h. No c10d here: the rendezvous goes through RendezvousStore's
 // public API, and Gloo's errors map to ours as c10d's do (collective_errors.h).
@@ -19,6 +20,7 @@
 #include "reduce_function.h"
 #include "sparse_context.h"
 #include "star.h"
+#include "star_sockets.h"
 
 namespace ddph {
 
@@ -34,6 +36,7 @@ using gloo_direct::resolveWait;
 using gloo_direct::SparseContext;
 using gloo_direct::starBroadcast;
 using gloo_direct::starGather;
+using gloo_direct::StarSockets;
 
 /// Role: a Communicator over a SparseContext. Every collective runs to completion on the calling
 /// thread (Gloo's device thread only moves bytes), so allreduceAsync completes before it returns
@@ -42,10 +45,14 @@ using gloo_direct::starGather;
 /// which is the same on every rank.
 class GlooDirectCommunicator final : public Communicator {
  public:
+  /// `stars`: the star's own sockets of a world above starCollectivesAbove (NOTE [Star sockets]),
+  /// else null (the context's Gloo pairs carry every collective).
   GlooDirectCommunicator(std::shared_ptr<SparseContext> context,
-                         std::shared_ptr<RendezvousStore> store, const GlooOptions& options)
+                         std::shared_ptr<RendezvousStore> store, const GlooOptions& options,
+                         std::unique_ptr<StarSockets> stars)
       : context_(std::move(context)),
         store_(std::move(store)),
+        stars_(std::move(stars)),
         timeout_(options.timeout),
         starAbove_(options.starCollectivesAbove) {}
 
@@ -63,7 +70,7 @@ class GlooDirectCommunicator final : public Communicator {
                step, root, size());
     if (size() == 1 || data.count == 0) return;
     guard("broadcast", step, [&] {
-      starBroadcast(*context_, data.data, data.bytes(), root, nextTag(), Clock::now() + timeout_);
+      broadcastStar(data.data, data.bytes(), root, nextTag(), Clock::now() + timeout_);
     });
   }
 
@@ -73,8 +80,8 @@ class GlooDirectCommunicator final : public Communicator {
       char token = 0;
       const auto deadline = Clock::now() + timeout_;
       const std::uint32_t tag = nextTag();
-      starGather(*context_, &token, 1, nullptr, tag, deadline);
-      starBroadcast(*context_, &token, 1, 0, tag, deadline);
+      gatherStar(&token, 1, nullptr, tag, deadline);
+      broadcastStar(&token, 1, 0, tag, deadline);
     });
   }
 
@@ -97,8 +104,8 @@ class GlooDirectCommunicator final : public Communicator {
         return;
       }
       const auto deadline = Clock::now() + timeout_;
-      starGather(*context_, mine.data(), bytes, flat.data(), tag, deadline);
-      starBroadcast(*context_, flat.data(), bytes * static_cast<std::size_t>(size()), 0, tag, deadline);
+      gatherStar(mine.data(), bytes, flat.data(), tag, deadline);
+      broadcastStar(flat.data(), bytes * static_cast<std::size_t>(size()), 0, tag, deadline);
     });
     return flat;
   }
@@ -140,13 +147,25 @@ class GlooDirectCommunicator final : public Communicator {
       const auto deadline = Clock::now() + timeout_;
       const std::size_t bytes = n * sizeof(T);
       std::vector<T> all(rank() == 0 ? n * static_cast<std::size_t>(size()) : 0);
-      starGather(*context_, data, bytes, all.data(), tag, deadline);
+      gatherStar(data, bytes, all.data(), tag, deadline);
       if (rank() == 0) {
         const auto reduce = reduceFunction<T>(op);
         for (int r = 1; r < size(); ++r) reduce(data, data, all.data() + r * n, n);
       }
-      starBroadcast(*context_, data, bytes, 0, tag, deadline);
+      broadcastStar(data, bytes, 0, tag, deadline);
     });
+  }
+
+  void gatherStar(const void* mine, std::size_t bytes, void* all, std::uint32_t tag,
+                  Clock::time_point deadline) {
+    if (stars_) return stars_->gather(mine, bytes, all, tag, deadline);
+    starGather(*context_, mine, bytes, all, tag, deadline);
+  }
+
+  void broadcastStar(void* data, std::size_t bytes, int root, std::uint32_t tag,
+                     Clock::time_point deadline) {
+    if (stars_) return stars_->broadcast(data, bytes, root, tag, deadline);
+    starBroadcast(*context_, data, bytes, root, tag, deadline);
   }
 
   bool useExchange() const { return size() <= kExchangeUpTo; }
@@ -169,6 +188,7 @@ class GlooDirectCommunicator final : public Communicator {
 
   std::shared_ptr<SparseContext> context_;
   std::shared_ptr<RendezvousStore> store_;  // keeps the store alive as long as the context
+  std::unique_ptr<StarSockets> stars_;
   std::chrono::milliseconds timeout_;
   int starAbove_;
   std::uint32_t tag_ = 0;
@@ -182,15 +202,23 @@ class GlooDirectCommunicator final : public Communicator {
 std::unique_ptr<Communicator> connectGlooDirect(std::shared_ptr<RendezvousStore> store, int rank,
                                                 int size, const GlooOptions& options,
                                                 const std::string& groupName) {
+  auto context = std::make_shared<SparseContext>(rank, size);
+  if (size > 1 && size > options.starCollectivesAbove) {
+    // NOTE [Star sockets]: every collective is a star; no Gloo device (and no loop thread).
+    auto stars = std::make_unique<StarSockets>(*store, groupName, rank, size, options.hostname,
+                                               Clock::now() + options.timeout);
+    return std::make_unique<GlooDirectCommunicator>(std::move(context), std::move(store), options,
+                                                    std::move(stars));
+  }
   gloo::transport::tcp::attr attr;
   attr.hostname = options.hostname;
   std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
-  auto context = std::make_shared<SparseContext>(rank, size);
   if (size > 1) {
     context->connect(*store, groupName, std::move(device), options.timeout,
                      resolveWait(options.wait, size));
   }
-  return std::make_unique<GlooDirectCommunicator>(std::move(context), std::move(store), options);
+  return std::make_unique<GlooDirectCommunicator>(std::move(context), std::move(store), options,
+                                                  nullptr);
 }
 
 }  // namespace ddph
