@@ -2,6 +2,7 @@
 // orphan left in the process table afterwards.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -140,6 +141,43 @@ TEST(Launch, TimeoutStopsEveryRank) {
   EXPECT_EQ(r.exitCode, 1) << r.err;
   EXPECT_NE(r.err.find("still running at the timeout of 1 s"), std::string::npos) << r.err;
   EXPECT_TRUE(waitNoProcessesWithMarker(marker, 5s).empty());
+}
+
+// The launcher's own stdout not read at all (a stopped pager, a stuck log shipper) while its rank
+// floods it: the launcher waits in its write, as a program writing to a terminal does, but its
+// deadline still holds for the ranks (NOTE [Stuck output]): every rank is gone while the launcher
+// is still waiting. Once its output is read, it ends naming the timeout; nothing read was dropped.
+TEST(Launch, AStuckOutputDoesNotKeepRanksPastTheTimeout) {
+  const auto marker = uniqueMarker();
+  ChildOptions options = childOptions({{kMarkerVariable, marker}});
+  options.out = StreamTarget::pipe();
+  options.err = StreamTarget::pipe();
+  ChildProcess launcher(launch({"-n", "2", "--timeout", "2", "--grace", "1"}, {"/usr/bin/yes"}),
+                        std::move(options));
+  const auto ranksGone = [&] { return processesWithMarker(marker, "yes").empty(); };
+  const auto launcherAlive = [&] { return !launcher.poll().has_value(); };
+  ASSERT_TRUE(eventually([&] { return !ranksGone(); }, 120s)) << "the ranks never started";
+  // Nothing reads the launcher's stdout yet: its pipe and the ranks' fill up.
+  EXPECT_TRUE(eventually(ranksGone, 180s)) << "ranks still running past the launcher's deadline";
+  EXPECT_TRUE(launcherAlive()) << "the launcher was expected to wait for its output to be read";
+  const int out = launcher.takePipe(1), err = launcher.takePipe(2);
+  std::string errText;
+  std::thread drainErr([&] {
+    char buf[65536];
+    for (ssize_t n; (n = ::read(err, buf, sizeof(buf))) > 0;) errText.append(buf, static_cast<std::size_t>(n));
+  });
+  char buf[65536];
+  std::size_t lines = 0;
+  for (ssize_t n; (n = ::read(out, buf, sizeof(buf))) > 0;) {
+    lines += static_cast<std::size_t>(std::count(buf, buf + n, '\n'));
+  }
+  drainErr.join();
+  ::close(out);
+  ::close(err);
+  EXPECT_EQ(exitCodeBy(launcher, std::chrono::steady_clock::now() + 120s), 1) << errText;
+  EXPECT_NE(errText.find("still running at the timeout of 2 s"), std::string::npos) << errText;
+  EXPECT_GT(lines, 0u);
+  EXPECT_TRUE(waitNoProcessesWithMarker(marker, 60s).empty());
 }
 
 TEST(Launch, SigintStopsEveryRank) {

@@ -19,10 +19,12 @@
 #include <boost/asio/streambuf.hpp>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "ddph/common/child_process.h"
 #include "ddph/common/error.h"
 #include "ddph/common/stop_signals.h"
+#include "stop_watchdog.h"
 
 namespace ddph {
 namespace asio = boost::asio;
@@ -74,14 +76,26 @@ class Supervisor {
       reapAll();
       throw;
     }
+    std::optional<std::chrono::steady_clock::time_point> deadline;
     if (options_.timeout) {
-      deadline_.expires_after(*options_.timeout);
+      deadline = std::chrono::steady_clock::now() + *options_.timeout;
+      deadline_.expires_at(*deadline);
       deadline_.async_wait([this](const boost::system::error_code& ec) {
         if (!ec) timedOut();
       });
     }
+    // NOTE [Stuck output]: the ranks' lines are written on this thread, as a terminal takes them:
+    // when the launcher's own stdout is not read (a stopped pager, a stuck log shipper), that write
+    // waits, and with it the deadline, the grace and Ctrl-C, which run here too. The watchdog keeps
+    // what matters from its own thread: at the deadline plus the grace, or the grace after a stop
+    // signal, every rank gets SIGKILL whatever this thread is doing; this thread then records why
+    // (poll) once its write returns. Nothing read is dropped. docs/design-notes.md.
+    const pid_t group = pgid_;
+    watchdog_.emplace(stopSignals_, deadline, options_.grace,
+                      [group](int) { ::killpg(group, SIGKILL); });
     poll();
     io_.run();
+    watchdog_.reset();
     finish();
     return std::move(result_);
   }
@@ -157,6 +171,15 @@ class Supervisor {
 
   // Reaps exited ranks every few milliseconds (no SIGCHLD handler: nothing global to restore).
   void poll() {
+    if (const int why = watchdog_ ? watchdog_->fired() : 0; why != 0 && !killSent_) {
+      // This thread was held (NOTE [Stuck output]): the watchdog has killed every rank already.
+      if (why == StopWatchdog::kDeadline) {
+        timedOut();
+      } else {
+        interrupt(why);
+      }
+      killSent_ = true;
+    }
     for (auto& rank : ranks_) {
       if (rank->outcome.kind != RankOutcome::Kind::kRunning) continue;
       const auto status = rank->child->poll();
@@ -303,6 +326,7 @@ class Supervisor {
   pid_t pgid_ = 0;
   bool stopping_ = false;
   bool killSent_ = false;  ///< the grace ran out: SIGKILL went to every rank
+  std::optional<StopWatchdog> watchdog_;  ///< NOTE [Stuck output]
   LaunchResult result_;
 };
 
