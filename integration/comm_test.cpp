@@ -481,6 +481,19 @@ TEST(StarSockets, LeavingPeerFailsTheOthersAtOnce) {
   EXPECT_EQ(results[2], "ok");
 }
 
+// A host name, as MASTER_ADDR often is, resolves as Gloo's device resolves it.
+TEST(StarSockets, AHostNameResolves) {
+  DDPH_REQUIRE_DIRECT_GLOO();
+  GlooOptions options = makeOptions(60s, 0, GlooEngine::kDirect);
+  options.hostname = "localhost";
+  const auto results = runThreads(3, options, [](Communicator& c) {
+    std::vector<std::int64_t> v{c.rank()};
+    c.allreduce(v, ReduceOp::kSum, "step 0");
+    if (v[0] != 3) throw std::runtime_error("wrong sum");
+  });
+  for (const auto& r : results) EXPECT_EQ(r, "ok");
+}
+
 // Ranks that call different collectives (here payloads of different lengths) fail with a
 // ProtocolError naming what arrived, not with each other's bytes.
 TEST(StarSockets, RanksCallingDifferentCollectivesFail) {

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "ddph/common/error.h"
@@ -44,18 +46,40 @@ bool waitFor(int fd, short events, Clock::time_point deadline) {
   }
 }
 
-sockaddr_in parseAddress(const std::string& host, int port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) {
-    throw ConfigError(fmt::format("star sockets: '{}' is not an IPv4 address", host));
+// A host name or numeric address (IPv4 or IPv6) and a port, as Gloo's device resolves its
+// hostname (MASTER_ADDR may be "localhost").
+struct Address {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  int family() const { return storage.ss_family; }
+  sockaddr* get() { return reinterpret_cast<sockaddr*>(&storage); }
+};
+
+Address resolve(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+  if (rc != 0 || found == nullptr) {
+    throw ConfigError(fmt::format("star sockets: cannot resolve '{}': {}", host, ::gai_strerror(rc)));
   }
+  Address a;
+  std::memcpy(&a.storage, found->ai_addr, found->ai_addrlen);
+  a.length = found->ai_addrlen;
+  ::freeaddrinfo(found);
   return a;
 }
 
-int tcpSocket() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+int portOf(const Address& a) {
+  return a.family() == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&a.storage)->sin6_port)
+                                : ntohs(reinterpret_cast<const sockaddr_in*>(&a.storage)->sin_port);
+}
+
+int tcpSocket(int family) {
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) throw Error(fmt::format("socket: {}", ::strerror(errno)));
   return fd;
 }
@@ -96,16 +120,15 @@ StarSockets::StarSockets(RendezvousStore& store, const std::string& prefix, int 
   DDPH_ASSERT(size > 1 && rank >= 0 && rank < size);
   try {
     if (rank == 0) {
-      const int listener = tcpSocket();
-      fds_[0] = listener;  // closed below, or by the destructor on a throw
-      sockaddr_in self = parseAddress(hostname, 0);
-      if (::bind(listener, reinterpret_cast<sockaddr*>(&self), sizeof(self)) != 0 ||
-          ::listen(listener, size) != 0) {
+      Address self = resolve(hostname, 0);
+      const int listener = tcpSocket(self.family());
+      fds_[0] = listener;  // closed below, or by the handler below on a throw
+      if (::bind(listener, self.get(), self.length) != 0 || ::listen(listener, size) != 0) {
         throw Error(fmt::format("star sockets: bind/listen on {}: {}", hostname, ::strerror(errno)));
       }
-      socklen_t len = sizeof(self);
-      ::getsockname(listener, reinterpret_cast<sockaddr*>(&self), &len);
-      const std::string address = fmt::format("{}:{}", hostname, ntohs(self.sin_port));
+      socklen_t len = sizeof(self.storage);
+      ::getsockname(listener, self.get(), &len);
+      const std::string address = fmt::format("{}:{}", hostname, portOf(self));
       store.set(rank0Key(prefix), std::vector<std::uint8_t>(address.begin(), address.end()));
       for (int joined = 1; joined < size;) {
         const int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -148,15 +171,14 @@ StarSockets::StarSockets(RendezvousStore& store, const std::string& prefix, int 
       const std::string address(value.begin(), value.end());
       const auto colon = address.rfind(':');
       DDPH_CHECK(colon != std::string::npos, "star sockets: bad rank 0 address '{}'", address);
-      const sockaddr_in peer =
-          parseAddress(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
-      const int fd = tcpSocket();
+      Address peer = resolve(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
+      Address self = resolve(hostname, 0);
+      const int fd = tcpSocket(peer.family());
       fds_[0] = fd;
-      sockaddr_in self = parseAddress(hostname, 0);
-      if (::bind(fd, reinterpret_cast<sockaddr*>(&self), sizeof(self)) != 0) {
+      if (self.family() == peer.family() && ::bind(fd, self.get(), self.length) != 0) {
         throw Error(fmt::format("star sockets: bind {}: {}", hostname, ::strerror(errno)));
       }
-      if (::connect(fd, reinterpret_cast<const sockaddr*>(&peer), sizeof(peer)) != 0) {
+      if (::connect(fd, peer.get(), peer.length) != 0) {
         if (errno != EINPROGRESS) {
           throw ProtocolError(fmt::format("star sockets: connect to rank 0 at {}: {}", address,
                                           ::strerror(errno)));
