@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "ddph/audit/audit.h"
 #include "ddph/audit/audit_page.h"
+#include "ddph/audit/rank_lanes.h"
 #include "ddph/audit/step_times.h"
 #include "ddph/audit/trace.h"
 #include "ddph/audit/trace_progress.h"
@@ -426,6 +428,74 @@ TEST(AuditStepTimes, NoneWithoutTimesOrSteps) {
       R"({"ev":"header","t":0.0,"trace":"ddph-audit","version":1,"rank":0,"world_size":1})")));
   EXPECT_TRUE(has(readRankError(R"({"ev":"header","t":"soon","trace":"ddph-audit","version":1,"rank":0,"world_size":1})"),
                   "\"t\" has the wrong type"));
+}
+
+// A lane's spans as "c 0.000-0.200 w 0.200-0.500 …" (c compute, w wait), to the millisecond.
+std::string spansText(const report::RankLane& lane) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(3);
+  for (const auto& s : lane.spans) {
+    out << (out.tellp() > 0 ? " " : "") << (s.state == report::LaneState::kWait ? "w " : "c ") << s.from << "-" << s.to;
+  }
+  return out.str();
+}
+
+// The same two ranks as lanes on the time axis: rank 0 waits in its set-up broadcast, its first
+// allreduce and the two overlapping ones (one stretch), computes between them and after its last
+// completion until its end line; rank 1 waits from entering its second allreduce until its error.
+// The first divergent collective is #0 (a broadcast on rank 0, an allreduce on rank 1): marked where
+// each entered it.
+TEST(AuditRankLanes, WaitInsideCollectivesComputeBetweenAndHowEachEnds) {
+  TempDir dir("ddph-audit-trace");
+  std::ofstream(dir.path() + "/rank-0.jsonl") << kTimedRank0;
+  std::ofstream(dir.path() + "/rank-1.jsonl") << kTimedRank1;
+  const auto timeline = audit::timelineOf(audit::readTrace(dir.path()), {});
+  ASSERT_EQ(timeline.lanes.size(), 2u);
+  const auto& r0 = timeline.lanes[0];
+  const auto& r1 = timeline.lanes[1];
+  EXPECT_EQ(spansText(r0),
+            "c 0.000-0.200 w 0.200-0.500 c 0.500-1.300 w 1.300-1.500 c 1.500-1.900 w 1.900-2.200 c 2.200-2.500");
+  EXPECT_EQ(spansText(r1), "c 0.000-1.100 w 1.100-1.500 c 1.500-2.000 w 2.000-3.000");
+  EXPECT_EQ(r0.end, report::LaneEnd::kEnded);
+  EXPECT_EQ(r1.end, report::LaneEnd::kFailed);  // its error line, inside the allreduce
+  EXPECT_DOUBLE_EQ(r0.endsAt, 2.5);
+  EXPECT_DOUBLE_EQ(r1.endsAt, 3.0);
+  EXPECT_EQ(r0.lastCollective, "all_reduce #3");
+  EXPECT_TRUE(r0.lastCompleted);
+  EXPECT_EQ(r1.lastCollective, "all_reduce #1");
+  EXPECT_FALSE(r1.lastCompleted);
+  ASSERT_TRUE(timeline.firstDivergence && r0.divergentAt && r1.divergentAt);
+  EXPECT_EQ(timeline.firstDivergence->seq, 0);
+  EXPECT_DOUBLE_EQ(*r0.divergentAt, 0.2);
+  EXPECT_DOUBLE_EQ(*r1.divergentAt, 1.1);
+  report::Page page;
+  page.timeline = timeline;
+  const std::string html = report::renderHtml(page);
+  // rank 0 waits 0.8 of 2.5 s (32%), rank 1 1.4 of 3 s (47%).
+  EXPECT_TRUE(has(html, "Rank 1 failed at 3 s in all_reduce #1, never completed; rank 1 waited 47% of its time."))
+      << html;
+  EXPECT_TRUE(has(html, "rank 0: compute 1.7 s, wait 0.8 s (32% waiting), 2 steps, 4 collectives; ended normally at "
+                        "2.5 s after all_reduce #3"))
+      << html;
+}
+
+// A killed rank (no end line) inside a collective never completed: stopped there; elsewhere:
+// stopped without an end; no "t" on a collective: no lane.
+TEST(AuditRankLanes, HowATraceWithoutAnEndStops) {
+  std::string hung = kTimedRank1;
+  hung.erase(hung.find("{\"ev\":\"error\""));
+  EXPECT_EQ(audit::rankLaneOf(timedRank(hung.c_str()), std::nullopt)->end, report::LaneEnd::kInCollective);
+  std::string between = kTimedRank1;
+  between.erase(between.find("{\"ev\":\"coll\",\"t\":2.0"));
+  EXPECT_EQ(audit::rankLaneOf(timedRank(between.c_str()), std::nullopt)->end, report::LaneEnd::kStopped);
+  audit::LaunchedRank killed;
+  killed.rank = 1;
+  killed.outcome = "signaled";
+  killed.signal = 9;
+  EXPECT_EQ(audit::rankLaneOf(timedRank(hung.c_str()), std::nullopt, &killed)->end, report::LaneEnd::kFailed);
+  std::string untimed = kTimedRank1;
+  untimed.replace(untimed.find("\"t\":1.1,"), 8, "");
+  EXPECT_FALSE(audit::rankLaneOf(timedRank(untimed.c_str()), std::nullopt));
 }
 
 // ddp-sim launch --audit's progress: read while the files grow, a line cut in the middle counted

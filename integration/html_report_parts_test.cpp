@@ -106,6 +106,93 @@ TEST(HtmlReportParts, TimelineNamesTheRanksBehindAndTheFirstDivergence) {
             std::string::npos);
 }
 
+// Rank 0 computes 1 s then waits 3 s in an allreduce that never completes; rank 1 computes, waits
+// 16 ms straddling the 1.00-1.02 s bins, and fails at 3 s. 400 bins of 10 ms over 4 s, 2 px each
+// from x = 64: a bin takes what covers most of it (1.00-1.01: 4 ms compute, 6 ms wait: wait).
+Timeline twoLanes() {
+  Timeline t;
+  t.ranks = {{0, 3, 4, {}, {}, "", "", false, false}, {1, 3, 3, {}, {}, "", "", true, false}};
+  using S = LaneState;
+  t.lanes.push_back({0, {{0, 1, S::kCompute}, {1, 4, S::kWait}}, 4.0, LaneEnd::kInCollective, "all_reduce #3", false, {}});
+  t.lanes.push_back({1, {{0, 1.004, S::kCompute}, {1.004, 1.02, S::kWait}, {1.02, 3, S::kCompute}}, 3.0,
+                     LaneEnd::kFailed, "all_reduce #2", true, {}});
+  return t;
+}
+
+TEST(HtmlReportParts, LanesAreBinnedByTheirDominantState) {
+  Page page;
+  page.timeline = twoLanes();
+  const std::string html = renderHtml(page);
+  EXPECT_EQ(count(html, "<g class=\"lane\">"), 2u);
+  // Lane 0 at y 18 (middle 25), lane 1 at 35 (middle 42), 14 px high: one path per state.
+  EXPECT_EQ(count(html, "<path d=\"M64 25h200\" stroke=\"#4e79a7\" stroke-width=\"14\"/>"), 1u) << html;
+  EXPECT_EQ(count(html, "<path d=\"M264 25h600\" stroke=\"#b9bec8\" stroke-width=\"14\"/>"), 1u);
+  EXPECT_EQ(count(html, "<path d=\"M64 42h200m4 0h396\" stroke=\"#4e79a7\""), 1u);
+  EXPECT_EQ(count(html, "<path d=\"M264 42h4\" stroke=\"#b9bec8\""), 1u);
+  // End markers: rank 0 stopped at 4 s (x 864) in its allreduce, rank 1 failed at 3 s (x 664).
+  EXPECT_NE(html.find("<path d=\"M864.0 17v16\" stroke=\"#9467bd\" stroke-width=\"3\"><title>rank 0 stopped at 4 s in "
+                      "all_reduce #3, never completed</title>"),
+            std::string::npos);
+  EXPECT_NE(html.find("<path d=\"M664.0 34v16\" stroke=\"#d62728\" stroke-width=\"3\"><title>rank 1 failed at 3 s after "
+                      "all_reduce #2</title>"),
+            std::string::npos);
+  EXPECT_NE(html.find("<title>rank 0: compute 1 s, wait 3 s (75% waiting), 3 steps, 4 collectives; stopped at 4 s in "
+                      "all_reduce #3, never completed</title>"),
+            std::string::npos);
+}
+
+TEST(HtmlReportParts, LanesReadWhoStoppedWhileTheOthersWaited) {
+  Page page;
+  page.timeline = twoLanes();
+  EXPECT_NE(renderHtml(page).find("<p class=\"reading\">Rank 1 failed at 3 s after all_reduce #2 while rank 0 waited "
+                                  "in all_reduce #3, which never completed; rank 0 waited 75% of its time.</p>"),
+            std::string::npos);
+  page.timeline->lanes[1].end = LaneEnd::kInCollective;
+  page.timeline->lanes[1].lastCollective = "all_reduce #3";
+  page.timeline->ranks[1].failed = false;
+  EXPECT_NE(renderHtml(page).find("All 2 ranks&#39; traces end inside a collective that never completed (all_reduce "
+                                  "#3); rank 0 waited 75% of its time."),
+            std::string::npos);
+  page.timeline->lanes[0].end = page.timeline->lanes[1].end = LaneEnd::kEnded;
+  EXPECT_NE(renderHtml(page).find("All 2 ranks ran to their end by 4 s; rank 0 waited 75% of its time."),
+            std::string::npos);
+}
+
+// Above 64 ranks only rank 0 and the ranks worth a look get a lane: here the straggler (its lane
+// shaded) and a rank behind; the divergent rank 90 is outlined and marked where it entered #5.
+TEST(HtmlReportParts, ManyLanesShowOnlyTheRanksWorthALook) {
+  Page page;
+  Timeline t;
+  for (std::int64_t r = 0; r < 100; ++r) {
+    t.ranks.push_back({r, r == 80 ? 9 : 10, 10, {}, {}, "", "", false, r == 57});
+    const double computed = r == 57 ? 2 : 1;
+    t.lanes.push_back({r, {{0, computed, LaneState::kCompute}, {computed, 2, LaneState::kWait}}, 2.0, LaneEnd::kEnded,
+                       "all_reduce #9", true, r == 90 ? std::optional<double>(0.5) : std::nullopt});
+  }
+  t.firstDivergence = CollectiveDivergence{"", 5, "rank 90 called barrier", {90}};
+  page.timeline = t;
+  const std::string html = renderHtml(page);
+  EXPECT_EQ(count(html, "<g class=\"lane\">"), 4u);  // 0, 57, 80, 90
+  EXPECT_NE(html.find("4 of 100 ranks&#39; lanes: rank 0 and the failed, straggling, divergent or behind ones; 96 "
+                      "hidden"),
+            std::string::npos);
+  EXPECT_EQ(count(html, "fill=\"#ffe3c4\""), 1u);
+  EXPECT_EQ(count(html, "fill=\"transparent\" stroke=\"#a11\""), 1u);
+  EXPECT_EQ(count(html, "h8l-4 6z\" fill=\"#a11\"><title>rank 90 entered default group #5 (the first divergent "
+                        "collective) at 0.5 s</title>"),
+            1u);
+  EXPECT_NE(html.find("All 100 ranks ran to their end by 2 s; rank 0 waited 50% of its time; rank 57, the straggler, "
+                      "waited 0%."),
+            std::string::npos);
+}
+
+TEST(HtmlReportParts, NoLanesWithoutTimes) {
+  Page page;
+  page.timeline = twoLanes();
+  page.timeline->lanes.clear();
+  EXPECT_EQ(renderHtml(page).find("chart lanes"), std::string::npos);
+}
+
 TEST(HtmlReportParts, CounterexampleTableHighlightsItsIndices) {
   Page page;
   page.counterexamples.push_back(Counterexample{"disjointness", "index 3 on ranks 0 and 1", "N=5 W=2",

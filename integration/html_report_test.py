@@ -11,7 +11,8 @@ only), takes a screenshot and asserts:
   - the file references nothing outside itself (no src=, href=, url(, @import, http(s)://) and the
     browser requested nothing but the page itself;
   - no console error, no uncaught exception;
-  - runs and the audit: the SVG charts are present (coverage and rank timeline), the verdict says PASSED / FAILED
+  - runs and the audit: the SVG charts are present (coverage, rank timeline and a lane per rank on the
+    time axis, each lane painted and titled), the verdict says PASSED / FAILED
     as the JSON report does, and every violation's property and detail are in the DOM;
   - check-sampler: the counterexample table is there, with the replay command ddp-sim printed;
   - ddp-train: the loss and throughput charts with one point per step, a bar per dataset and epoch
@@ -160,6 +161,12 @@ PROBE = """(() => {
     charts: document.querySelectorAll('svg.chart').length,
     coverage: document.querySelectorAll('svg.chart.coverage').length,
     timeline: document.querySelectorAll('svg.chart.timeline').length,
+    lanes: document.querySelectorAll('svg.chart.lanes').length,
+    lane_rows: Array.from(document.querySelectorAll('svg.chart.lanes g.lane')).map(g => ({
+      title: (g.querySelector(':scope > title') || {}).textContent || '',
+      paths: g.querySelectorAll(':scope > path[stroke-width]').length,
+      width: g.getBoundingClientRect().width,
+    })),
     readings: document.querySelectorAll('p.reading').length,
     verdict: (document.getElementById('verdict-badge') || {}).textContent || '',
     violations: document.querySelectorAll('div.violation').length,
@@ -221,6 +228,20 @@ def render(browser, page, png_path):
     return found, errors, requests
 
 
+def check_lanes(page, found, report):
+    """The Ranks section's time axis: one lane per rank (W = 4 here), each painted (a compute or
+    wait path and its end marker) and titled with its times and how its trace ends."""
+    lanes = found["lane_rows"]
+    if found["lanes"] != 1 or len(lanes) != report["world_size"]:
+        raise Failure(f"{page}: {found['lanes']} lanes charts, {len(lanes)} lanes for {report['world_size']} ranks")
+    for rank, lane in enumerate(lanes):
+        if not lane["title"].startswith(f"rank {rank}: compute ") or lane["paths"] < 2 or lane["width"] < 100:
+            raise Failure(f"{page}: lane {rank} is {lane}")
+    stopped = any(v["property"] in ("rank-failure", "collective-mismatch") for v in report["violations"])
+    if stopped and not any("never completed" in l["title"] or "failed" in l["title"] for l in lanes):
+        raise Failure(f"{page}: no lane of a failed run ends failed or in a collective: {lanes}")
+
+
 def check_page(browser, page, png_path, report=None):
     """Every assertion on one page; `report` is the run's JSON report (None: only the generic ones)."""
     with open(page, encoding="utf-8") as f:
@@ -247,6 +268,7 @@ def check_page(browser, page, png_path, report=None):
     elif report is not None:
         if found["coverage"] < 1 or found["timeline"] != 1:
             raise Failure(f"{page}: {found['coverage']} coverage and {found['timeline']} timeline charts")
+        check_lanes(page, found, report)
         expected = "PASSED" if report["passed"] else "FAILED"
         if found["verdict"] != expected:
             raise Failure(f"{page}: the verdict reads {found['verdict']!r}, the JSON report {expected}")

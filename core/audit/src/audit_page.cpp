@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "ddph/audit/rank_lanes.h"
 #include "ddph/audit/step_times.h"
 #include "audit_checks.h"
 
@@ -222,6 +223,7 @@ report::Timeline timelineOf(const Trace& trace, const std::vector<Violation>& vi
     timeline.ranks.push_back(std::move(row));
   }
   timeline.firstDivergence = firstDivergence(trace);
+  timeline.lanes = rankLanesOf(trace, timeline.firstDivergence);
   return timeline;
 }
 

@@ -32,6 +32,8 @@ std::string pageHtml(const Page& page, std::string_view body);
 std::string verdictSection(const Verdict& verdict);
 std::string coverageSection(const std::vector<CoverageEpoch>& coverage);
 std::string timelineSection(const Timeline& timeline);
+/// The lanes chart of the Ranks section (rank_lanes_chart.cpp): its reading and figure, "" without lanes.
+std::string rankLanesFigure(const Timeline& timeline);
 std::string counterexampleSection(const Counterexample& counterexample);
 std::string trainingSection(const Training& training);
 

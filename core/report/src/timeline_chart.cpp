@@ -166,9 +166,9 @@ std::string timelineSection(const Timeline& timeline) {
                                 behind.size() == 1 ? "" : "s", rangesText(behind), minSteps, maxSteps);
   }
   const std::string body = fmt::format(
-      "{}<figure>{}<figcaption>a row per rank; red: failed, orange: straggler, outlined: in the first "
+      "{}{}<figure>{}<figcaption>a row per rank; red: failed, orange: straggler, outlined: in the first "
       "divergent collective; hover a row for where it stood</figcaption><div class=\"hover\"></div></figure>{}",
-      divergence, svg, table);
+      divergence, rankLanesFigure(timeline), svg, table);
   return section("timeline", "Ranks", reading, body);
 }
 

@@ -29,7 +29,8 @@ std::vector<report::CoverageEpoch> coverageOf(const Trace& trace);
 
 /// A row per rank: batches drawn, collectives entered, where it stood, how it ended (from
 /// launch.json when there is one), failed when a rank-failure among `violations` names it; and the
-/// first collective whose ranks differ or that some rank never entered.
+/// first collective whose ranks differ or that some rank never entered; the ranks' lanes over time
+/// (ddph/audit/rank_lanes.h).
 report::Timeline timelineOf(const Trace& trace, const std::vector<Violation>& violations);
 
 /// The whole page of `ddp-sim audit`.

@@ -77,9 +77,45 @@ struct CollectiveDivergence {
   std::vector<std::int64_t> ranks;  ///< the ranks that differ or never came
 };
 
+/// What a rank was doing at a moment: the lanes chart's colours.
+enum class LaneState : std::uint8_t {
+  kNone,     ///< nothing known (before its first line, after its last)
+  kCompute,  ///< outside every collective
+  kWait,     ///< inside a collective, from entering it to its completion
+};
+
+/// One stretch of a rank's time, in seconds since the run's start.
+struct LaneSpan {
+  double from = 0;
+  double to = 0;
+  LaneState state = LaneState::kCompute;
+};
+
+/// How a rank's trace ends: the marker at the end of its lane.
+enum class LaneEnd : std::uint8_t {
+  kEnded,         ///< it ended normally (exit code 0)
+  kFailed,        ///< it raised, or ended with another code
+  kInCollective,  ///< its last collective never completed (hung there, or killed while in it)
+  kStopped,       ///< its trace stops elsewhere, without an end (killed, or hung outside collectives)
+};
+
+/// One rank's lane of the timeline: its time, coloured compute vs wait, and how it ends. Its flags
+/// (failed, straggler, behind) are those of the rank's RankTimeline row, the divergent ranks those
+/// of Timeline::firstDivergence.
+struct RankLane {
+  std::int64_t rank = 0;
+  std::vector<LaneSpan> spans;  ///< in time order, not overlapping
+  double endsAt = 0;            ///< seconds since the run's start: its last line
+  LaneEnd end = LaneEnd::kEnded;
+  std::string lastCollective;  ///< the last collective it entered ("all_reduce #29"; may be empty)
+  bool lastCompleted = true;   ///< that collective completed
+  std::optional<double> divergentAt;  ///< when it entered the first divergent collective
+};
+
 struct Timeline {
   std::vector<RankTimeline> ranks;
   std::optional<CollectiveDivergence> firstDivergence;
+  std::vector<RankLane> lanes;  ///< a time axis per rank, when the times are known (else empty)
 };
 
 /// check-sampler's minimal counterexample.

@@ -1,0 +1,93 @@
+#include "ddph/audit/rank_lanes.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace ddph::audit {
+namespace {
+
+// "all_reduce #29", "barrier #3 on group 1".
+std::string collectiveName(const CollectiveRecord& c) {
+  return c.group == "0" ? fmt::format("{} #{}", c.op, c.seq) : fmt::format("{} #{} on group {}", c.op, c.seq, c.group);
+}
+
+// Failed: the trace says so, or the launcher saw the rank exit with another code than 0 or die of
+// a signal it did not send (launch.json's "signaled"; "stopped" and "timed-out" are its own).
+report::LaneEnd endOf(const RankTrace& rank, const LaunchedRank* launched) {
+  if (rank.errorType || (rank.ended && rank.endCode != 0)) return report::LaneEnd::kFailed;
+  if (launched && ((launched->outcome == "exited" && launched->code != 0) || launched->outcome == "signaled")) {
+    return report::LaneEnd::kFailed;
+  }
+  if (rank.ended) return report::LaneEnd::kEnded;
+  const CollectiveRecord* last = rank.lastCollective();
+  return last && !last->done ? report::LaneEnd::kInCollective : report::LaneEnd::kStopped;
+}
+
+}  // namespace
+
+std::optional<report::RankLane> rankLaneOf(const RankTrace& rank,
+                                           const std::optional<report::CollectiveDivergence>& divergence,
+                                           const LaunchedRank* launched) {
+  if (!rank.lastT) return std::nullopt;
+  const double end = *rank.lastT;
+  std::vector<std::pair<double, double>> inside;  // [entered, left) of each collective
+  for (const auto& [group, list] : rank.collectives) {
+    for (const auto& c : list) {
+      if (!c.t || (c.done && !c.doneT)) return std::nullopt;
+      inside.emplace_back(*c.t, std::max(*c.t, c.doneT.value_or(end)));
+    }
+  }
+  std::sort(inside.begin(), inside.end());
+  report::RankLane lane;
+  lane.rank = rank.rank;
+  lane.endsAt = end;
+  lane.end = endOf(rank, launched);
+  double coveredTo = 0;
+  const auto add = [&lane](double from, double to, report::LaneState state) {
+    if (to <= from) return;
+    if (!lane.spans.empty() && lane.spans.back().state == state && lane.spans.back().to >= from) {
+      lane.spans.back().to = std::max(lane.spans.back().to, to);
+    } else {
+      lane.spans.push_back({from, to, state});
+    }
+  };
+  for (const auto& [from, to] : inside) {  // the union of the intervals, compute in the gaps
+    add(coveredTo, from, report::LaneState::kCompute);
+    add(std::max(from, coveredTo), to, report::LaneState::kWait);
+    coveredTo = std::max(coveredTo, to);
+  }
+  add(coveredTo, end, report::LaneState::kCompute);
+  if (const CollectiveRecord* last = rank.lastCollective()) {
+    lane.lastCollective = collectiveName(*last);
+    lane.lastCompleted = last->done;
+  }
+  if (divergence) {
+    const auto list = rank.collectives.find(divergence->group.empty() ? "0" : divergence->group);
+    if (list != rank.collectives.end()) {
+      for (const auto& c : list->second) {
+        if (c.seq == divergence->seq) lane.divergentAt = c.t;
+      }
+    }
+  }
+  return lane;
+}
+
+std::vector<report::RankLane> rankLanesOf(const Trace& trace,
+                                          const std::optional<report::CollectiveDivergence>& divergence) {
+  std::vector<report::RankLane> lanes;
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    const LaunchedRank* launched = nullptr;
+    if (trace.launch) {
+      for (const auto& l : trace.launch->ranks) {
+        if (l.rank == t->rank) launched = &l;
+      }
+    }
+    if (auto lane = rankLaneOf(*t, divergence, launched)) lanes.push_back(std::move(*lane));
+  }
+  return lanes;
+}
+
+}  // namespace ddph::audit
