@@ -3,7 +3,8 @@
 
 W ranks of torch's DistributedSampler over N samples (shuffle, seed 0), batch size B, E epochs,
 one gradient allreduce per step. Optionally the last rank stops --short-by batches early (an
-uneven run: its last allreduces have no partner). Batch lines carry no indices: the reader
+uneven run: its last allreduces have no partner). Times ("t"): a step takes 50 ms on every rank;
+rank r computes 30-45 ms of it (30 + 15 * (r mod 97) / 96) and waits in the allreduce for the rest. Batch lines carry no indices: the reader
 recomputes DistributedSampler's order, as for a real PyTorch program.
 
   html_report_trace.py DIR [-N 1000000] [-W 512] [-B 64] [--epochs 1] [--short-by 0]
@@ -39,6 +40,9 @@ def main():
                   "dataset_len": a.N, "batch_size": a.B, "drop_last": False, "num_workers": 0,
                   "batching": "torch"}]
         seq = 0
+        step = 0
+        compute = 0.030 + 0.015 * (r % 97) / 96
+        now = 0.0
         for e in range(a.epochs):
             lines.append({"ev": "set_epoch", "t": 0.0, "sampler": 0, "epoch": e})
             lines.append({"ev": "epoch", "t": 0.0, "loader": 0, "iter": e, "sampler_epoch": e,
@@ -47,15 +51,18 @@ def main():
             taken = batches - (a.short_by if r == a.W - 1 and e == a.epochs - 1 else 0)
             for b in range(taken):
                 size = min(a.B, per_rank - b * a.B)
-                lines.append({"ev": "batch", "t": 0.0, "loader": 0, "iter": e, "seq": b,
+                start = 0.05 * step
+                lines.append({"ev": "batch", "t": round(start, 6), "loader": 0, "iter": e, "seq": b,
                               "size": size, "grad": True})
-                lines.append({"ev": "coll", "t": 0.0, "group": "0", "seq": seq, "op": "all_reduce",
-                              "dtype": "float32", "numel": 1024, "src": "user"})
-                lines.append({"ev": "coll_done", "t": 0.0, "group": "0", "seq": seq})
+                lines.append({"ev": "coll", "t": round(start + compute, 6), "group": "0", "seq": seq,
+                              "op": "all_reduce", "dtype": "float32", "numel": 1024, "src": "user"})
+                now = round(start + 0.05, 6)
+                lines.append({"ev": "coll_done", "t": now, "group": "0", "seq": seq})
                 seq += 1
+                step += 1
             if taken == batches:
-                lines.append({"ev": "epoch_end", "t": 0.0, "loader": 0, "iter": e, "batches": batches})
-        lines.append({"ev": "end", "t": 0.0, "code": 0})
+                lines.append({"ev": "epoch_end", "t": now, "loader": 0, "iter": e, "batches": batches})
+        lines.append({"ev": "end", "t": now, "code": 0})
         with open(os.path.join(a.dir, f"rank-{r}.jsonl"), "w", encoding="utf-8") as f:
             f.write("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
 
