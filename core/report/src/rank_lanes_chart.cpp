@@ -194,6 +194,19 @@ std::string lanesReading(const Timeline& timeline, const std::map<std::int64_t, 
                        waitedIn.size() == 1 && !waitedIn.begin()->empty() ? " (" + *waitedIn.begin() + ")" : "");
   } else if (stopper && failed(*stopper)) {
     stop = fmt::format("rank {} failed at {} s{}", stopper->rank, shortNumber(stopper->endsAt), where(*stopper));
+  } else if (const auto& d = timeline.firstDivergence; d && !d->ranks.empty()) {
+    // Every trace ended well, but not every rank took part in the same collectives: say where the
+    // ranks that differ (or never came) stopped, the first of them by time.
+    const RankLane* first = nullptr;
+    for (const auto& l : lanes) {
+      if (std::find(d->ranks.begin(), d->ranks.end(), l.rank) == d->ranks.end()) continue;
+      if (!first || l.endsAt < first->endsAt) first = &l;
+    }
+    stop = fmt::format("all {} ranks ran to their end by {} s, but not through the same collectives: {} "
+                       "{} in {} #{}",
+                       lanes.size(), shortNumber(until), ranksText(d->ranks), d->ranks.size() == 1 ? "differs" : "differ",
+                       d->group.empty() ? "default group" : "group " + d->group, d->seq);
+    if (first) stop += fmt::format(" (rank {} ended at {} s{})", first->rank, shortNumber(first->endsAt), where(*first));
   } else {
     stop = fmt::format("all {} ranks ran to their end by {} s", lanes.size(), shortNumber(until));
   }
