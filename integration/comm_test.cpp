@@ -321,19 +321,17 @@ TEST_P(ExchangeWaits, MissingPeerTimesOutNamingOperationAndStep) {
   EXPECT_EQ(results[2], "ok");
 }
 
-// A peer that leaves (its sockets closed, as when its process dies) fails the others' next large
-// allreduce with a ProtocolError long before the deadline.
-// (The deadline is 10 minutes: failing within ctest's timeout is failing "at once".)
-TEST_P(ExchangeWaits, LeavingPeerFailsTheOthersAtOnce) {
+// Three thread ranks allreduce 50 large buckets; rank 2 leaves after 2 (its communicator gone,
+// its sockets closed). Step 2 starts after rank 2's sockets are closed: the first write to it then
+// meets a closed connection, not one still closing. What each rank's body returned or threw.
+std::vector<std::string> runWithRank2Leaving(const GlooOptions& options) {
   Latch rank2Closed(1);
-  const auto results = runThreads(
-      3, makeOptions(600s, 32, GlooEngine::kDirect, GetParam()),
+  return runThreads(
+      3, options,
       [&](Communicator& c) {
         std::vector<float> big(kBucketFloats, 1.0f);
         const int calls = c.rank() == 2 ? 2 : 50;
         for (int i = 0; i < calls; ++i) {
-          // Step 2 starts after rank 2's sockets are closed: the first write to it then meets a
-          // closed connection, not one still closing.
           if (i == 2 && !rank2Closed.wait()) throw std::runtime_error("rank 2 never left");
           std::fill(big.begin(), big.end(), 1.0f);
           c.allreduce(big, ReduceOp::kSum, "step " + std::to_string(i));
@@ -343,6 +341,13 @@ TEST_P(ExchangeWaits, LeavingPeerFailsTheOthersAtOnce) {
       [&](int rank) {
         if (rank == 2) rank2Closed.arrive();
       });
+}
+
+// A peer that leaves (its sockets closed, as when its process dies) fails the others' next large
+// allreduce with a ProtocolError long before the deadline.
+// (The deadline is 10 minutes: failing within ctest's timeout is failing "at once".)
+TEST_P(ExchangeWaits, LeavingPeerFailsTheOthersAtOnce) {
+  const auto results = runWithRank2Leaving(makeOptions(600s, 32, GlooEngine::kDirect, GetParam()));
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(results[r].rfind("peer: allreduce at step 2 failed", 0), 0u) << results[r];
   }
@@ -460,22 +465,7 @@ TEST(StarSockets, MissingPeerTimesOutNamingOperationAndStep) {
 // long before the 10-minute deadline.
 TEST(StarSockets, LeavingPeerFailsTheOthersAtOnce) {
   DDPH_REQUIRE_DIRECT_GLOO();
-  Latch rank2Closed(1);
-  const auto results = runThreads(
-      3, makeOptions(600s, 0, GlooEngine::kDirect),
-      [&](Communicator& c) {
-        std::vector<float> big(kBucketFloats, 1.0f);
-        const int calls = c.rank() == 2 ? 2 : 50;
-        for (int i = 0; i < calls; ++i) {
-          if (i == 2 && !rank2Closed.wait()) throw std::runtime_error("rank 2 never left");
-          std::fill(big.begin(), big.end(), 1.0f);
-          c.allreduce(big, ReduceOp::kSum, "step " + std::to_string(i));
-          if (big[0] != 3.0f) throw std::runtime_error("wrong sum");
-        }
-      },
-      [&](int rank) {
-        if (rank == 2) rank2Closed.arrive();
-      });
+  const auto results = runWithRank2Leaving(makeOptions(600s, 0, GlooEngine::kDirect));
   EXPECT_EQ(results[0].rfind("peer: allreduce at step 2 failed", 0), 0u) << results[0];
   EXPECT_EQ(results[1].rfind("peer: allreduce at step 2 failed", 0), 0u) << results[1];
   EXPECT_EQ(results[2], "ok");
