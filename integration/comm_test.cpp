@@ -226,20 +226,14 @@ INSTANTIATE_TEST_SUITE_P(
                       CollectiveCase{GlooEngine::kDirect, 11, 0}),
     caseName);
 
-class GlooEngines : public ::testing::TestWithParam<GlooEngine> {};
-
-// Ranks 0 and 1 run an allreduce that rank 2 never joins. The rank whose own wait is on rank 2
-// times out; Gloo then closes that rank's pairs (its timeout is signalled to every pair of the
-// context), so a rank still waiting on *it* may fail first with "a peer died or left" rather than
-// its own timeout: both are right, and which one comes first is scheduling (under load, a fresh
-// clone's ctest saw rank 1 get the closed pair every time). Every rank must fail, at least one by
-// the timeout, each naming the operation and the step.
-TEST_P(GlooEngines, MissingPeerTimesOutNamingOperationAndStep) {
+// Three thread ranks meet in a barrier; ranks 0 and 1 then run an allreduce ("epoch 0 step 5")
+// that rank 2 never joins: it leaves once both have failed. What each rank's body returned or threw.
+std::vector<std::string> runWithRank2Missing(const GlooOptions& options) {
   Latch othersDone(2);
-  const auto results = runThreads(3, makeOptions(1500ms, 32, GetParam()), [&](Communicator& c) {
+  return runThreads(3, options, [&](Communicator& c) {
     c.barrier("warm-up");
     if (c.rank() == 2) {
-      othersDone.wait();  // never joins the allreduce below; leaves once the others failed
+      othersDone.wait();
       return;
     }
     std::vector<float> f{1.0f};
@@ -250,6 +244,18 @@ TEST_P(GlooEngines, MissingPeerTimesOutNamingOperationAndStep) {
       throw;
     }
   });
+}
+
+class GlooEngines : public ::testing::TestWithParam<GlooEngine> {};
+
+// Ranks 0 and 1 run an allreduce that rank 2 never joins. The rank whose own wait is on rank 2
+// times out; Gloo then closes that rank's pairs (its timeout is signalled to every pair of the
+// context), so a rank still waiting on *it* may fail first with "a peer died or left" rather than
+// its own timeout: both are right, and which one comes first is scheduling (under load, a fresh
+// clone's ctest saw rank 1 get the closed pair every time). Every rank must fail, at least one by
+// the timeout, each naming the operation and the step.
+TEST_P(GlooEngines, MissingPeerTimesOutNamingOperationAndStep) {
+  const auto results = runWithRank2Missing(makeOptions(1500ms, 32, GetParam()));
   int timedOut = 0;
   for (int r = 0; r < 2; ++r) {
     const bool timeout = results[r].rfind("timeout: ", 0) == 0;
@@ -437,22 +443,7 @@ INSTANTIATE_TEST_SUITE_P(EveryWait, ExchangeWaits,
 // rank 0 (or a ProtocolError at rank 1 once rank 0 gave up), naming the operation and the step.
 TEST(StarSockets, MissingPeerTimesOutNamingOperationAndStep) {
   DDPH_REQUIRE_DIRECT_GLOO();
-  Latch othersDone(2);
-  const auto results =
-      runThreads(3, makeOptions(1500ms, 0, GlooEngine::kDirect), [&](Communicator& c) {
-        c.barrier("warm-up");
-        if (c.rank() == 2) {
-          othersDone.wait();
-          return;
-        }
-        std::vector<float> f{1.0f};
-        try {
-          c.allreduce(f, ReduceOp::kSum, "epoch 0 step 5");
-        } catch (...) {
-          othersDone.arrive();
-          throw;
-        }
-      });
+  const auto results = runWithRank2Missing(makeOptions(1500ms, 0, GlooEngine::kDirect));
   EXPECT_EQ(results[0].rfind("timeout: allreduce at epoch 0 step 5 timed out", 0), 0u)
       << results[0];
   EXPECT_TRUE(results[1].rfind("timeout: ", 0) == 0 || results[1].rfind("peer: ", 0) == 0)
