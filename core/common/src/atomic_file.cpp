@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "ddph/common/error.h"
+#include "ddph/common/write_all.h"
 
 namespace ddph {
 
@@ -39,16 +40,7 @@ void writeFileAtomically(const fs::path& path, std::string_view content) {
   }
   // Every byte written and on the disk before the rename: a full disk (or a file-size limit) fails
   // here, and the file the user had is still the one at `path`.
-  std::size_t done = 0;
-  int error = 0;
-  while (done < content.size() && error == 0) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n > 0) {
-      done += static_cast<std::size_t>(n);
-    } else if (n < 0 && errno != EINTR) {
-      error = errno;
-    }
-  }
+  int error = writeAll(fd, content);
   if (error == 0 && ::fsync(fd) != 0) error = errno;
   if (::close(fd) != 0 && error == 0) error = errno;
   if (error != 0) {

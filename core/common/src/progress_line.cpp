@@ -4,20 +4,10 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include "ddph/common/write_all.h"
 
 namespace ddph {
 namespace {
-
-void writeAll(int fd, const std::string& text) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // a terminal gone away: nothing to report it to
-    done += static_cast<std::size_t>(n);
-  }
-}
 
 // Columns of the terminal on `fd`; a line as wide wraps and '\r' no longer returns to its start.
 std::size_t columns(int fd) {

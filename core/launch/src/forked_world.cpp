@@ -19,6 +19,7 @@
 
 #include "ddph/common/error.h"
 #include "ddph/common/stop_signals.h"
+#include "ddph/common/write_all.h"
 
 namespace ddph {
 namespace {
@@ -63,18 +64,7 @@ SharedProgress::Slot& SharedProgress::slot(int rank) {
 }
 
 void writeLine(int fd, const std::string& line) {
-  std::string data = line + "\n";
-  const char* p = data.data();
-  std::size_t left = data.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;  // the supervisor is gone: nothing to report to
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
+  writeAll(fd, line + "\n");  // an error: the supervisor is gone, nothing to report to
 }
 
 ForkedWorldResult runForkedWorld(const ForkedWorldOptions& options, const RankMain& rankMain) {
