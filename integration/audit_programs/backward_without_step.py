@@ -33,6 +33,7 @@ def main():
             loss.backward()
         if dist.get_rank() == 0:
             print(f"epoch {epoch + 1} loss: {epoch_loss / len(loader):.6f}", flush=True)
+    del model  # the DDP module goes first: docs/audit.md, "DDP alive at destroy_process_group"
     dist.destroy_process_group()
 
 

@@ -46,6 +46,7 @@ def main():
         dist.all_reduce(metrics)
         if rank == 0:
             print(f"epoch {epoch}: loss {metrics[0].item() / metrics[1].item():.6f}", flush=True)
+    del model  # the DDP module goes first: docs/audit.md, "DDP alive at destroy_process_group"
     dist.destroy_process_group()
 
 

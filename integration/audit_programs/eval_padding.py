@@ -48,6 +48,7 @@ def main():
         dist.all_reduce(correct)
         if rank == 0:
             print(f"epoch {epoch}: accuracy {correct.item() / len(test):.4f}", flush=True)
+    del model  # the DDP module goes first: docs/audit.md, "DDP alive at destroy_process_group"
     dist.destroy_process_group()
 
 

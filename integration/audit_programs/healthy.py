@@ -96,6 +96,7 @@ def main():
         if rank == 0:
             print(f"epoch {epoch}: loss {total / steps:.6f} accuracy {correct[0] / len(test):.4f} "
                   f"({int(correct[1])} evaluated)", flush=True)
+    del model, step  # the DDP module goes first: docs/audit.md, "DDP alive at destroy_process_group"
     dist.destroy_process_group()
 
 

@@ -37,6 +37,7 @@ def main():
             total += loss.item()
         if dist.get_rank() == 0:
             print(f"epoch {epoch}: loss {total / len(loader):.6f}", flush=True)
+    del model  # the DDP module goes first: docs/audit.md, "DDP alive at destroy_process_group"
     dist.destroy_process_group()
 
 

@@ -59,6 +59,7 @@ def main():
                 optimizer.zero_grad()
                 F.cross_entropy(model(x), y).backward()
                 optimizer.step()
+    del model  # the DDP module goes first: docs/audit.md, "DDP alive at destroy_process_group"
     dist.destroy_process_group()
 
 

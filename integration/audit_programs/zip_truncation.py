@@ -46,6 +46,7 @@ def main():
             steps += 1
         if dist.get_rank() == 0:
             print(f"epoch {epoch}: loss {total / steps:.6f} ({steps} steps)", flush=True)
+    del model  # the DDP module goes first: docs/audit.md, "DDP alive at destroy_process_group"
     dist.destroy_process_group()
 
 

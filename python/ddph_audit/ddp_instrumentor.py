@@ -1,28 +1,23 @@
 """DistributedDataParallel: construction, forwards and the gradient allreduce of each bucket.
 
 - ``__init__`` -> a ``ddp`` line (ids in construction order).
-- ``forward`` -> a ``forward`` line. At the module's first forward, if the program registered no
-  comm hook, a recording hook is registered (lazily, so that a program registering its own hook
-  before training is not refused: DDP accepts one hook only).
-- The recording hook writes ``coll`` (``src: ddp``, bucket index, backward count) then does what
-  DDP does without a hook: the bucket is multiplied by 1/group size (the reducer's own arithmetic,
-  ``grad * (1/W)``, which is bit-identical to the bare run for every W; ``allreduce_hook``'s
-  ``div_`` is not for W=3) and allreduced (sum); ``coll_done`` is written when the future completes.
-- A hook the program registers (``register_comm_hook``) runs inside the recording hook instead of
-  the default (``coll`` then has ``"op": "comm_hook"`` and ``"hook"``: its qualified name). If it is
-  registered after the first forward (ours is already in place) it replaces the default in ours:
-  the program sees the same behaviour. A second registration fails as in torch.
-- ``_register_builtin_comm_hook`` before the first forward: left alone, no bucket is recorded for
-  that module. After it: emulated in Python inside ours (ALLREDUCE -> the default above,
-  FP16_COMPRESS -> torch's ``fp16_compress_hook``).
-- Modules with sparse gradients or a mixed-precision config get no recording hook.
+- ``forward`` -> a ``forward`` line; when the next backward will reduce gradients, the watch of
+  ``ddp_backward_watch`` is armed on the output: DDP's buckets are recorded from autograd
+  callbacks, DDP itself runs unchanged (its own reducer, overlap, ``join``, builtin hooks).
+- A builtin hook (``_register_builtin_comm_hook``) is left to torch: ALLREDUCE buckets are recorded
+  as usual, FP16_COMPRESS ones as float16; another builtin type leaves the module unrecorded.
+- A hook the program registers (``register_comm_hook``) is wrapped by a recording hook that writes
+  ``coll`` (``"op": "comm_hook"``, ``"hook"``: its qualified name, bucket index, backward count)
+  and runs the program's hook; ``coll_done`` is written once its future is seen done (``_watch``).
+  A second registration fails as in torch.
+- Modules with sparse gradients or a mixed-precision config are not recorded.
 """
 
 import functools
 import threading
 import weakref
 
-from . import recorder
+from . import ddp_backward_watch, recorder
 from .object_registry import ObjectRegistry
 from .params_hash import module_hash
 
@@ -32,30 +27,30 @@ _orig = {}
 
 
 class _DDPState:
-    __slots__ = ("id", "forwards", "backwards", "hook", "user_hooked", "builtin", "lock")
+    __slots__ = ("id", "forwards", "backwards", "hook", "user_hooked", "builtin", "recordable",
+                 "watch", "layout")
 
     def __init__(self, ddp_id):
         self.id = ddp_id
         self.forwards = 0
         self.backwards = 0
-        self.hook = None  # _HookState once ours is registered
+        self.hook = None  # _HookState once ours is registered around the program's hook
         self.user_hooked = False  # the program registered a hook (through us)
-        self.builtin = False  # a builtin hook was registered before ours
-        self.lock = threading.Lock()
+        self.builtin = None  # the builtin hook type's name, once one is registered
+        self.recordable = None  # decided at the first forward (sparse gradients, mixed precision)
+        self.watch = None  # ddp_backward_watch._Backward armed by the last synchronising forward
+        self.layout = None  # ddp_backward_watch.Layout
 
 
 class _HookState:
-    """State passed to the recording hook: the module and, maybe, the program's own hook."""
+    """State passed to the recording hook: the module and the program's own hook."""
 
-    def __init__(self, ddp, st):
+    def __init__(self, ddp, st, user_state, user_hook):
         self.ddp_state = st
         self.process_group = getattr(ddp, "process_group", None)
-        self.user_state = None
-        self.user_hook = None  # hook(state, bucket) -> Future
-        self.user_name = None
-        # bucket index -> the last buffer handed to a gloo allreduce, kept referenced from Python
-        # until the next one (NOTE [Buffers outlive the gloo work] in _default_hook).
-        self.buffers = {}
+        self.user_state = user_state
+        self.user_hook = user_hook  # hook(state, bucket) -> Future
+        self.user_name = getattr(user_hook, "__qualname__", None)
 
 
 def live_hashes():
@@ -98,52 +93,8 @@ def write_end_params():
         _end_params(key)
 
 
-def _default_hook(process_group, bucket, on_done, buffers):
-    import torch
-    dist = _dist()
-    from . import distributed_instrumentor as di
-    group = process_group if process_group is not None else dist.group.WORLD
-    tensor = bucket.buffer()
-    # NOTE [Buffers outlive the gloo work]: `tensor` has a Python object (bucket.buffer() made
-    # one), and gloo's worker thread drops its reference to the work, and so to the tensor, a
-    # moment after wait() returns. Were that the last reference, the worker would need the GIL
-    # to free the Python object; at the end of a run the interpreter may be finalizing by then,
-    # and the thread's exit through a noexcept destructor aborts the process ("terminate called
-    # without an active exception", seen once under load). Held here until the bucket's next
-    # allreduce, the worker's reference is never the last. docs/audit.md, "The recorder".
-    buffers[bucket.index()] = tensor
-    # What the reducer does without a hook: bucket = grad * (1 / W) (mul_out with a wrapped scalar).
-    tensor.mul_(1.0 / group.size())
-    work = di.original("all_reduce")(tensor, group=group, async_op=True)
-    if tensor.is_cuda:
-        # NCCL completes CUDA futures at once (stream semantics): the callback runs in this thread.
-        def done(f):
-            value = f.value()[0]
-            on_done()
-            return value
-
-        return work.get_future().then(done)
-    # CPU (gloo): wait here. A Python callback run by a gloo thread can deadlock or abort the
-    # interpreter at exit (seen with torch's own allreduce_hook on 1.13); a CPU backward does not
-    # overlap much with communication anyway.
-    try:
-        work.wait()
-    except Exception:
-        # Hand DDP the failed future itself: the program sees torch's own error, unchanged.
-        return work.get_future()
-    on_done()
-    fut = torch.futures.Future()
-    fut.set_result(tensor)
-    return fut
-
-
-def _dist():
-    import torch.distributed as dist
-    return dist
-
-
 def _recording_hook(state, bucket):
-    """The comm hook registered on every DDP module (see the module docstring)."""
+    """Registered in place of the program's hook (see the module docstring)."""
     from . import distributed_instrumentor as di
     st = state.ddp_state
     token = None
@@ -152,14 +103,10 @@ def _recording_hook(state, bucket):
             gid = di.group_id(state.process_group)
             seq = di.next_seq(gid)
             buf = bucket.buffer()
-            fields = {"group": gid, "seq": seq,
-                      "op": "all_reduce" if state.user_hook is None else "comm_hook",
-                      "dtype": str(buf.dtype).replace("torch.", ""), "numel": int(buf.numel()),
-                      "src": "ddp", "ddp": st.id, "bucket": int(bucket.index()),
-                      "backward": st.backwards}
-            if state.user_hook is not None:
-                fields["hook"] = state.user_name
-            recorder.emit("coll", **fields)
+            recorder.emit("coll", group=gid, seq=seq, op="comm_hook",
+                          dtype=str(buf.dtype).replace("torch.", ""), numel=int(buf.numel()),
+                          src="ddp", ddp=st.id, bucket=int(bucket.index()),
+                          backward=st.backwards, hook=state.user_name)
             token = (gid, seq)
         except Exception as e:
             recorder.fail(e, "DDP comm hook")
@@ -168,13 +115,6 @@ def _recording_hook(state, bucket):
             st.backwards += 1
     except Exception as e:
         recorder.fail(e, "DDP comm hook")
-
-    def on_done():
-        if token is not None:
-            recorder.emit("coll_done", group=token[0], seq=token[1])
-
-    if state.user_hook is None:
-        return _default_hook(state.process_group, bucket, on_done, state.buffers)
     tls = recorder.tls
     d = getattr(tls, "depth", 0)
     tls.depth = d + 1  # collectives inside the program's hook belong to this bucket
@@ -226,13 +166,9 @@ def _make_hook(name):
     def hook(state, bucket):
         return _recording_hook(state, bucket)
 
-    hook.__qualname__ = name or "ddph_audit_allreduce_hook"
+    hook.__qualname__ = name or "ddph_audit_recording_hook"
     hook.__name__ = hook.__qualname__.rsplit(".", 1)[-1]
     return hook
-
-
-def _state_of(ddp):
-    return registry.get(ddp)
 
 
 def _has_sparse_or_mixed(ddp):
@@ -247,15 +183,8 @@ def _has_sparse_or_mixed(ddp):
     return False
 
 
-def _register_ours(ddp, st, user=None):
-    hs = _HookState(ddp, st)
-    name = None
-    if user is not None:
-        hs.user_state, hs.user_hook = user
-        name = getattr(hs.user_hook, "__qualname__", None)
-        hs.user_name = name
-    _orig["register_comm_hook"](ddp, hs, _make_hook(name))
-    st.hook = hs
+# How the buckets of a builtin hook travel (None: as the gradients); other types: not recorded.
+_BUILTIN_DTYPE = {"ALLREDUCE": None, "FP16_COMPRESS": "float16"}
 
 
 def _wrap_init(fn):
@@ -278,53 +207,66 @@ def _wrap_init(fn):
     return __init__
 
 
+def _watches_backward(ddp, st):
+    """Whether this forward arms the backward watch (decided before DDP's forward runs)."""
+    if st.hook is not None or st.user_hooked:
+        return False  # the recording hook records the buckets
+    if st.builtin is not None and st.builtin not in _BUILTIN_DTYPE:
+        return False
+    if st.recordable is None:
+        st.recordable = not _has_sparse_or_mixed(ddp) and ddp_backward_watch.available()
+    return st.recordable and ddp_backward_watch.will_sync(ddp)
+
+
 def _wrap_forward(fn):
     @functools.wraps(fn)
     def forward(self, *inputs, **kwargs):
         st = registry.get(self)
-        if st is not None and recorder.state.active:
+        if st is None or not recorder.state.active:
+            return fn(self, *inputs, **kwargs)
+        watch = False
+        try:
+            grad = _grad_enabled()
+            recorder.emit("forward", ddp=st.id, n=st.forwards, training=bool(self.training),
+                          grad=grad)
+            st.forwards += 1
+            watch = _watches_backward(self, st)
+        except Exception as e:
+            recorder.fail(e, "DistributedDataParallel.forward")
+        out = fn(self, *inputs, **kwargs)
+        if watch:
             try:
-                import torch
-                recorder.emit("forward", ddp=st.id, n=st.forwards, training=bool(self.training),
-                              grad=bool(torch.is_grad_enabled()))
-                st.forwards += 1
-                if st.hook is None and not st.user_hooked and not st.builtin \
-                        and not _has_sparse_or_mixed(self):
-                    _register_ours(self, st)
+                ddp_backward_watch.watch(self, st, out, _BUILTIN_DTYPE.get(st.builtin))
             except Exception as e:
                 recorder.fail(e, "DistributedDataParallel.forward")
-        return fn(self, *inputs, **kwargs)
+        return out
 
     return forward
+
+
+def _grad_enabled():
+    import torch
+    return bool(torch.is_grad_enabled())
 
 
 def _wrap_register_comm_hook(fn):
     @functools.wraps(fn)
     def register_comm_hook(self, state, hook):
         st = registry.get(self)
-        if st is None or recorder.state.failed or st.user_hooked or st.builtin:
-            return fn(self, state, hook)
-        if st.hook is None:
-            # Before the first forward: register ours around the program's hook, after torch's
-            # own validation of the program's hook (same errors as bare).
-            check = getattr(self, "_check_comm_hook", None)
-            if check is not None:
-                check(hook)
-            try:
-                _register_ours(self, st, (state, hook))
-            except Exception as e:
-                if st.hook is None:
-                    recorder.fail(e, "register_comm_hook")
-                    return fn(self, state, hook)
-                raise
-            st.user_hooked = True
-            return None
-        # Ours is already registered (after the first forward): swap the program's hook in.
+        if st is None or recorder.state.failed or st.user_hooked or st.builtin is not None:
+            return fn(self, state, hook)  # not ours to record, or torch refuses a second hook
+        # Register ours around the program's hook, after torch's own validation of the
+        # program's hook (same errors as bare).
         check = getattr(self, "_check_comm_hook", None)
         if check is not None:
             check(hook)
-        st.hook.user_state, st.hook.user_hook = state, hook
-        st.hook.user_name = getattr(hook, "__qualname__", None)
+        try:
+            hs = _HookState(self, st, state, hook)
+            _orig["register_comm_hook"](self, hs, _make_hook(hs.user_name))
+        except Exception as e:
+            recorder.fail(e, "register_comm_hook")
+            return fn(self, state, hook)
+        st.hook = hs
         st.user_hooked = True
         return None
 
@@ -334,25 +276,11 @@ def _wrap_register_comm_hook(fn):
 def _wrap_register_builtin(fn):
     @functools.wraps(fn)
     def _register_builtin_comm_hook(self, comm_hook_type):
+        result = fn(self, comm_hook_type)
         st = registry.get(self)
-        if st is None or recorder.state.failed or st.user_hooked or st.builtin or st.hook is None:
-            if st is not None:
-                st.builtin = True
-            return fn(self, comm_hook_type)
-        # Ours is in place: emulate the builtin hook in Python.
-        dist = _dist()
-        name = str(comm_hook_type).rsplit(".", 1)[-1]
-        if name == "ALLREDUCE":
-            st.builtin = True
-            return None
-        if name == "FP16_COMPRESS":
-            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-            st.hook.user_state = st.hook.process_group
-            st.hook.user_hook = default_hooks.fp16_compress_hook
-            st.hook.user_name = "FP16_COMPRESS"
-            st.builtin = True
-            return None
-        return fn(self, comm_hook_type)  # unknown type: let torch answer
+        if st is not None and st.builtin is None and not st.user_hooked:
+            st.builtin = str(comm_hook_type).rsplit(".", 1)[-1]
+        return result
 
     return _register_builtin_comm_hook
 

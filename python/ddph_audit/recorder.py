@@ -43,7 +43,8 @@ state = _State()
 
 
 def is_active():
-    return state.active and state.writer is not None and os.getpid() == state.writer.pid
+    w = state.writer
+    return state.active and w is not None and not w.dead
 
 
 def depth():
@@ -73,22 +74,38 @@ def fail(exc, where=""):
 pollers = []  # called before each event (e.g. DDP futures completed meanwhile)
 
 
+def _poll():
+    """Runs the pollers (not re-entered); False when recording was disabled."""
+    if not pollers or getattr(tls, "polling", False):
+        return True
+    tls.polling = True
+    try:
+        for poll in pollers:
+            poll()
+    except Exception as e:
+        fail(e, "polling")
+        return False
+    finally:
+        tls.polling = False
+    return True
+
+
 def emit(ev, **fields):
-    if not is_active():
+    if not is_active() or not _poll():
         return
-    if pollers and not getattr(tls, "polling", False):
-        tls.polling = True
-        try:
-            for poll in pollers:
-                poll()
-        except Exception as e:
-            fail(e, "polling")
-            return
-        finally:
-            tls.polling = False
     try:
         state.writer.emit(ev, fields)
     except Exception as e:  # e.g. disk full
+        fail(e, "writing the trace")
+
+
+def emit_many(events):
+    """[(ev, fields)] as consecutive lines written at once (one time ``t``)."""
+    if not is_active() or not _poll():
+        return
+    try:
+        state.writer.emit_many(events)
+    except Exception as e:
         fail(e, "writing the trace")
 
 

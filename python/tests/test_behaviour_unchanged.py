@@ -1,5 +1,7 @@
 """A real DDP training run (gloo, 127.0.0.1), bare and audited: same stdout, same exit codes,
-bit-identical final parameters; and the audited run's traces are well formed."""
+bit-identical final parameters; and the audited run's traces are well formed: every bucket of
+every synchronised backward recorded (a hook the program registers, DDP's builtin FP16 hook and
+no_sync accumulation too)."""
 import os
 import tempfile
 import unittest
@@ -10,24 +12,27 @@ SCRIPT = os.path.join(support.PROGRAMS, "ddp_train.py")
 
 
 class BehaviourUnchangedTest(unittest.TestCase):
-    def compare(self, world_size, mode):
-        bare = support.run_ranks(SCRIPT, world_size=world_size)
+    def compare(self, world_size, mode, args=()):
+        bare = support.run_ranks(SCRIPT, args, world_size=world_size)
         for code, out, err in bare:
             self.assertEqual(code, 0, err)
         with tempfile.TemporaryDirectory() as d:
             trace = os.path.join(d, "trace")
-            audited = support.run_ranks(SCRIPT, world_size=world_size, trace_dir=trace, mode=mode)
+            audited = support.run_ranks(SCRIPT, args, world_size=world_size, trace_dir=trace,
+                                        mode=mode)
             for (code, out, err), (bcode, bout, _) in zip(audited, bare):
                 self.assertEqual(code, bcode, err)
                 self.assertEqual(out, bout)  # losses and the final parameters' hash
                 self.assertNotIn("ddph_audit", err)
             self.assertEqual(sorted(os.listdir(trace)),
                              ["rank-%d.jsonl" % r for r in range(world_size)])
+            traces = [support.read_trace(os.path.join(trace, "rank-%d.jsonl" % r))
+                      for r in range(world_size)]
             for r in range(world_size):
-                self.check_trace(support.read_trace(os.path.join(trace, "rank-%d.jsonl" % r)),
-                                 r, world_size)
+                self.check_trace(traces[r], r, world_size)
+            return traces
 
-    def check_trace(self, evs, rank, world_size):
+    def check_trace(self, evs, rank, world_size, accumulate=1):
         self.assertEqual(evs[0]["ev"], "header")
         self.assertEqual((evs[0]["rank"], evs[0]["world_size"], evs[0]["version"]),
                          (rank, world_size, 1))
@@ -46,15 +51,44 @@ class BehaviourUnchangedTest(unittest.TestCase):
         user = [e for e in colls if e["src"] == "user"]
         self.assertEqual(len(user), 2)  # the by-name `from torch.distributed import all_reduce`
         self.assertEqual(user[0]["op"], "all_reduce")
-        forwards = [e for e in evs if e["ev"] == "forward"]
-        self.assertEqual(max(e["backward"] for e in ddp) + 1, len(forwards))
+        # Each backward's buckets are consecutive, numbered from 0, as many as in every other.
+        by_backward = {}
+        for e in ddp:
+            by_backward.setdefault(e["backward"], []).append(e["bucket"])
+        self.assertEqual(sorted(by_backward), list(range(len(by_backward))))
+        for buckets in list(by_backward.values())[1:]:
+            self.assertEqual(buckets, list(range(len(buckets))))
+
+    @staticmethod
+    def ddp_colls(evs):
+        return [e for e in evs if e["ev"] == "coll" and e["src"] == "ddp"]
 
     def test_two_ranks_sitecustomize(self):
-        self.compare(2, "site")
+        for evs in self.compare(2, "site"):
+            forwards = [e for e in evs if e["ev"] == "forward"]
+            self.assertEqual(max(e["backward"] for e in self.ddp_colls(evs)) + 1, len(forwards))
+            self.assertEqual({e["op"] for e in self.ddp_colls(evs)}, {"all_reduce"})
+            # The reducer's own buckets: DDP rebuilds them after the first backward.
+            numel = sum(e["numel"] for e in self.ddp_colls(evs) if e["backward"] == 1)
+            self.assertEqual(numel, 10 * 700 + 700 + 700 * 400 + 400 + 400 * 3 + 3)
 
     def test_three_ranks_python_m(self):
-        # W=3: 1/W is not exact in binary; the recording hook must still match the reducer.
+        # W=3: 1/W is not exact in binary (the reducer's own arithmetic, unchanged).
         self.compare(3, "m")
+
+    def test_program_hook_is_recorded_and_runs(self):
+        for evs in self.compare(2, "site", ["--hook", "user"]):
+            ops = {(e["op"], e.get("hook")) for e in self.ddp_colls(evs)}
+            self.assertEqual(ops, {("comm_hook", "allreduce_hook")})
+
+    def test_builtin_fp16_hook_and_no_sync_accumulation(self):
+        for evs in self.compare(2, "site", ["--hook", "fp16", "--accumulate", "2"]):
+            colls = self.ddp_colls(evs)
+            self.assertEqual({(e["op"], e["dtype"]) for e in colls}, {("all_reduce", "float16")})
+            forwards = [e for e in evs if e["ev"] == "forward"]
+            # 10 batches an epoch per rank (150 samples, batch 16), every 2nd one reduces.
+            self.assertEqual(len(forwards), 20)
+            self.assertEqual(max(e["backward"] for e in colls) + 1, 10)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,10 @@
 """A small DDP training run (gloo, env://) that prints its losses and a hash of its final
-parameters on every rank: the "behaviour unchanged" test compares bare and audited runs."""
+parameters on every rank: the "behaviour unchanged" test compares bare and audited runs.
+
+--hook user: the program registers torch's allreduce_hook; --hook fp16: DDP's builtin
+FP16_COMPRESS hook; --accumulate K: gradients accumulated under no_sync, reduced every K-th step."""
+import argparse
+import contextlib
 import hashlib
 import sys
 
@@ -13,6 +18,10 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 
 def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--hook", choices=["none", "user", "fp16"], default="none")
+    parser.add_argument("--accumulate", type=int, default=1)
+    args = parser.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(0)
@@ -24,15 +33,23 @@ def main():
     # Over 1 MiB of parameters (DDP's first bucket): two buckets, two allreduces per backward.
     model = DDP(nn.Sequential(nn.Linear(10, 700), nn.ReLU(), nn.Linear(700, 400), nn.ReLU(),
                               nn.Linear(400, 3)), bucket_cap_mb=1)
+    if args.hook == "user":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        model.register_comm_hook(None, default_hooks.allreduce_hook)
+    elif args.hook == "fp16":
+        model._register_builtin_comm_hook(dist.BuiltinCommHookType.FP16_COMPRESS)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     for epoch in range(2):
         sampler.set_epoch(epoch)
         total = torch.zeros(1)
-        for xb, yb in loader:
-            optimizer.zero_grad()
-            loss = F.cross_entropy(model(xb), yb)
-            loss.backward()
-            optimizer.step()
+        for step, (xb, yb) in enumerate(loader):
+            reduce = (step + 1) % args.accumulate == 0
+            with contextlib.nullcontext() if reduce else model.no_sync():
+                loss = F.cross_entropy(model(xb), yb)
+                loss.backward()
+            if reduce:
+                optimizer.step()
+                optimizer.zero_grad()
             total += loss.detach()
         all_reduce(total)
         print(f"rank {rank} epoch {epoch} loss {total.item():.10f}", flush=True)
@@ -40,6 +57,7 @@ def main():
     for p in model.module.parameters():
         h.update(p.detach().numpy().tobytes())
     print(f"rank {rank} params {h.hexdigest()}", flush=True)
+    del model  # the DDP module goes first: docs/audit.md, "DDP alive at destroy_process_group"
     dist.destroy_process_group()
     return 0
 
