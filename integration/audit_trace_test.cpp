@@ -40,6 +40,8 @@ struct RunSpec {
   std::int64_t takeBatches = -1;  ///< each pass is left after this many batches (break)
   bool evalPadded = false;   ///< an evaluation pass over N = 10 with DistributedSampler
   int desyncRank = -1;       ///< its user all_reduce in epoch 0 has another size
+  int hungAtExitRank = -1;   ///< destroys its process group, then hangs before its end line
+  bool ddpAliveAtDestroy = true;  ///< ... with its DDP module still alive then
 };
 
 class RankWriter {
@@ -132,8 +134,23 @@ void writeRank(const std::string& dir, const RunSpec& s, int rank) {
     w.emit({{"ev", "error"}, {"type", "RuntimeError"}, {"message", "Connection closed by peer"}});
     return;
   }
+  w.emit({{"ev", "destroy"}, {"group", "0"},
+          {"ddp_alive", s.ddpAliveAtDestroy ? json::array({0}) : json::array()}});
   w.emit({{"ev", "params"}, {"ddp", 0}, {"hash", hash()}, {"at", "end"}});
+  if (rank == s.hungAtExitRank) return;
   w.emit({{"ev", "end"}, {"code", 0}});
+}
+
+// launch.json of a run whose rank `hung` was still running at the launcher's timeout.
+void writeLaunchWithHang(const std::string& dir, const RunSpec& s, int hung) {
+  json ranks = json::array();
+  for (int r = 0; r < s.world; ++r) {
+    ranks.push_back({{"rank", r}, {"pid", 100 + r}, {"outcome", r == hung ? "timed-out" : "exited"},
+                     {"code", 0}, {"signal", 0}});
+  }
+  std::ofstream(dir + "/launch.json")
+      << json{{"launcher", "ddp-sim launch"}, {"world_size", s.world}, {"exit_code", 1},
+              {"timed_out", true}, {"interrupted_by_signal", 0}, {"ranks", ranks}}.dump();
 }
 
 AuditReport auditRun(const RunSpec& s) {
@@ -239,6 +256,26 @@ TEST(AuditTrace, KilledRankIsARankFailureAndItsCutLineIsTolerated) {
   EXPECT_TRUE(has(v.detail, "at epoch 1 step 0")) << v.detail;
   ASSERT_EQ(r.notes.size(), 1u);
   EXPECT_TRUE(has(r.notes[0], "cut short")) << r.notes[0];
+}
+
+TEST(AuditTrace, HangAtExitWithDdpAliveAtDestroyNamesTheTorchDeadlock) {
+  RunSpec s;
+  s.world = 2;
+  s.hungAtExitRank = 1;
+  for (const bool alive : {true, false}) {
+    s.ddpAliveAtDestroy = alive;
+    TempDir dir("ddph-audit-trace");
+    for (int r = 0; r < s.world; ++r) writeRank(dir.path(), s, r);
+    writeLaunchWithHang(dir.path(), s, 1);
+    const auto r = audit::auditTrace(audit::readTrace(dir.path()));
+    const Violation& v = only(r, property::kRankFailure);
+    EXPECT_EQ(v.ranks, std::vector<std::int64_t>{1});
+    EXPECT_TRUE(has(v.detail, "still running at the launcher's timeout")) << v.detail;
+    // Only a module alive at destroy_process_group points at torch's exit deadlock.
+    EXPECT_EQ(has(v.detail, "destroyed its process group with DDP module 0 still alive"), alive)
+        << v.detail;
+    EXPECT_EQ(has(likelyCauseOf(v), "del model"), alive) << likelyCauseOf(v);
+  }
 }
 
 TEST(AuditTrace, MissingRankFileIsARankFailure) {

@@ -282,6 +282,18 @@ def _after_new_group(args, kwargs, result):
     _declare_group(result if member else None, ranks)
 
 
+def _after_destroy(args, kwargs, result):
+    """``destroy``: which group went, and the DDP modules still alive then (NOTE [DDP alive at
+    destroy_process_group] in docs/audit.md: with torch 1.13 such a module may hang the exit)."""
+    if not recorder.is_active():
+        return
+    group = kwargs.get("group", args[0] if args else None)
+    from . import ddp_instrumentor
+    alive = sorted(st.id for _, st in ddp_instrumentor.registry.live())
+    gid = "0" if group is None else _groups.get(id(group), (None, "0"))[1]
+    recorder.emit("destroy", group=gid, ddp_alive=alive)
+
+
 def _set_everywhere(name, fn, wrapper):
     for mod in (_dist, _c10d):
         if mod is not None and getattr(mod, name, None) is fn:
@@ -305,7 +317,8 @@ def patch(dist_module):
             continue
         _originals[name] = fn
         _set_everywhere(name, fn, _wrap_collective(name, fn))
-    for name, after in (("init_process_group", _after_init), ("new_group", _after_new_group)):
+    for name, after in (("init_process_group", _after_init), ("new_group", _after_new_group),
+                        ("destroy_process_group", _after_destroy)):
         fn = getattr(_c10d, name, None)
         if fn is None or hasattr(fn, "__ddph_original__"):
             continue

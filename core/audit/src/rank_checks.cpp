@@ -1,6 +1,7 @@
 // rank-failure: every rank runs to its end. Where a rank did not, say how it ended (the launcher's
 // record when there is one), where it stood and the collective it was in.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "audit_checks.h"
 #include "ddph/common/child_process.h"
@@ -38,6 +39,16 @@ std::string collectiveState(const RankTrace& t) {
   if (!c) return "it had entered no collective";
   return fmt::format("{} collective {}: {}", c->done ? "its last completed" : "it was in",
                      collectiveNumber(*c), describeCollective(*c));
+}
+
+// NOTE [DDP alive at destroy_process_group] (docs/audit.md): with torch 1.13 a DDP module that
+// outlives the default group holds the last reference to it; freeing the module then destroys the
+// gloo group while holding the GIL, and a gloo thread freeing a tensor waits for the GIL: the
+// rank hangs at exit after its work is done.
+bool hungAtExitWithDdpAlive(const RankTrace& t, const std::string& how) {
+  const CollectiveRecord* last = t.lastCollective();
+  return !t.ended && !t.errorType && t.ddpAliveAtDestroy && !t.ddpAliveAtDestroy->empty() &&
+         (!last || last->done) && how.find("a hang") != std::string::npos;
 }
 
 }  // namespace
@@ -83,6 +94,14 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
                                ? fmt::format(" ({})", byLauncher)
                                : "",
                            whereRankStood(*t), collectiveState(*t));
+    if (hungAtExitWithDdpAlive(*t, how)) {
+      v.detail += fmt::format("; it had destroyed its process group with DDP module {} still alive",
+                              fmt::join(*t->ddpAliveAtDestroy, ", "));
+      v.likelyCause =
+          "a hang at exit (torch 1.13): a DDP module that outlives destroy_process_group holds the "
+          "last reference to the gloo group, and freeing it deadlocks on the GIL; delete the DDP "
+          "module (del model) before dist.destroy_process_group()";
+    }
     out.push_back(std::move(v));
   }
 }

@@ -129,6 +129,9 @@ class RankTraceBuilder {
     } else if (ev == "error") {
       t_.errorType = optionalField<std::string>(e, "type").value_or("error");
       t_.errorMessage = optionalField<std::string>(e, "message").value_or("");
+    } else if (ev == "destroy") {
+      if (optionalField<std::string>(e, "group").value_or("0") == "0")
+        t_.ddpAliveAtDestroy = field<std::vector<std::int64_t>>(e, "ddp_alive");
     } else if (ev == "end") {
       t_.ended = true;
       t_.endCode = optionalField<std::int64_t>(e, "code").value_or(0);

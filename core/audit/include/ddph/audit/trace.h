@@ -122,6 +122,8 @@ struct RankTrace {
   std::map<std::string, std::vector<std::int64_t>> groups;           ///< non-default groups
   std::map<std::int64_t, DdpRecord> ddp;
   std::optional<std::string> errorType, errorMessage;
+  /// DDP modules still alive when the program destroyed its default process group (`destroy`).
+  std::optional<std::vector<std::int64_t>> ddpAliveAtDestroy;
   bool ended = false;  ///< an `end` line: the program exited normally
   std::int64_t endCode = 0;
   bool truncatedTail = false;  ///< the last line was cut short (a kill while writing)
