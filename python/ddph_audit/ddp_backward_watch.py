@@ -78,8 +78,9 @@ class Layout:
 
     @staticmethod
     def _read_reducer(ddp):
-        return [(_dtype_name(b.buffer().dtype), int(b.buffer().numel()))
-                for b in ddp.reducer._get_zeros_like_grad_buckets()]
+        from .distributed_instrumentor import dtype_name
+        buffers = [b.buffer() for b in ddp.reducer._get_zeros_like_grad_buckets()]
+        return [(dtype_name(t.dtype), int(t.numel())) for t in buffers]
 
     def _read_logged(self, ddp):
         data = ddp._get_ddp_logging_data()
@@ -87,7 +88,8 @@ class Layout:
         sizes = [int(s) for s in str(text).replace(",", " ").split()]
         if self.dtype is None:  # several dtypes: which bucket holds which is not logged
             return [("mixed", n) for n in sizes]
-        return [(_dtype_name(self.dtype), n // self.itemsize) for n in sizes]
+        from .distributed_instrumentor import dtype_name
+        return [(dtype_name(self.dtype), n // self.itemsize) for n in sizes]
 
 
 def _itemsize(dtype):
@@ -95,20 +97,15 @@ def _itemsize(dtype):
     return torch.empty((), dtype=dtype).element_size()
 
 
-def _dtype_name(dtype):
-    return str(dtype).replace("torch.", "")
-
-
 class _Backward:
     """One forward's watch: fires at most once, in the backward through its output."""
 
-    __slots__ = ("ddp", "gid", "st", "op_dtype", "tokens")
+    __slots__ = ("ddp", "st", "op_dtype", "tokens")
 
-    def __init__(self, ddp, gid, st, op_dtype):
-        # Weak, and the group by its id: the output's graph keeps this watch, and must keep
-        # neither the module nor its process group alive.
+    def __init__(self, ddp, st, op_dtype):
+        # Weak (and the group by its id, in st.gid): the output's graph keeps this watch, and must
+        # keep neither the module nor its process group alive.
         self.ddp = weakref.ref(ddp)
-        self.gid = gid
         self.st = st
         self.op_dtype = op_dtype
         self.tokens = None
@@ -126,7 +123,8 @@ class _Backward:
 
     def launched(self):
         from . import distributed_instrumentor as di
-        st, gid = self.st, self.gid
+        st = self.st
+        gid = st.gid
         try:
             ddp = self.ddp()
             if ddp is None or not recorder.is_active():
@@ -165,10 +163,11 @@ def watch(ddp, st, output, op_dtype=None):
     tensors = _grad_tensors(output, [])
     if not tensors:
         return
-    if st.layout is None:
+    if st.layout is None:  # the module's first watched forward
+        from . import distributed_instrumentor as di
         st.layout = Layout(ddp.module)
-    from . import distributed_instrumentor as di
-    w = _Backward(ddp, di.group_id(getattr(ddp, "process_group", None)), st, op_dtype)
+        st.gid = di.group_id(getattr(ddp, "process_group", None))
+    w = _Backward(ddp, st, op_dtype)
     st.watch = w
     for t in tensors:
         t.register_hook(w.on_output_grad)

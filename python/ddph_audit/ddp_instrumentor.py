@@ -28,7 +28,7 @@ _orig = {}
 
 class _DDPState:
     __slots__ = ("id", "forwards", "backwards", "hook", "user_hooked", "builtin", "recordable",
-                 "watch", "layout")
+                 "watch", "layout", "gid")
 
     def __init__(self, ddp_id):
         self.id = ddp_id
@@ -40,6 +40,7 @@ class _DDPState:
         self.recordable = None  # decided at the first forward (sparse gradients, mixed precision)
         self.watch = None  # ddp_backward_watch._Backward armed by the last synchronising forward
         self.layout = None  # ddp_backward_watch.Layout
+        self.gid = None  # the trace's id of the module's process group, once it is watched
 
 
 class _HookState:
@@ -104,7 +105,7 @@ def _recording_hook(state, bucket):
             seq = di.next_seq(gid)
             buf = bucket.buffer()
             recorder.emit("coll", group=gid, seq=seq, op="comm_hook",
-                          dtype=str(buf.dtype).replace("torch.", ""), numel=int(buf.numel()),
+                          dtype=di.dtype_name(buf.dtype), numel=int(buf.numel()),
                           src="ddp", ddp=st.id, bucket=int(bucket.index()),
                           backward=st.backwards, hook=state.user_name)
             token = (gid, seq)

@@ -36,7 +36,6 @@ ROOT_ARG = {"broadcast": "src", "reduce": "dst", "gather": "dst", "scatter": "sr
             "broadcast_object_list": "src", "gather_object": "dst", "scatter_object_list": "src"}
 
 _patched = {}  # name -> (module, original) for uninstrument
-_originals = {}  # name -> original function
 _seq_lock = threading.Lock()
 _seq = {}  # group id -> next seq
 _groups = {}  # id(pg) -> (pg, group id)
@@ -44,12 +43,8 @@ _dist = None
 _c10d = None
 
 
-def original(name):
-    """The unwrapped torch.distributed function (used by the DDP comm hook)."""
-    return _originals.get(name) or getattr(_c10d, name)
-
-
-def _dtype_name(dtype):
+def dtype_name(dtype):
+    """``float32`` for ``torch.float32``: how the trace names a dtype."""
     return str(dtype).replace("torch.", "")
 
 
@@ -62,9 +57,9 @@ def _describe_tensor(obj):
             numel = 0
             for t in obj:
                 numel += int(t.numel())
-            return _dtype_name(obj[0].dtype), numel
+            return dtype_name(obj[0].dtype), numel
         if obj is not None and hasattr(obj, "numel") and hasattr(obj, "dtype"):
-            return _dtype_name(obj.dtype), int(obj.numel())
+            return dtype_name(obj.dtype), int(obj.numel())
     except Exception:
         pass
     return None, None
@@ -315,14 +310,12 @@ def patch(dist_module):
         fn = getattr(_c10d, name, None) or getattr(_dist, name, None)
         if fn is None or hasattr(fn, "__ddph_original__"):
             continue
-        _originals[name] = fn
         _set_everywhere(name, fn, _wrap_collective(name, fn))
     for name, after in (("init_process_group", _after_init), ("new_group", _after_new_group),
                         ("destroy_process_group", _after_destroy)):
         fn = getattr(_c10d, name, None)
         if fn is None or hasattr(fn, "__ddph_original__"):
             continue
-        _originals[name] = fn
         _set_everywhere(name, fn, _wrap_suppressing(name, fn, after))
     # Already initialised (instrument() called late): the rank is known now.
     try:
@@ -337,4 +330,3 @@ def unpatch():
         for mod, fn in entries:
             setattr(mod, name, fn)
     _patched.clear()
-    _originals.clear()

@@ -45,10 +45,10 @@ std::string collectiveState(const RankTrace& t) {
 // outlives the default group holds the last reference to it; freeing the module then destroys the
 // gloo group while holding the GIL, and a gloo thread freeing a tensor waits for the GIL: the
 // rank hangs at exit after its work is done.
-bool hungAtExitWithDdpAlive(const RankTrace& t, const std::string& how) {
+bool hungAtExitWithDdpAlive(const RankTrace& t, const LaunchedRank* l) {
   const CollectiveRecord* last = t.lastCollective();
-  return !t.ended && !t.errorType && t.ddpAliveAtDestroy && !t.ddpAliveAtDestroy->empty() &&
-         (!last || last->done) && how.find("a hang") != std::string::npos;
+  return l && l->outcome == "timed-out" && !t.ended && !t.errorType && t.ddpAliveAtDestroy &&
+         !t.ddpAliveAtDestroy->empty() && (!last || last->done);
 }
 
 }  // namespace
@@ -94,7 +94,7 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
                                ? fmt::format(" ({})", byLauncher)
                                : "",
                            whereRankStood(*t), collectiveState(*t));
-    if (hungAtExitWithDdpAlive(*t, how)) {
+    if (hungAtExitWithDdpAlive(*t, l)) {
       v.detail += fmt::format("; it had destroyed its process group with DDP module {} still alive",
                               fmt::join(*t->ddpAliveAtDestroy, ", "));
       v.likelyCause =
