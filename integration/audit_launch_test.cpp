@@ -261,8 +261,8 @@ TEST(AuditPython, OverlappingCustomSamplerBreaksDisjointness) {
 }
 
 TEST(AuditPython, SigkilledRankTraceIsRead) {
-  // Rank 1 SIGKILLs itself at its third batch: a trace without an end, cut wherever the kill
-  // fell; rank 0 then fails in Gloo.
+  // Rank 1 SIGKILLs itself at its third batch: a trace without an end, its file never cut to its
+  // lines; rank 0 then fails in Gloo.
   const auto a = launchAudited(
       2, {kPython, "-c",
           "import os, signal, torch, torch.distributed as dist\n"
@@ -274,6 +274,8 @@ TEST(AuditPython, SigkilledRankTraceIsRead) {
           "    if step == 2 and dist.get_rank() == 1: os.kill(os.getpid(), signal.SIGKILL)\n"
           "    model(x).sum().backward()\n"});
   EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  // The kill fell between two lines: the file's reserved tail (NUL bytes) is no cut line.
+  EXPECT_TRUE(a.report["notes"].empty()) << shown(a);
   bool named = false;
   for (const auto& f : violationsOf(a, "rank-failure")) {
     if (f["ranks"] == Json::array({1})) {

@@ -258,6 +258,33 @@ TEST(AuditTrace, KilledRankIsARankFailureAndItsCutLineIsTolerated) {
   EXPECT_TRUE(has(r.notes[0], "cut short")) << r.notes[0];
 }
 
+// The Python recorder reserves its file ahead of its lines (a memory mapping): a rank that never
+// closed it leaves NUL bytes after its last line, where the trace ends; a line being copied when
+// the kill fell may show its head, or stray bytes of its tail beyond a NUL.
+TEST(AuditTrace, ReservedNulTailEndsTheTrace) {
+  const std::string nuls(8192, '\0');
+  const struct {
+    std::string tail;
+    bool cutLine;
+  } cases[] = {
+      {nuls, false},
+      {R"({"ev":"batch","t":0.5,"loa)" + nuls, true},
+      {nuls.substr(0, 40) + "not json\n" + R"({"ev":"end","t":9.0,"code":3})" "\n" + nuls, false},
+  };
+  for (const auto& c : cases) {
+    TempDir dir("ddph-audit-trace");
+    const RunSpec s;
+    for (int r = 0; r < s.world; ++r) writeRank(dir.path(), s, r);
+    std::ofstream(dir.path() + "/rank-3.jsonl", std::ios::app | std::ios::binary) << c.tail;
+    const auto r = audit::auditTrace(audit::readTrace(dir.path()));
+    EXPECT_TRUE(r.passed) << summary(r);
+    ASSERT_EQ(r.notes.size(), c.cutLine ? 1u : 0u) << summary(r);
+    if (c.cutLine) {
+      EXPECT_TRUE(has(r.notes[0], "rank 3: the last line")) << r.notes[0];
+    }
+  }
+}
+
 TEST(AuditTrace, HangAtExitWithDdpAliveAtDestroyNamesTheTorchDeadlock) {
   RunSpec s;
   s.world = 2;
@@ -562,6 +589,14 @@ TEST(AuditTraceProgress, CountsWhatTheGrowingFilesSaySoFar) {
   EXPECT_EQ(counts.epochsDone, 1);  // loader 0: rank 0 ended 1 pass, rank 1 two; loader 1 not counted
   write(r0, R"({"ev":"epoch_end","t":2.0,"loader":0,"iter":1,"batches":3})" "\n" "not json\n");
   EXPECT_EQ(progress.read().epochsDone, 2);
+  // A file reserved ahead of its lines (the Python recorder): NUL bytes are not read yet...
+  write(r1, R"({"ev":"epoch_end","t":3.0,"load)" + std::string(64, '\0'));
+  EXPECT_EQ(progress.read().epochsDone, 2);
+  // ... and once the line is there, over them, it counts.
+  r1.seekp(-64, std::ios::end);
+  write(r1, R"(er":0,"iter":2,"batches":3})" "\n");
+  r0 << R"({"ev":"epoch_end","t":3.0,"loader":0,"iter":2,"batches":3})" "\n" << std::flush;
+  EXPECT_EQ(progress.read().epochsDone, 3);
 }
 
 }  // namespace

@@ -61,5 +61,8 @@ def run_ranks(script, args=(), world_size=2, trace_dir=None, mode="site", timeou
 
 
 def read_trace(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.endswith("\n")]
+    """The whole lines of a rank's file, up to its first NUL byte (docs/trace-format.md)."""
+    with open(path, "rb") as f:
+        written = f.read().partition(b"\0")[0]
+    return [json.loads(line) for line in written.decode("utf-8").splitlines(keepends=True)
+            if line.endswith("\n")]

@@ -4,12 +4,10 @@ import tempfile
 import threading
 import unittest
 
+from ddph_audit import trace_writer
 from ddph_audit.trace_writer import TraceWriter
 
-
-def lines(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
+from tests import support
 
 
 class TraceWriterTest(unittest.TestCase):
@@ -21,7 +19,7 @@ class TraceWriterTest(unittest.TestCase):
             w.open(3, {"trace": "ddph-audit", "version": 1, "rank": 3})
             w.emit("end", {"code": 0})
             w.close()
-            evs = lines(os.path.join(d, "trace", "rank-3.jsonl"))
+            evs = support.read_trace(os.path.join(d, "trace", "rank-3.jsonl"))
             self.assertEqual([e["ev"] for e in evs], ["header", "sampler", "end"])
             self.assertEqual(evs[0]["t"], 0.0)
             self.assertEqual(evs[1]["id"], 0)
@@ -34,9 +32,63 @@ class TraceWriterTest(unittest.TestCase):
             w.open(0, {"rank": 0})
             w.emit("batch", {"seq": 0})
             # Read through another file object while the writer is still open.
-            self.assertEqual([e["ev"] for e in lines(os.path.join(d, "rank-0.jsonl"))],
+            self.assertEqual([e["ev"] for e in support.read_trace(os.path.join(d, "rank-0.jsonl"))],
                              ["header", "batch"])
             w.close()
+
+    def test_file_grows_by_reserved_chunks_and_is_cut_to_its_lines_when_closed(self):
+        with tempfile.TemporaryDirectory() as d:
+            w = TraceWriter(d)
+            w.open(0, {"rank": 0})
+            path = os.path.join(d, "rank-0.jsonl")
+            self.assertEqual(os.path.getsize(path), trace_writer.CHUNK_MIN)
+            pad = "x" * 1000
+            n = 3 * trace_writer.CHUNK_MIN // 1000  # lines past two more chunks
+            for i in range(n):
+                w.emit("batch", {"seq": i, "pad": pad})
+            self.assertGreater(os.path.getsize(path), 3 * trace_writer.CHUNK_MIN)
+            w.emit_many([("coll", {"seq": 0, "pad": "y" * 3 * trace_writer.CHUNK_MIN})])  # > a chunk
+            w.close()
+            with open(path, "rb") as f:
+                data = f.read()
+            self.assertNotIn(b"\0", data)
+            self.assertTrue(data.endswith(b"}\n"))
+            evs = [json.loads(line) for line in data.splitlines()]
+            self.assertEqual([e.get("seq") for e in evs[1:-1]], list(range(n)))
+            self.assertEqual(len(evs[-1]["pad"]), 3 * trace_writer.CHUNK_MIN)
+
+    def test_a_file_never_closed_ends_in_nul_bytes_after_its_last_line(self):
+        # What a SIGKILLed rank leaves (the kill itself: audit_launch.AuditPython.SigkilledRankTraceIsRead).
+        with tempfile.TemporaryDirectory() as d:
+            pid = os.fork()
+            if pid == 0:  # child: writes two lines and dies without closing
+                try:
+                    w = TraceWriter(d)
+                    w.open(0, {"rank": 0})
+                    w.emit("batch", {"seq": 0})
+                finally:
+                    os._exit(0)
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(status, 0)
+            with open(os.path.join(d, "rank-0.jsonl"), "rb") as f:
+                data = f.read()
+            lines_part, nul, tail = data.partition(b"\0")
+            self.assertEqual(nul, b"\0")
+            self.assertEqual(tail.strip(b"\0"), b"")
+            self.assertEqual([json.loads(x)["ev"] for x in lines_part.splitlines()], ["header", "batch"])
+
+    def test_reopening_a_rank_file_leaves_a_process_still_writing_the_old_one_its_own(self):
+        with tempfile.TemporaryDirectory() as d:
+            old = TraceWriter(d)
+            old.open(0, {"rank": 0, "run": "old"})
+            new = TraceWriter(d)
+            new.open(0, {"rank": 0, "run": "new"})  # unlinks, never truncates, the old file
+            old.emit("batch", {"seq": 0})  # stores into the old, unlinked file: no SIGBUS
+            new.emit("end", {"code": 0})
+            old.close()
+            new.close()
+            self.assertEqual([(e["ev"], e.get("run")) for e in support.read_trace(os.path.join(d, "rank-0.jsonl"))],
+                             [("header", "new"), ("end", None)])
 
     def test_threads_never_interleave_lines(self):
         with tempfile.TemporaryDirectory() as d:
@@ -53,7 +105,7 @@ class TraceWriterTest(unittest.TestCase):
             for t in threads:
                 t.join(timeout=60)
             w.close()
-            evs = lines(os.path.join(d, "rank-1.jsonl"))
+            evs = support.read_trace(os.path.join(d, "rank-1.jsonl"))
             self.assertEqual(len(evs), 1 + 8 * 500)
             for k in range(8):
                 self.assertEqual([e["seq"] for e in evs if e.get("thread") == k], list(range(500)))
@@ -75,7 +127,7 @@ class TraceWriterTest(unittest.TestCase):
             self.assertEqual(status, 0)
             w.emit("end", {"code": 0})
             w.close()
-            self.assertEqual([e["ev"] for e in lines(os.path.join(d, "rank-0.jsonl"))],
+            self.assertEqual([e["ev"] for e in support.read_trace(os.path.join(d, "rank-0.jsonl"))],
                              ["header", "end"])
 
     def test_exclusive_open_refuses_an_existing_file(self):

@@ -14,6 +14,8 @@ void TraceProgress::readRank(int rank, RankFile& file) {
   if (!in) return;
   in.seekg(static_cast<std::streamoff>(file.offset));
   std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The Python writer reserves the file ahead of its lines: what is written ends at the first NUL.
+  if (const auto nul = chunk.find('\0'); nul != std::string::npos) chunk.resize(nul);
   file.offset += chunk.size();
   file.partial += chunk;
   std::size_t start = 0;

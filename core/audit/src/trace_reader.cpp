@@ -340,7 +340,19 @@ RankTrace readRankTrace(std::istream& in, const fs::path& file) {
   std::int64_t line = 0;
   while (std::getline(in, text)) {
     ++line;
-    const bool complete = !in.eof();  // getline stopped at '\n'
+    bool complete = !in.eof();  // getline stopped at '\n'
+    // A writer that never closed its file (killed) leaves its unwritten, reserved tail as NUL
+    // bytes: the trace ends at the first one.
+    const auto nul = text.find('\0');
+    const bool lastLine = nul != std::string::npos;
+    if (lastLine) {
+      text.resize(nul);
+      complete = false;
+      if (text.empty()) {
+        --line;
+        break;
+      }
+    }
     if (text.empty() && complete) {
       continue;
     }
@@ -361,6 +373,7 @@ RankTrace readRankTrace(std::istream& in, const fs::path& file) {
     } catch (const ConfigError& err) {
       throw ConfigError(fmt::format("{} line {}: {}", file.string(), line, err.what()));
     }
+    if (lastLine) break;
   }
   DDPH_CHECK(builder.sawHeader(), "{} is empty (no header line)", file.string());
   t.lines = line;
