@@ -21,6 +21,7 @@ from . import recorder
 from . import index_codec
 from . import dataset_fingerprint
 from .object_registry import ObjectRegistry
+from .trace_writer import FLAG, INT, JSON_BOOL, line_format
 
 samplers = ObjectRegistry()  # sampler -> _SamplerInfo
 loaders = ObjectRegistry()  # loader -> _LoaderInfo
@@ -57,7 +58,7 @@ class _LoaderInfo:
 
 
 class _Pass:
-    __slots__ = ("loader", "iter", "seq", "needs_idx", "ended")
+    __slots__ = ("loader", "iter", "seq", "needs_idx", "ended", "batch_line")
 
     def __init__(self, loader_id, k, needs_idx):
         self.loader = loader_id
@@ -65,6 +66,9 @@ class _Pass:
         self.seq = 0
         self.needs_idx = needs_idx
         self.ended = False
+        # A batch whose indices are not recorded (the sampler's order is known): one format.
+        self.batch_line = line_format("batch", {"loader": loader_id, "iter": k, "seq": INT,
+                                                "size": INT, "grad": FLAG})
 
 
 def _qualname(cls):
@@ -305,29 +309,29 @@ def _wrap_reset(fn):
 _NO_INDEX = object()
 
 
-def _batch_fields(p, index):
-    fields = {"loader": p.loader, "iter": p.iter, "seq": p.seq}
-    values = None
+def _emit_batch(p, index):
+    import torch
+    grad = torch.is_grad_enabled()
     if index is _NO_INDEX:
         size = None
     elif isinstance(index, (list, tuple, range)) or getattr(index, "ndim", 0) >= 1:
         size = len(index)
-        if p.needs_idx:
-            values = index
     else:
         size = 1
-        if p.needs_idx:
-            values = [index]
+        index = [index]
+    if size is not None and not p.needs_idx:
+        recorder.emit_line(p.batch_line, (p.seq, size, JSON_BOOL[grad]))
+        return
+    fields = {"loader": p.loader, "iter": p.iter, "seq": p.seq}
     if size is not None:
         fields["size"] = size
-    import torch
-    fields["grad"] = bool(torch.is_grad_enabled())
-    if values is not None:
+    fields["grad"] = bool(grad)
+    if size is not None:  # and p.needs_idx
         try:
-            fields["idx"] = index_codec.encode(index_codec.to_int_list(values))
+            fields["idx"] = index_codec.encode(index_codec.to_int_list(index))
         except (TypeError, ValueError):
             fields["idx_opaque"] = True  # the sampler yields keys that are not integers
-    return fields
+    recorder.emit("batch", **fields)
 
 
 def _wrap_next(fn):
@@ -354,7 +358,7 @@ def _wrap_next(fn):
         p = self.__dict__.get("_ddph_pass")
         if p is not None and recorder.state.active:
             try:
-                recorder.emit("batch", **_batch_fields(p, index))
+                _emit_batch(p, index)
                 p.seq += 1
             except Exception as e:
                 recorder.fail(e, "DataLoader iterator")

@@ -1,8 +1,10 @@
 """DDP's gradient allreduces seen from autograd, without a comm hook (DDP runs unchanged).
 
 After a forward that makes DDP reduce gradients in the next backward (grad enabled, not under
-``no_sync``), a hook on the output's gradient runs when backward reaches the module. It queues an
-autograd final callback, *launched*, which runs once backward's compute is over and DDP has
+``no_sync``), the module's watch is armed; a gradient hook fires it when backward reaches the
+module: a hook on one parameter, registered once, when DDP reduces every parameter in every
+backward (a tensor hook runs before the parameter's gradient is accumulated, so before DDP's own
+hook on it), else hooks on each armed forward's output. It queues an autograd final callback, *launched*, which runs once backward's compute is over and DDP has
 launched every bucket, but before DDP's own finalize (queued later, when the last bucket became
 ready): it writes one ``coll`` line per bucket (all in one write) and queues *completed*, which runs
 after DDP's finalize has waited for every bucket and writes their ``coll_done`` lines. A rank that
@@ -16,16 +18,24 @@ its buckets, then kept); for other devices it is DDP's logged layout (``bucket_s
 which never allocates on the device but trails DDP's one rebuild by a backward (see docs/audit.md).
 """
 
+import functools
 import weakref
 
-from . import recorder
+from . import distributed_instrumentor, recorder
+from .trace_writer import INT, line_format
 
 LAYOUT_READS = 4  # synchronised backwards whose layout is read again (DDP rebuilds at most once)
 
 
+_engine_object = None
+
+
 def _engine():
-    import torch
-    return torch.autograd.Variable._execution_engine
+    global _engine_object
+    if _engine_object is None:
+        import torch
+        _engine_object = torch.autograd.Variable._execution_engine
+    return _engine_object
 
 
 def available():
@@ -57,7 +67,7 @@ def _grad_tensors(out, found, depth=0):
 
 
 class Layout:
-    """What DDP's buckets hold: [(dtype name, numel)], and how often it was read."""
+    """What DDP's buckets hold: ((dtype name, numel), ...), and how often it was read."""
 
     __slots__ = ("buckets", "reads", "on_cpu", "dtype", "itemsize")
 
@@ -78,18 +88,17 @@ class Layout:
 
     @staticmethod
     def _read_reducer(ddp):
-        from .distributed_instrumentor import dtype_name
         buffers = [b.buffer() for b in ddp.reducer._get_zeros_like_grad_buckets()]
-        return [(dtype_name(t.dtype), int(t.numel())) for t in buffers]
+        return tuple((distributed_instrumentor.dtype_name(t.dtype), int(t.numel())) for t in buffers)
 
     def _read_logged(self, ddp):
         data = ddp._get_ddp_logging_data()
         text = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or ""
         sizes = [int(s) for s in str(text).replace(",", " ").split()]
         if self.dtype is None:  # several dtypes: which bucket holds which is not logged
-            return [("mixed", n) for n in sizes]
-        from .distributed_instrumentor import dtype_name
-        return [(dtype_name(self.dtype), n // self.itemsize) for n in sizes]
+            return tuple(("mixed", n) for n in sizes)
+        name = distributed_instrumentor.dtype_name(self.dtype)
+        return tuple((name, n // self.itemsize) for n in sizes)
 
 
 def _itemsize(dtype):
@@ -97,77 +106,116 @@ def _itemsize(dtype):
     return torch.empty((), dtype=dtype).element_size()
 
 
-class _Backward:
-    """One forward's watch: fires at most once, in the backward through its output."""
+class _Watch:
+    """One DDP module's watch: armed by a synchronising forward, fired once in the backward."""
 
-    __slots__ = ("ddp", "st", "op_dtype", "tokens")
+    __slots__ = ("ddp", "st", "armed", "op_dtype", "handle", "formats", "formats_of", "done",
+                 "__weakref__")
 
-    def __init__(self, ddp, st, op_dtype):
-        # Weak (and the group by its id, in st.gid): the output's graph keeps this watch, and must
-        # keep neither the module nor its process group alive.
+    def __init__(self, ddp, st):
+        # Weak (and the group by its id, in st.gid): a parameter's or an output's hook keeps this
+        # watch, and must keep neither the module nor its process group alive.
         self.ddp = weakref.ref(ddp)
         self.st = st
-        self.op_dtype = op_dtype
-        self.tokens = None
+        self.armed = False  # True (parameter hook), or the armed forward's ticket (output hooks)
+        self.op_dtype = None
+        self.handle = None  # the parameter hook's handle
+        self.formats = None  # the buckets' coll line formats, made for formats_of
+        self.formats_of = None
+        self.done = line_format("coll_done", {"group": st.gid, "seq": INT})
+        param = _always_reduced_parameter(ddp)
+        if param is not None:
+            self.handle = param.register_hook(self.on_param_grad)
 
-    def on_output_grad(self, grad):
-        st = self.st
-        if st.watch is not self:  # a later forward's watch, or this one fired already
-            return None
-        st.watch = None
+    def arm(self, output, op_dtype):
+        self.op_dtype = op_dtype
+        if self.handle is not None:
+            self.armed = True
+            return
+        tensors = _grad_tensors(output, [])
+        if tensors:
+            ticket = object()  # only the last armed forward's output fires
+            self.armed = ticket
+            hook = functools.partial(self.on_output_grad, ticket)
+            for t in tensors:
+                t.register_hook(hook)
+
+    def on_param_grad(self, grad):
+        if self.armed:
+            self._fire()
+        return None
+
+    def on_output_grad(self, ticket, grad):
+        if self.armed is ticket:
+            self._fire()
+        return None
+
+    def _fire(self):
+        self.armed = False
         try:
             _engine().queue_callback(self.launched)
         except Exception as e:
-            recorder.fail(e, "DDP backward (output hook)")
-        return None
+            recorder.fail(e, "DDP backward (gradient hook)")
 
     def launched(self):
-        from . import distributed_instrumentor as di
         st = self.st
-        gid = st.gid
         try:
             ddp = self.ddp()
             if ddp is None or not recorder.is_active():
                 return
-            buckets = st.layout.current(ddp)
-            events = []
-            tokens = []
-            for index, (dtype, numel) in enumerate(buckets):
-                seq = di.next_seq(gid)
-                events.append(("coll", {"group": gid, "seq": seq, "op": "all_reduce",
-                                        "dtype": self.op_dtype or dtype, "numel": numel,
-                                        "src": "ddp", "ddp": st.id, "bucket": index,
-                                        "backward": st.backwards}))
-                tokens.append(seq)
-            st.backwards += 1
-            self.tokens = (gid, tokens)
-            recorder.emit_many(events)
-            _engine().queue_callback(self.completed)
+            formats = self._bucket_formats(st.layout.current(ddp))
+            first = distributed_instrumentor.next_seqs(st.gid, len(formats))
+            backward = st.backwards
+            st.backwards = backward + 1
+            recorder.emit_lines([(f, (first + i, backward)) for i, f in enumerate(formats)])
+            _engine().queue_callback(functools.partial(self.completed, first, len(formats)))
         except Exception as e:
             recorder.fail(e, "DDP backward (buckets launched)")
 
-    def completed(self):
+    def completed(self, first, n):
         try:
-            if self.tokens is None:
-                return
-            gid, seqs = self.tokens
-            recorder.emit_many([("coll_done", {"group": gid, "seq": s}) for s in seqs])
+            recorder.emit_lines([(self.done, (seq,)) for seq in range(first, first + n)])
         except Exception as e:
             recorder.fail(e, "DDP backward (buckets completed)")
 
+    def _bucket_formats(self, buckets):
+        key = (buckets, self.op_dtype)
+        if self.formats_of != key:
+            st = self.st
+            self.formats = [line_format("coll", {
+                "group": st.gid, "seq": INT, "op": "all_reduce", "dtype": self.op_dtype or dtype,
+                "numel": numel, "src": "ddp", "ddp": st.id, "bucket": index, "backward": INT})
+                for index, (dtype, numel) in enumerate(buckets)]
+            self.formats_of = key
+        return self.formats
+
+    def close(self):
+        """Removes the parameter hook (the module is gone, or recording stops)."""
+        handle, self.handle = self.handle, None
+        self.armed = False
+        if handle is not None:
+            handle.remove()
+
+
+def _always_reduced_parameter(ddp):
+    """A parameter DDP reduces in every synchronised backward: any of them, unless DDP allows
+    some to go unused (``find_unused_parameters``, ``static_graph``); None then."""
+    if getattr(ddp, "find_unused_parameters", True) or getattr(ddp, "static_graph", False):
+        return None
+    ignored = set(getattr(ddp, "parameters_to_ignore", None) or ())
+    for name, p in ddp.module.named_parameters():
+        if p.requires_grad and name not in ignored:
+            return p
+    return None
+
 
 def watch(ddp, st, output, op_dtype=None):
-    """After DDP's forward: arms the watch of the next backward through ``output``.
+    """After DDP's forward: arms the module's watch for the next backward that reaches it.
 
     ``op_dtype``: the dtype the buckets travel in when a builtin hook changes it (FP16_COMPRESS)."""
-    tensors = _grad_tensors(output, [])
-    if not tensors:
-        return
-    if st.layout is None:  # the module's first watched forward
-        from . import distributed_instrumentor as di
+    w = st.watch
+    if w is None:  # the module's first watched forward
         st.layout = Layout(ddp.module)
-        st.gid = di.group_id(getattr(ddp, "process_group", None))
-    w = _Backward(ddp, st, op_dtype)
-    st.watch = w
-    for t in tensors:
-        t.register_hook(w.on_output_grad)
+        st.gid = distributed_instrumentor.group_id(getattr(ddp, "process_group", None))
+        w = st.watch = _Watch(ddp, st)
+    w.arm(output, op_dtype)

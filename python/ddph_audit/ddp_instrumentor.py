@@ -20,6 +20,7 @@ import weakref
 from . import ddp_backward_watch, recorder
 from .object_registry import ObjectRegistry
 from .params_hash import module_hash
+from .trace_writer import FLAG, INT, JSON_BOOL, line_format
 
 registry = ObjectRegistry()  # DDP module -> _DDPState
 _patched = []
@@ -27,18 +28,20 @@ _orig = {}
 
 
 class _DDPState:
-    __slots__ = ("id", "forwards", "backwards", "hook", "user_hooked", "builtin", "recordable",
-                 "watch", "layout", "gid")
+    __slots__ = ("id", "forward_line", "forwards", "backwards", "hook", "user_hooked", "builtin",
+                 "recordable", "watch", "layout", "gid")
 
     def __init__(self, ddp_id):
         self.id = ddp_id
+        self.forward_line = line_format("forward", {"ddp": ddp_id, "n": INT, "training": FLAG,
+                                                    "grad": FLAG})
         self.forwards = 0
         self.backwards = 0
         self.hook = None  # _HookState once ours is registered around the program's hook
         self.user_hooked = False  # the program registered a hook (through us)
         self.builtin = None  # the builtin hook type's name, once one is registered
         self.recordable = None  # decided at the first forward (sparse gradients, mixed precision)
-        self.watch = None  # ddp_backward_watch._Backward armed by the last synchronising forward
+        self.watch = None  # ddp_backward_watch._Watch, from the module's first watched forward
         self.layout = None  # ddp_backward_watch.Layout
         self.gid = None  # the trace's id of the module's process group, once it is watched
 
@@ -62,7 +65,7 @@ def live_hashes():
     return out
 
 
-_ends = {}  # key -> (weakref to the DDP module, ddp id, wrapped module)
+_ends = {}  # key -> (weakref to the DDP module, its state, wrapped module)
 _ends_lock = threading.Lock()
 
 
@@ -71,25 +74,30 @@ def _end_params(key):
     comes first (the weak reference's callback holds the wrapped module, not the DDP wrapper)."""
     with _ends_lock:
         entry = _ends.pop(key, None)
-    if entry is None or not recorder.is_active():
+    if entry is None:
+        return
+    st = entry[1]
+    if st.watch is not None:
+        st.watch.close()
+    if not recorder.is_active():
         return
     try:
-        recorder.emit("params", ddp=entry[1], hash=module_hash(entry[2]), at="end")
+        recorder.emit("params", ddp=st.id, hash=module_hash(entry[2]), at="end")
     except Exception as e:
         recorder.fail(e, "params at end")
 
 
-def _track_end(ddp, ddp_id):
+def _track_end(ddp, st):
     key = object()
     ref = weakref.ref(ddp, lambda _r, key=key: _end_params(key))
     with _ends_lock:
-        _ends[key] = (ref, ddp_id, ddp.module)
+        _ends[key] = (ref, st, ddp.module)
 
 
 def write_end_params():
     poll_watched()
     with _ends_lock:
-        keys = sorted(_ends, key=lambda k: _ends[k][1])
+        keys = sorted(_ends, key=lambda k: _ends[k][1].id)
     for key in keys:
         _end_params(key)
 
@@ -201,7 +209,7 @@ def _wrap_init(fn):
                       "parameters": int(sum(p.numel() for p in params))}
             fields["device"] = str(params[0].device) if params else "cpu"
             recorder.emit("ddp", **fields)
-            _track_end(self, st.id)
+            _track_end(self, st)
         except Exception as e:
             recorder.fail(e, "DistributedDataParallel.__init__")
 
@@ -227,9 +235,8 @@ def _wrap_forward(fn):
             return fn(self, *inputs, **kwargs)
         watch = False
         try:
-            grad = _grad_enabled()
-            recorder.emit("forward", ddp=st.id, n=st.forwards, training=bool(self.training),
-                          grad=grad)
+            recorder.emit_line(st.forward_line, (st.forwards, JSON_BOOL[bool(self.training)],
+                                                 JSON_BOOL[_grad_enabled()]))
             st.forwards += 1
             watch = _watches_backward(self, st)
         except Exception as e:
@@ -269,6 +276,8 @@ def _wrap_register_comm_hook(fn):
             return fn(self, state, hook)
         st.hook = hs
         st.user_hooked = True
+        if poll_watched not in recorder.pollers:  # only then: the other events need no poll
+            recorder.pollers.append(poll_watched)
         return None
 
     return register_comm_hook
@@ -302,13 +311,14 @@ def patch(parallel_module):
         setattr(DDP, name, make(fn))
         _patched.append((DDP, name, fn))
     DDP.__ddph_patched__ = True
-    if poll_watched not in recorder.pollers:
-        recorder.pollers.append(poll_watched)
 
 
 def unpatch():
     if poll_watched in recorder.pollers:
         recorder.pollers.remove(poll_watched)
+    for _module, st in registry.live():
+        if st.watch is not None:
+            st.watch.close()
     for cls, name, fn in _patched:
         setattr(cls, name, fn)
         try:

@@ -107,9 +107,14 @@ def _declare_group(group, ranks):
 
 
 def next_seq(gid):
+    return next_seqs(gid, 1)
+
+
+def next_seqs(gid, count):
+    """The first of ``count`` consecutive sequence numbers of the group, taken at once."""
     with _seq_lock:
         n = _seq.get(gid, 0)
-        _seq[gid] = n + 1
+        _seq[gid] = n + count
         return n
 
 

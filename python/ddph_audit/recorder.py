@@ -76,7 +76,7 @@ pollers = []  # called before each event (e.g. DDP futures completed meanwhile)
 
 def _poll():
     """Runs the pollers (not re-entered); False when recording was disabled."""
-    if not pollers or getattr(tls, "polling", False):
+    if getattr(tls, "polling", False):
         return True
     tls.polling = True
     try:
@@ -91,20 +91,44 @@ def _poll():
 
 
 def emit(ev, **fields):
-    if not is_active() or not _poll():
+    w = state.writer
+    if not state.active or w is None or w.dead or (pollers and not _poll()):
         return
     try:
-        state.writer.emit(ev, fields)
+        w.emit(ev, fields)
     except Exception as e:  # e.g. disk full
         fail(e, "writing the trace")
 
 
 def emit_many(events):
     """[(ev, fields)] as consecutive lines written at once (one time ``t``)."""
-    if not is_active() or not _poll():
+    w = state.writer
+    if not state.active or w is None or w.dead or (pollers and not _poll()):
         return
     try:
-        state.writer.emit_many(events)
+        w.emit_many(events)
+    except Exception as e:
+        fail(e, "writing the trace")
+
+
+def emit_line(fmt, values):
+    """One event of ``trace_writer.line_format``: the events of every step."""
+    w = state.writer
+    if not state.active or w is None or w.dead or (pollers and not _poll()):
+        return
+    try:
+        w.emit_line(fmt, values)
+    except Exception as e:
+        fail(e, "writing the trace")
+
+
+def emit_lines(lines):
+    """[(line_format, values)] as consecutive lines written at once (one time ``t``)."""
+    w = state.writer
+    if not state.active or w is None or w.dead or (pollers and not _poll()):
+        return
+    try:
+        w.emit_lines(lines)
     except Exception as e:
         fail(e, "writing the trace")
 

@@ -18,7 +18,43 @@ import threading
 import time
 import weakref
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=True).encode
+
+def _make_dumps():
+    """One compact, ASCII JSON encoding of an event; the C encoder made once where there is one
+    (``JSONEncoder.encode`` makes it anew for every object)."""
+    encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return encoder.encode
+    one_shot = make(None, encoder.default, json.encoder.encode_basestring_ascii, None,
+                    encoder.key_separator, encoder.item_separator, False, False, True)
+    return lambda obj: "".join(one_shot(obj, 0))
+
+
+_dumps = _make_dumps()
+
+INT = object()  # a field of line_format given at each write: an int
+FLAG = object()  # ... a bool, given as JSON_BOOL[flag]
+JSON_BOOL = (b"false", b"true")
+
+
+def line_format(ev, fields):
+    """The %-format (bytes) of an event whose fields are known but for those set to INT or FLAG.
+
+    Keys and constant values are encoded once by the one encoding above; the writer's
+    ``emit_line`` fills in ``t`` first, then the INT and FLAG fields in the order of ``fields``.
+    For the events of every step, which then cost one %-format instead of a dict and an encoding."""
+    parts = ['{"ev":', _dumps(ev), ',"t":%.6f']
+    for key, value in fields.items():
+        if value is INT:
+            text = "%d"
+        elif value is FLAG:
+            text = "%s"
+        else:
+            text = _dumps(value).replace("%", "%%")
+        parts += [",", _dumps(key), ":", text]
+    return ("".join(parts) + "}\n").encode("ascii")
+
 
 # Events kept while the rank is unknown; beyond this the oldest are dropped (counted in the header).
 PENDING_MAX = 100000
@@ -65,12 +101,11 @@ class TraceWriter:
         self.dead = False  # True in a forked child (and once closed)
         self.path = None
         self._fd = None
-        self._map = None  # mmap of the file's first _size bytes; lines end at _end
-        self._size = 0
-        self._end = 0
-        self._lock = threading.Lock()
+        self._map = None  # mmap of the file's reserved bytes; its position is the lines' end
+        self._lock = threading.Lock()  # opening, growing, closing; a line is one mmap.write
         self._pending = []
         self._dropped = 0
+        self._store = self._queue  # then _write once the file is open
         _writers.add(self)
 
     def now(self):
@@ -80,54 +115,73 @@ class TraceWriter:
     def is_open(self):
         return self._fd is not None
 
-    def _line(self, ev, fields, t):
+    @staticmethod
+    def _line(ev, fields, t):
         obj = {"ev": ev, "t": t}
         obj.update(fields)
         return _dumps(obj) + "\n"
 
     def emit(self, ev, fields):
         """Writes (or queues) one event; ``fields`` must not hold ``ev``/``t``."""
-        if self.dead:
-            return
-        self._put(self._line(ev, fields, round(self.now(), 6)))
+        if not self.dead:
+            self._store(self._line(ev, fields, round(time.monotonic() - self.t0, 6)).encode("ascii"))
 
     def emit_many(self, events):
         """Writes (or queues) [(ev, fields)] as consecutive lines with one time, in one write."""
         if self.dead or not events:
             return
-        t = round(self.now(), 6)
-        self._put("".join(self._line(ev, fields, t) for ev, fields in events))
+        t = round(time.monotonic() - self.t0, 6)
+        self._store("".join([self._line(ev, fields, t) for ev, fields in events]).encode("ascii"))
 
-    def _put(self, text):
+    def emit_line(self, fmt, values):
+        """Writes (or queues) one event of ``line_format``: ``values`` its INT and FLAG fields."""
+        if not self.dead:
+            self._store(fmt % ((time.monotonic() - self.t0,) + values))
+
+    def emit_lines(self, lines):
+        """[(format, values)] of ``emit_line`` as consecutive lines with one time, in one write."""
+        if not self.dead:
+            t = (time.monotonic() - self.t0,)
+            self._store(b"".join([fmt % (t + values) for fmt, values in lines]))
+
+    def _write(self, data):
+        """Stores one or more whole lines: one mmap.write, so threads never interleave them."""
+        try:
+            self._map.write(data)
+        except (ValueError, AttributeError):  # the reserved bytes are full (or the file closed)
+            with self._lock:
+                if self._map is not None:
+                    self._room(len(data))
+                    self._map.write(data)
+
+    def _queue(self, data):
         with self._lock:
-            fd = self._fd
-            if fd is None:
-                if self.dead:
-                    return
-                if len(self._pending) >= PENDING_MAX:
-                    del self._pending[0]
-                    self._dropped += 1
-                self._pending.append(text)
+            if self._map is not None:  # the file opened meanwhile
+                self._room(len(data))
+                self._map.write(data)
                 return
-            self._append(text.encode("ascii"))
+            if self.dead:
+                return
+            if len(self._pending) >= PENDING_MAX:
+                del self._pending[0]
+                self._dropped += 1
+            self._pending.append(data)
 
-    def _append(self, data):
-        end = self._end + len(data)
-        if end > self._size:
-            self._grow(end)
-        self._map[self._end:end] = data
-        self._end = end
+    def _room(self, n):
+        """Under the lock: reserves more of the file until n more bytes fit."""
+        while self._map.size() - self._map.tell() < n:
+            self._grow(n)
 
     def _grow(self, needed):
-        size = self._size + min(max(self._size, CHUNK_MIN), CHUNK_MAX)
-        size = max(size, needed)
-        size = -(-size // mmap.ALLOCATIONGRANULARITY) * mmap.ALLOCATIONGRANULARITY
-        _reserve(self._fd, self._size, size - self._size)
+        """Under the lock: reserves the next chunk (at least ``needed`` bytes more)."""
+        size = self._map.size() if self._map is not None else 0
+        new = size + max(min(max(size, CHUNK_MIN), CHUNK_MAX), needed)
+        new = -(-new // mmap.ALLOCATIONGRANULARITY) * mmap.ALLOCATIONGRANULARITY
+        _reserve(self._fd, size, new - size)
         if self._map is None:
-            self._map = mmap.mmap(self._fd, size)
+            self._map = mmap.mmap(self._fd, new)
         else:
-            self._map.resize(size)
-        self._size = size
+            self._map.resize(new)
 
     def open(self, rank, header_fields, exclusive=False):
         """Opens ``rank-<rank>.jsonl``, writes the header then the queued events.
@@ -145,13 +199,16 @@ class TraceWriter:
             header.update(header_fields)
             if self._dropped:
                 header["dropped_events"] = self._dropped
+            data = b"".join([(_dumps(header) + "\n").encode("ascii")] + self._pending)
             self._fd = fd
             try:
-                self._append(("".join([_dumps(header) + "\n"] + self._pending)).encode("ascii"))
+                self._grow(len(data))
+                self._map.write(data)
             except BaseException:
                 self._release(truncate=True)
                 raise
             self._pending = []
+            self._store = self._write
             self.path = path
             return True
 
@@ -166,10 +223,12 @@ class TraceWriter:
     def _release(self, truncate):
         fd, m = self._fd, self._map
         self._fd = self._map = None
+        self._store = self._queue  # dead by now: stores nothing
         try:
+            end = m.tell() if m is not None else 0
             if m is not None:
                 m.close()
             if truncate:
-                os.ftruncate(fd, self._end)
+                os.ftruncate(fd, end)
         finally:
             os.close(fd)
