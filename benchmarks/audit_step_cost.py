@@ -68,14 +68,15 @@ def main():
                 return next(batches)
 
         writer = recorder.state.writer
-        put, watch = writer._put, ddp_backward_watch.watch
-        emit, emit_many = recorder.emit, recorder.emit_many
+        store, watch = writer._store, ddp_backward_watch.watch
+        emits = {name: getattr(recorder, name)
+                 for name in ("emit", "emit_many", "emit_line", "emit_lines")}
 
         def configure(name):
             recorder.state.active = name != "off"
-            writer._put = (lambda text: None) if name == "no-write" else put
-            recorder.emit = (lambda *a, **k: None) if name == "no-emit" else emit
-            recorder.emit_many = (lambda *a, **k: None) if name == "no-emit" else emit_many
+            writer._store = (lambda data: None) if name == "no-write" else store
+            for fn, real in emits.items():
+                setattr(recorder, fn, (lambda *a, **k: None) if name == "no-emit" else real)
             ddp_backward_watch.watch = (lambda *a, **k: None) if name == "no-watch" else watch
 
         def block(n):

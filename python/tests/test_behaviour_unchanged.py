@@ -1,7 +1,7 @@
 """A real DDP training run (gloo, 127.0.0.1), bare and audited: same stdout, same exit codes,
 bit-identical final parameters; and the audited run's traces are well formed: every bucket of
-every synchronised backward recorded (a hook the program registers, DDP's builtin FP16 hook and
-no_sync accumulation too)."""
+every synchronised backward recorded (a hook the program registers, DDP's builtin FP16 hook,
+no_sync accumulation and unused parameters too)."""
 import os
 import tempfile
 import unittest
@@ -89,6 +89,13 @@ class BehaviourUnchangedTest(unittest.TestCase):
             # 10 batches an epoch per rank (150 samples, batch 16), every 2nd one reduces.
             self.assertEqual(len(forwards), 20)
             self.assertEqual(max(e["backward"] for e in colls) + 1, 10)
+
+    def test_unused_parameters_every_backward_still_recorded(self):
+        # find_unused_parameters: no parameter is sure to get a gradient, so the watch hooks
+        # each forward's output instead of a parameter (ddp_backward_watch).
+        for evs in self.compare(2, "site", ["--unused"]):
+            forwards = [e for e in evs if e["ev"] == "forward"]
+            self.assertEqual(max(e["backward"] for e in self.ddp_colls(evs)) + 1, len(forwards))
 
 
 if __name__ == "__main__":

@@ -95,9 +95,15 @@ class TraceWriterTest(unittest.TestCase):
             w = TraceWriter(d)
             w.open(1, {"rank": 1})
 
-            def work(k):
+            fmt = trace_writer.line_format("coll", {"thread": trace_writer.INT,
+                                                    "seq": trace_writer.INT, "pad": "y" * 400})
+
+            def work(k):  # past the first reserved chunk, growing it while others write
                 for i in range(500):
-                    w.emit("coll", {"thread": k, "seq": i, "pad": "x" * 200})
+                    if i % 2:
+                        w.emit_line(fmt, (k, i))
+                    else:
+                        w.emit("coll", {"thread": k, "seq": i, "pad": "x" * 400})
 
             threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
             for t in threads:
@@ -109,6 +115,25 @@ class TraceWriterTest(unittest.TestCase):
             self.assertEqual(len(evs), 1 + 8 * 500)
             for k in range(8):
                 self.assertEqual([e["seq"] for e in evs if e.get("thread") == k], list(range(500)))
+
+    def test_line_formats_write_what_the_encoding_of_the_event_writes(self):
+        fields = {"loader": 3, "name": 'a "quoted" 100% \\ \u00e9\n', "seq": trace_writer.INT,
+                  "grad": trace_writer.FLAG, "list": [1, "%s"], "none": None}
+        fmt = trace_writer.line_format("batch", fields)
+        with tempfile.TemporaryDirectory() as d:
+            w = TraceWriter(d)
+            w.open(0, {"rank": 0})
+            w.emit_line(fmt, (7, trace_writer.JSON_BOOL[False]))
+            w.emit_lines([(fmt, (8, trace_writer.JSON_BOOL[True]))] * 2)
+            w.close()
+            evs = support.read_trace(os.path.join(d, "rank-0.jsonl"))
+        expected = dict(fields, ev="batch")
+        self.assertEqual([dict(e, t=None) for e in evs[1:]],
+                         [dict(expected, seq=7, grad=False, t=None),
+                          dict(expected, seq=8, grad=True, t=None),
+                          dict(expected, seq=8, grad=True, t=None)])
+        self.assertEqual(evs[2]["t"], evs[3]["t"])  # one time for the lines written at once
+        self.assertTrue(all(isinstance(e["t"], float) for e in evs))
 
     def test_forked_child_writes_nothing(self):
         if not hasattr(os, "fork"):

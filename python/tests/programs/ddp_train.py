@@ -2,7 +2,8 @@
 parameters on every rank: the "behaviour unchanged" test compares bare and audited runs.
 
 --hook user: the program registers torch's allreduce_hook; --hook fp16: DDP's builtin
-FP16_COMPRESS hook; --accumulate K: gradients accumulated under no_sync, reduced every K-th step."""
+FP16_COMPRESS hook; --accumulate K: gradients accumulated under no_sync, reduced every K-th step;
+--unused: the model's first parameters are never used (DDP with find_unused_parameters)."""
 import argparse
 import contextlib
 import hashlib
@@ -17,10 +18,21 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 
+class WithUnusedHead(nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.unused = nn.Linear(10, 3)  # the first parameters, in no backward
+        self.body = body
+
+    def forward(self, x):
+        return self.body(x)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--hook", choices=["none", "user", "fp16"], default="none")
     parser.add_argument("--accumulate", type=int, default=1)
+    parser.add_argument("--unused", action="store_true")
     args = parser.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -31,8 +43,12 @@ def main():
     sampler = DistributedSampler(dataset)
     loader = DataLoader(dataset, batch_size=16, sampler=sampler)
     # Over 1 MiB of parameters (DDP's first bucket): two buckets, two allreduces per backward.
-    model = DDP(nn.Sequential(nn.Linear(10, 700), nn.ReLU(), nn.Linear(700, 400), nn.ReLU(),
-                              nn.Linear(400, 3)), bucket_cap_mb=1)
+    body = nn.Sequential(nn.Linear(10, 700), nn.ReLU(), nn.Linear(700, 400), nn.ReLU(),
+                         nn.Linear(400, 3))
+    if args.unused:
+        model = DDP(WithUnusedHead(body), bucket_cap_mb=1, find_unused_parameters=True)
+    else:
+        model = DDP(body, bucket_cap_mb=1)
     if args.hook == "user":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         model.register_comm_hook(None, default_hooks.allreduce_hook)
