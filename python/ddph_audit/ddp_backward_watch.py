@@ -204,7 +204,7 @@ def _always_reduced_parameter(ddp):
         return None
     ignored = set(getattr(ddp, "parameters_to_ignore", None) or ())
     for name, p in ddp.module.named_parameters():
-        if p.requires_grad and name not in ignored:
+        if p.requires_grad and name not in ignored and not getattr(p, "_ddp_ignored", False):
             return p
     return None
 

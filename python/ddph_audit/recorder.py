@@ -90,47 +90,34 @@ def _poll():
     return True
 
 
-def emit(ev, **fields):
+def _write(method, *args):
+    """Calls the writer's ``method`` while recording (the pollers first); a failure disables."""
     w = state.writer
     if not state.active or w is None or w.dead or (pollers and not _poll()):
         return
     try:
-        w.emit(ev, fields)
+        method(w, *args)
     except Exception as e:  # e.g. disk full
         fail(e, "writing the trace")
 
 
+def emit(ev, **fields):
+    _write(TraceWriter.emit, ev, fields)
+
+
 def emit_many(events):
     """[(ev, fields)] as consecutive lines written at once (one time ``t``)."""
-    w = state.writer
-    if not state.active or w is None or w.dead or (pollers and not _poll()):
-        return
-    try:
-        w.emit_many(events)
-    except Exception as e:
-        fail(e, "writing the trace")
+    _write(TraceWriter.emit_many, events)
 
 
 def emit_line(fmt, values):
     """One event of ``trace_writer.line_format``: the events of every step."""
-    w = state.writer
-    if not state.active or w is None or w.dead or (pollers and not _poll()):
-        return
-    try:
-        w.emit_line(fmt, values)
-    except Exception as e:
-        fail(e, "writing the trace")
+    _write(TraceWriter.emit_line, fmt, values)
 
 
 def emit_lines(lines):
     """[(line_format, values)] as consecutive lines written at once (one time ``t``)."""
-    w = state.writer
-    if not state.active or w is None or w.dead or (pollers and not _poll()):
-        return
-    try:
-        w.emit_lines(lines)
-    except Exception as e:
-        fail(e, "writing the trace")
+    _write(TraceWriter.emit_lines, lines)
 
 
 def next_id(kind):

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 namespace ddph::audit {
@@ -13,9 +14,16 @@ void TraceProgress::readRank(int rank, RankFile& file) {
   std::ifstream in(dir_ / ("rank-" + std::to_string(rank) + ".jsonl"), std::ios::binary);
   if (!in) return;
   in.seekg(static_cast<std::streamoff>(file.offset));
-  std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // The Python writer reserves the file ahead of its lines: what is written ends at the first NUL.
-  if (const auto nul = chunk.find('\0'); nul != std::string::npos) chunk.resize(nul);
+  // The Python writer reserves its file ahead of its lines (megabytes of NUL bytes): what is
+  // written ends at the first NUL, and the rest is not read.
+  std::string chunk;
+  char block[1 << 16];
+  while (in.read(block, sizeof block), in.gcount() > 0) {
+    const std::string_view got(block, static_cast<std::size_t>(in.gcount()));
+    const auto nul = got.find('\0');
+    chunk.append(got.substr(0, nul));
+    if (nul != std::string_view::npos) break;
+  }
   file.offset += chunk.size();
   file.partial += chunk;
   std::size_t start = 0;
