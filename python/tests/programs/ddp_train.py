@@ -73,7 +73,9 @@ def main():
     for p in model.module.parameters():
         h.update(p.detach().numpy().tobytes())
     print(f"rank {rank} params {h.hexdigest()}", flush=True)
-    del model  # the DDP module goes first: docs/audit.md, "DDP alive at destroy_process_group"
+    # The DDP module goes first, and the last loss's graph, which holds its reducer with
+    # find_unused_parameters: docs/audit.md, "DDP alive at destroy_process_group".
+    del model, loss
     dist.destroy_process_group()
     return 0
 
