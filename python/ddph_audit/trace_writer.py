@@ -5,12 +5,15 @@ call per event, and a SIGKILLed process keeps every line it wrote (the kernel ow
 pages). The file grows by reserved chunks (``posix_fallocate``, so a full disk fails the recorder,
 never a store into the mapping) and is cut to its length when it is closed; a rank that never
 closed its file leaves NUL bytes after its last line, where readers stop (docs/trace-format.md,
-"Reading a trace"). ``emit_many`` writes several lines in one call. Events emitted before the file
+"Reading a trace"). Where the file system cannot map the file, each store is one write(2) on
+O_APPEND instead. ``emit_many`` writes several lines in one call. Events emitted before the file
 can be opened (the rank is not known yet) wait in memory and are written right after the header.
 Only the process that created the writer writes: in a forked child (a DataLoader worker) the writer
 is marked dead at the fork, so the child can neither duplicate nor corrupt the parent's lines.
 """
 
+import errno
+import fcntl
 import json
 import mmap
 import os
@@ -144,6 +147,24 @@ class TraceWriter:
             t = (time.monotonic() - self.t0,)
             self._store(b"".join([fmt % (t + values) for fmt, values in lines]))
 
+    def _map_file(self, n):
+        """Under the lock: maps the new file and returns _write; where the file system cannot map
+        it (some FUSE mounts), returns _append, one write(2) a store."""
+        try:
+            self._grow(n)
+            return self._write
+        except OSError as e:
+            if self._map is not None or e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise
+        os.ftruncate(self._fd, 0)
+        fcntl.fcntl(self._fd, fcntl.F_SETFL, fcntl.fcntl(self._fd, fcntl.F_GETFL) | os.O_APPEND)
+        return self._append
+
+    def _append(self, data):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+
     def _write(self, data):
         """Stores one or more whole lines: one mmap.write, so threads never interleave them."""
         try:
@@ -202,13 +223,12 @@ class TraceWriter:
             data = b"".join([(_dumps(header) + "\n").encode("ascii")] + self._pending)
             self._fd = fd
             try:
-                self._grow(len(data))
-                self._map.write(data)
+                self._store = self._map_file(len(data))
+                self._store(data)
             except BaseException:
                 self._release(truncate=True)
                 raise
             self._pending = []
-            self._store = self._write
             self.path = path
             return True
 
@@ -225,10 +245,10 @@ class TraceWriter:
         self._fd = self._map = None
         self._store = self._queue  # dead by now: stores nothing
         try:
-            end = m.tell() if m is not None else 0
             if m is not None:
+                end = m.tell()
                 m.close()
-            if truncate:
-                os.ftruncate(fd, end)
+                if truncate:
+                    os.ftruncate(fd, end)
         finally:
             os.close(fd)

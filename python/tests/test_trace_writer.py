@@ -1,3 +1,4 @@
+import errno
 import json
 import os
 import tempfile
@@ -89,6 +90,52 @@ class TraceWriterTest(unittest.TestCase):
             new.close()
             self.assertEqual([(e["ev"], e.get("run")) for e in support.read_trace(os.path.join(d, "rank-0.jsonl"))],
                              [("header", "new"), ("end", None)])
+
+    def test_a_file_system_that_cannot_map_the_file_gets_plain_writes(self):
+        real = trace_writer.mmap.mmap
+
+        def refuse(*args, **kwargs):
+            raise OSError(errno.ENODEV, "No such device")
+
+        trace_writer.mmap.mmap = refuse
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                w = TraceWriter(d)
+                w.emit("sampler", {"id": 0})  # queued before the file opens
+                w.open(0, {"rank": 0})
+                w.emit("batch", {"seq": 0})
+                self.assertEqual([e["ev"] for e in support.read_trace(os.path.join(d, "rank-0.jsonl"))],
+                                 ["header", "sampler", "batch"])  # each line written at once
+                w.emit_line(trace_writer.line_format("coll_done", {"seq": trace_writer.INT}), (4,))
+                w.close()
+                with open(os.path.join(d, "rank-0.jsonl"), "rb") as f:
+                    data = f.read()
+                self.assertNotIn(b"\0", data)
+                self.assertEqual([json.loads(x)["ev"] for x in data.splitlines()],
+                                 ["header", "sampler", "batch", "coll_done"])
+        finally:
+            trace_writer.mmap.mmap = real
+
+    def test_a_full_disk_fails_the_store_and_keeps_the_lines_written(self):
+        real = trace_writer._reserve
+        with tempfile.TemporaryDirectory() as d:
+            w = TraceWriter(d)
+            w.open(0, {"rank": 0})
+            w.emit("batch", {"seq": 0})
+
+            def full(*args):
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+            trace_writer._reserve = full
+            try:
+                with self.assertRaises(OSError):  # the recorder disables itself on it
+                    w.emit("batch", {"seq": 1, "pad": "x" * (2 * trace_writer.CHUNK_MIN)})
+            finally:
+                trace_writer._reserve = real
+            w.close()
+            with open(os.path.join(d, "rank-0.jsonl"), "rb") as f:
+                data = f.read()
+            self.assertEqual([json.loads(x).get("seq") for x in data.splitlines()], [None, 0])
 
     def test_threads_never_interleave_lines(self):
         with tempfile.TemporaryDirectory() as d:
