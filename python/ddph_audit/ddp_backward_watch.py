@@ -45,12 +45,6 @@ def available():
         return False
 
 
-def will_sync(ddp):
-    """Evaluated before DDP's forward: whether the next backward reduces gradients."""
-    import torch
-    return torch.is_grad_enabled() and bool(getattr(ddp, "require_backward_grad_sync", True))
-
-
 def _grad_tensors(out, found, depth=0):
     import torch
     if isinstance(out, torch.Tensor):

@@ -29,7 +29,7 @@ _orig = {}
 
 class _DDPState:
     __slots__ = ("id", "forward_line", "forwards", "backwards", "hook", "user_hooked", "builtin",
-                 "recordable", "watch", "layout", "gid")
+                 "watched", "watch", "layout", "gid")
 
     def __init__(self, ddp_id):
         self.id = ddp_id
@@ -40,7 +40,7 @@ class _DDPState:
         self.hook = None  # _HookState once ours is registered around the program's hook
         self.user_hooked = False  # the program registered a hook (through us)
         self.builtin = None  # the builtin hook type's name, once one is registered
-        self.recordable = None  # decided at the first forward (sparse gradients, mixed precision)
+        self.watched = None  # buckets watched from autograd: decided at a forward after any hook
         self.watch = None  # ddp_backward_watch._Watch, from the module's first watched forward
         self.layout = None  # ddp_backward_watch.Layout
         self.gid = None  # the trace's id of the module's process group, once it is watched
@@ -216,18 +216,19 @@ def _wrap_init(fn):
     return __init__
 
 
-def _watches_backward(ddp, st):
-    """Whether this forward arms the backward watch (decided before DDP's forward runs)."""
+def _buckets_watched(ddp, st):
+    """Whether the module's buckets are watched from autograd (until a hook is registered)."""
     if st.hook is not None or st.user_hooked:
         return False  # the recording hook records the buckets
     if st.builtin is not None and st.builtin not in _BUILTIN_DTYPE:
         return False
-    if st.recordable is None:
-        st.recordable = not _has_sparse_or_mixed(ddp) and ddp_backward_watch.available()
-    return st.recordable and ddp_backward_watch.will_sync(ddp)
+    return not _has_sparse_or_mixed(ddp) and ddp_backward_watch.available()
 
 
 def _wrap_forward(fn):
+    import torch
+    is_grad_enabled = torch.is_grad_enabled
+
     @functools.wraps(fn)
     def forward(self, *inputs, **kwargs):
         st = registry.get(self)
@@ -235,10 +236,14 @@ def _wrap_forward(fn):
             return fn(self, *inputs, **kwargs)
         watch = False
         try:
+            grad = is_grad_enabled()
             recorder.emit_line(st.forward_line, (st.forwards, JSON_BOOL[bool(self.training)],
-                                                 JSON_BOOL[_grad_enabled()]))
+                                                 JSON_BOOL[grad]))
             st.forwards += 1
-            watch = _watches_backward(self, st)
+            if st.watched is None:
+                st.watched = _buckets_watched(self, st)
+            # Decided before DDP's forward: whether the next backward reduces gradients.
+            watch = st.watched and grad and getattr(self, "require_backward_grad_sync", True)
         except Exception as e:
             recorder.fail(e, "DistributedDataParallel.forward")
         out = fn(self, *inputs, **kwargs)
@@ -250,11 +255,6 @@ def _wrap_forward(fn):
         return out
 
     return forward
-
-
-def _grad_enabled():
-    import torch
-    return bool(torch.is_grad_enabled())
 
 
 def _wrap_register_comm_hook(fn):
@@ -276,6 +276,7 @@ def _wrap_register_comm_hook(fn):
             return fn(self, state, hook)
         st.hook = hs
         st.user_hooked = True
+        st.watched = None
         if poll_watched not in recorder.pollers:  # only then: the other events need no poll
             recorder.pollers.append(poll_watched)
         return None
@@ -290,6 +291,7 @@ def _wrap_register_builtin(fn):
         st = registry.get(self)
         if st is not None and st.builtin is None and not st.user_hooked:
             st.builtin = str(comm_hook_type).rsplit(".", 1)[-1]
+            st.watched = None
         return result
 
     return _register_builtin_comm_hook
