@@ -103,20 +103,22 @@ def _itemsize(dtype):
 class _Watch:
     """One DDP module's watch: armed by a synchronising forward, fired once in the backward."""
 
-    __slots__ = ("ddp", "st", "armed", "op_dtype", "handle", "formats", "formats_of", "done",
-                 "__weakref__")
+    __slots__ = ("ddp", "st", "gid", "layout", "armed", "op_dtype", "handle", "formats",
+                 "formats_of", "done")
 
     def __init__(self, ddp, st):
-        # Weak (and the group by its id, in st.gid): a parameter's or an output's hook keeps this
-        # watch, and must keep neither the module nor its process group alive.
+        # Weak (and the group by its id): a parameter's or an output's hook keeps this watch, and
+        # must keep neither the module nor its process group alive.
         self.ddp = weakref.ref(ddp)
         self.st = st
+        self.gid = distributed_instrumentor.group_id(getattr(ddp, "process_group", None))
+        self.layout = Layout(ddp.module)
         self.armed = False  # True (parameter hook), or the armed forward's ticket (output hooks)
         self.op_dtype = None
         self.handle = None  # the parameter hook's handle
         self.formats = None  # the buckets' coll line formats, made for formats_of
         self.formats_of = None
-        self.done = line_format("coll_done", {"group": st.gid, "seq": INT})
+        self.done = line_format("coll_done", {"group": self.gid, "seq": INT})
         param = _always_reduced_parameter(ddp)
         if param is not None:
             self.handle = param.register_hook(self.on_param_grad)
@@ -157,8 +159,8 @@ class _Watch:
             ddp = self.ddp()
             if ddp is None or not recorder.is_active():
                 return
-            formats = self._bucket_formats(st.layout.current(ddp))
-            first = distributed_instrumentor.next_seqs(st.gid, len(formats))
+            formats = self._bucket_formats(self.layout.current(ddp))
+            first = distributed_instrumentor.next_seqs(self.gid, len(formats))
             backward = st.backwards
             st.backwards = backward + 1
             recorder.emit_lines([(f, (first + i, backward)) for i, f in enumerate(formats)])
@@ -177,7 +179,7 @@ class _Watch:
         if self.formats_of != key:
             st = self.st
             self.formats = [line_format("coll", {
-                "group": st.gid, "seq": INT, "op": "all_reduce", "dtype": self.op_dtype or dtype,
+                "group": self.gid, "seq": INT, "op": "all_reduce", "dtype": self.op_dtype or dtype,
                 "numel": numel, "src": "ddp", "ddp": st.id, "bucket": index, "backward": INT})
                 for index, (dtype, numel) in enumerate(buckets)]
             self.formats_of = key
@@ -207,9 +209,6 @@ def watch(ddp, st, output, op_dtype=None):
     """After DDP's forward: arms the module's watch for the next backward that reaches it.
 
     ``op_dtype``: the dtype the buckets travel in when a builtin hook changes it (FP16_COMPRESS)."""
-    w = st.watch
-    if w is None:  # the module's first watched forward
-        st.layout = Layout(ddp.module)
-        st.gid = distributed_instrumentor.group_id(getattr(ddp, "process_group", None))
-        w = st.watch = _Watch(ddp, st)
-    w.arm(output, op_dtype)
+    if st.watch is None:  # the module's first watched forward
+        st.watch = _Watch(ddp, st)
+    st.watch.arm(output, op_dtype)

@@ -29,7 +29,7 @@ _orig = {}
 
 class _DDPState:
     __slots__ = ("id", "forward_line", "forwards", "backwards", "hook", "user_hooked", "builtin",
-                 "watched", "watch", "layout", "gid")
+                 "watched", "watch")
 
     def __init__(self, ddp_id):
         self.id = ddp_id
@@ -42,8 +42,6 @@ class _DDPState:
         self.builtin = None  # the builtin hook type's name, once one is registered
         self.watched = None  # buckets watched from autograd: decided at a forward after any hook
         self.watch = None  # ddp_backward_watch._Watch, from the module's first watched forward
-        self.layout = None  # ddp_backward_watch.Layout
-        self.gid = None  # the trace's id of the module's process group, once it is watched
 
 
 class _HookState:

@@ -127,13 +127,13 @@ class TraceWriter:
     def emit(self, ev, fields):
         """Writes (or queues) one event; ``fields`` must not hold ``ev``/``t``."""
         if not self.dead:
-            self._store(self._line(ev, fields, round(time.monotonic() - self.t0, 6)).encode("ascii"))
+            self._store(self._line(ev, fields, round(self.now(), 6)).encode("ascii"))
 
     def emit_many(self, events):
         """Writes (or queues) [(ev, fields)] as consecutive lines with one time, in one write."""
         if self.dead or not events:
             return
-        t = round(time.monotonic() - self.t0, 6)
+        t = round(self.now(), 6)
         self._store("".join([self._line(ev, fields, t) for ev, fields in events]).encode("ascii"))
 
     def emit_line(self, fmt, values):
@@ -177,16 +177,14 @@ class TraceWriter:
 
     def _queue(self, data):
         with self._lock:
-            if self._map is not None:  # the file opened meanwhile
-                self._room(len(data))
-                self._map.write(data)
+            if self._fd is None:
+                if not self.dead:
+                    if len(self._pending) >= PENDING_MAX:
+                        del self._pending[0]
+                        self._dropped += 1
+                    self._pending.append(data)
                 return
-            if self.dead:
-                return
-            if len(self._pending) >= PENDING_MAX:
-                del self._pending[0]
-                self._dropped += 1
-            self._pending.append(data)
+        self._store(data)  # the file opened meanwhile: stored as it now stores
 
     def _room(self, n):
         """Under the lock: reserves more of the file until n more bytes fit."""

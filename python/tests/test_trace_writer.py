@@ -107,12 +107,14 @@ class TraceWriterTest(unittest.TestCase):
                 self.assertEqual([e["ev"] for e in support.read_trace(os.path.join(d, "rank-0.jsonl"))],
                                  ["header", "sampler", "batch"])  # each line written at once
                 w.emit_line(trace_writer.line_format("coll_done", {"seq": trace_writer.INT}), (4,))
+                # A store that took the queue just before the file opened: written, not queued.
+                w._queue(b'{"ev":"late","t":0.5}\n')
                 w.close()
                 with open(os.path.join(d, "rank-0.jsonl"), "rb") as f:
                     data = f.read()
                 self.assertNotIn(b"\0", data)
                 self.assertEqual([json.loads(x)["ev"] for x in data.splitlines()],
-                                 ["header", "sampler", "batch", "coll_done"])
+                                 ["header", "sampler", "batch", "coll_done", "late"])
         finally:
             trace_writer.mmap.mmap = real
 
