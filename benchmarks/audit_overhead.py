@@ -54,6 +54,13 @@ REPO = os.path.dirname(HERE)
 MARK = "ddph-audit-bench"  # key of the rank-0 result line on stdout
 
 
+def torch_version(python):
+    """The ranks' torch version (the driver itself needs no torch)."""
+    out = subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=300)
+    return out.stdout.strip() or "unknown"
+
+
 # ---------------------------------------------------------------------------------------------
 # The rank programs (torch imported inside, so the driver's start-up stays cheap; the recorder's
 # import hooks patch torch when the program imports it, as in any user script).
@@ -370,9 +377,8 @@ def main_overhead(args, tmp):
                       f"audited {aud:.3f} s, ratio {aud / bare:.3f}", file=sys.stderr, flush=True)
     audit_s = audit_seconds(args, largest[2], tmp, largest[3]) if largest else None
 
-    import torch
     print(f"audit recorder overhead: ddp-sim launch -n W bare vs --audit --trace-dir, interleaved "
-          f"(order alternating), median of {args.repeats}; torch {torch.__version__}, "
+          f"(order alternating), median of {args.repeats}; torch {torch_version(args.python)}, "
           f"{os.cpu_count()} CPUs, 1 torch thread per rank, gloo on 127.0.0.1")
     print("goal: audited/bare of the training loop <= 1.05 (1.10 at the very least)")
     rows = []

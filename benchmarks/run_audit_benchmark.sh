@@ -14,8 +14,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${DDPH_BUILD_DIR:-$here/build}
 . "$here/benchmarks/blas_env.sh"
 export OMP_NUM_THREADS=1
-# The ranks' torch lives in the system Python (the first python3 on PATH may have none).
+# The ranks' Python: the system one, whose torch is Debian's (the first python3 on PATH may have
+# none); DDPH_BENCH_PYTHON another (scripts/torch2-python: torch 2.x). The driver needs no torch.
 py=${DDPH_BENCH_PYTHON:-/usr/bin/python3}
-exec "$py" "$here/benchmarks/audit_overhead.py" --python "$py" \
+exec python3 "$here/benchmarks/audit_overhead.py" --python "$py" \
   --ddp-train "$build/bin/ddp-train" --ddp-sim "$build/bin/ddp-sim" \
   --mnist-dir "${DDPH_MNIST_DIR:-$here/data/mnist}" "$@"
