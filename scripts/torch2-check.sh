@@ -2,8 +2,8 @@
 # The tests that run Python, against torch 2.x from Debian's own packages, beside the usual build
 # against Debian 12's torch 1.13. One command, as root:
 #   scripts/torch2-check.sh [ctest arguments…]
-# DDPH_TORCH2_SUITE picks the Debian suite: trixie (the default: Debian 13, torch 2.6), forky or
-# sid (torch 2.14 when written).
+# DDPH_TORCH2_SUITE picks the Debian suite: trixie (the default: Debian 13, torch 2.6), forky
+# (testing) or sid (torch 2.14 when written).
 #   1. debootstraps the suite into .cache/torch2/SUITE/root and installs python3-torch there (once:
 #      about 2 minutes and 1.6 GB; debootstrap and apt from Debian's mirror, nothing else);
 #   2. takes scripts/torch2-python as the Python (through .cache/torch2/SUITE/python3, which names
@@ -42,7 +42,10 @@ if [ ! -f "$root/.ddph-torch2-ready" ]; then
   rm -rf "$root.partial"
   mkdir -p "$cache"
   echo "torch2-check: debootstrap $suite into .cache/torch2/$suite/root"
-  debootstrap --variant=minbase "$suite" "$root.partial" "$mirror" >"$cache/debootstrap.log" 2>&1 ||
+  script=/usr/share/debootstrap/scripts/$suite   # Debian 12's debootstrap knows no suite after trixie
+  [ -e "$script" ] || script=/usr/share/debootstrap/scripts/sid
+  debootstrap --variant=minbase "$suite" "$root.partial" "$mirror" "$script" \
+    >"$cache/debootstrap.log" 2>&1 ||
     die2 "debootstrap $suite failed (log: .cache/torch2/$suite/debootstrap.log)"
   cp /etc/resolv.conf "$root.partial/etc/resolv.conf"
   echo "torch2-check: apt-get install python3-torch in it"
