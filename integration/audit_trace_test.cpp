@@ -305,6 +305,27 @@ TEST(AuditTrace, HangAtExitWithDdpAliveAtDestroyNamesTheTorchDeadlock) {
   }
 }
 
+TEST(AuditTrace, TorchWithoutLibuvIsNamedWithItsRemedy) {
+  // Debian's torch 2.x, built without libuv: init_process_group raises on every rank.
+  for (const std::string message :
+       {"use_libuv was requested but PyTorch was build without libuv support", "other failure"}) {
+    TempDir dir("ddph-audit-trace");
+    for (int r = 0; r < 2; ++r) {
+      RankWriter w(dir.path() + "/rank-" + std::to_string(r) + ".jsonl", r, 2);
+      w.emit({{"ev", "error"}, {"type", "RuntimeError"}, {"message", message}});
+      w.emit({{"ev", "end"}, {"code", 1}});
+    }
+    const auto report = audit::auditTrace(audit::readTrace(dir.path()));
+    ASSERT_EQ(report.violations.size(), 2u) << summary(report);
+    for (const auto& v : report.violations) {
+      EXPECT_EQ(v.property, property::kRankFailure);
+      EXPECT_TRUE(has(v.detail, "raised RuntimeError: " + message)) << v.detail;
+      EXPECT_EQ(has(likelyCauseOf(v), "USE_LIBUV=0"), message != "other failure")
+          << likelyCauseOf(v);
+    }
+  }
+}
+
 TEST(AuditTrace, MissingRankFileIsARankFailure) {
   RunSpec s;
   s.noTraceRank = 1;

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <string>
+#include <string_view>
+
 #include "audit_checks.h"
 #include "ddph/common/child_process.h"
 #include "ddph/launch/launcher.h"
@@ -51,6 +54,25 @@ bool hungAtExitWithDdpAlive(const RankTrace& t, const LaunchedRank* l) {
          !t.ddpAliveAtDestroy->empty() && (!last || last->done);
 }
 
+// Errors whose message alone tells their cause, by a part of torch's own wording.
+struct KnownError {
+  std::string_view part;
+  std::string_view cause;
+};
+constexpr KnownError kKnownErrors[] = {
+    {"use_libuv was requested",
+     "this torch is built without libuv (Debian's torch 2.x), which torch's TCPStore asks for by "
+     "default since torch 2.4: set USE_LIBUV=0 in the ranks' environment (docs/torch2.md)"},
+};
+
+std::string knownErrorCause(const RankTrace& t) {
+  if (!t.errorMessage) return {};
+  for (const auto& known : kKnownErrors) {
+    if (t.errorMessage->find(known.part) != std::string::npos) return std::string(known.cause);
+  }
+  return {};
+}
+
 }  // namespace
 
 void checkRanks(const Trace& trace, std::vector<Violation>& out) {
@@ -94,6 +116,7 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
                                ? fmt::format(" ({})", byLauncher)
                                : "",
                            whereRankStood(*t), collectiveState(*t));
+    v.likelyCause = knownErrorCause(*t);
     if (hungAtExitWithDdpAlive(*t, l)) {
       v.detail += fmt::format("; it had destroyed its process group with DDP module {} still alive",
                               fmt::join(*t->ddpAliveAtDestroy, ", "));
