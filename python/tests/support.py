@@ -5,7 +5,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SITECUSTOMIZE_DIR = os.path.join(PYTHON_DIR, "ddph_audit", "_sitecustomize")
@@ -59,32 +58,6 @@ def run_ranks(script, args=(), world_size=2, trace_dir=None, mode="site", timeou
             if p.poll() is None:
                 p.kill()
                 p.communicate()
-
-
-_GLOO_SUMS = """
-import sys, torch, torch.distributed as dist
-dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)
-try:
-    dist.all_reduce(torch.ones(2, dtype=getattr(torch, sys.argv[2])))
-except RuntimeError as e:
-    print(e)
-    sys.exit(3)
-dist.destroy_process_group()
-"""
-
-
-def gloo_refuses(dtype):
-    """Why this torch's gloo refuses to all_reduce ``dtype`` ("float16", say), or "" when it sums
-    it (Debian's torch 2.14 refuses float16: "Invalid scalar type"). Any other failure raises."""
-    with tempfile.TemporaryDirectory() as d:
-        r = subprocess.run([PYTHON, "-c", _GLOO_SUMS, os.path.join(d, "store"), dtype],
-                           env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, timeout=RUN_TIMEOUT_S)
-    if r.returncode == 3:
-        return r.stdout.strip() or "refused"
-    if r.returncode != 0:
-        raise RuntimeError("probing gloo's %s all_reduce failed: %s" % (dtype, r.stderr[-2000:]))
-    return ""
 
 
 def read_trace(path):

@@ -12,8 +12,9 @@ SCRIPT = os.path.join(support.PROGRAMS, "ddp_train.py")
 
 
 class BehaviourUnchangedTest(unittest.TestCase):
-    def compare(self, world_size, mode, args=()):
-        bare = support.run_ranks(SCRIPT, args, world_size=world_size)
+    def compare(self, world_size, mode, args=(), bare=None):
+        if bare is None:
+            bare = support.run_ranks(SCRIPT, args, world_size=world_size)
         for code, out, err in bare:
             self.assertEqual(code, 0, err)
         with tempfile.TemporaryDirectory() as d:
@@ -94,10 +95,13 @@ class BehaviourUnchangedTest(unittest.TestCase):
             self.check_accumulated(evs, "float32")
 
     def test_builtin_fp16_hook_with_no_sync_accumulation(self):
-        refused = support.gloo_refuses("float16")
-        if refused:
-            self.skipTest("this torch's gloo cannot all_reduce float16 (%s)" % refused)
-        for evs in self.compare(2, "site", ["--hook", "fp16", "--accumulate", "2"]):
+        args = ["--hook", "fp16", "--accumulate", "2"]
+        bare = support.run_ranks(SCRIPT, args, world_size=2)
+        # Debian's torch 2.14: its gloo refuses float16, so the hook fails bare (docs/torch2.md).
+        if any(code != 0 and "Invalid scalar type" in err for code, _, err in bare):
+            self.skipTest("this torch's gloo cannot all_reduce float16 (Invalid scalar type): "
+                          "DDP's FP16 hook fails without the audit")
+        for evs in self.compare(2, "site", args, bare=bare):
             self.check_accumulated(evs, "float16")
 
     def test_unused_parameters_every_backward_still_recorded(self):
