@@ -18,7 +18,7 @@
 #      tests: their Python starts this build's ddp-sim, a Debian 12 binary the Debian 13 root cannot
 #      run (they ran against pip's torch 2.11 on the GPU machine, docs/gpu.md).
 # The C++ side stays on the host's LibTorch 1.13: what changes is every Python rank, sampler and
-# audited script. docs/audit.md ("torch 2.x") has the figures.
+# audited script. docs/torch2.md has the figures.
 # Exit: ctest's (0 all passed); 2 when this machine cannot do it (not root, not Debian, no network
 # to Debian's mirror), one line on stderr.
 set -euo pipefail
@@ -60,7 +60,6 @@ if [ ! -f "$root/.ddph-torch2-ready" ]; then
 fi
 
 # ---- 2. The Python: scripts/torch2-python, for this suite -------------------------------------
-mkdir -p "$root$here"   # where the wrapper binds this tree
 wrapper=$cache/python3
 printf '#!/bin/sh\n# Written by scripts/torch2-check.sh.\nDDPH_TORCH2_SUITE=%s\nexport DDPH_TORCH2_SUITE\nexec %q "$@"\n' \
   "$suite" "$here/scripts/torch2-python" >"$wrapper.tmp"
