@@ -318,9 +318,9 @@ TEST(AuditPython, InterruptedLauncherStillAuditsAndExits130) {
 }
 
 TEST(AuditPython, ModuleModeUnderAnyLauncherThenAuditCommand) {
-  // What a torchrun user does: `python3 -m ddph_audit --trace-dir DIR train.py` in every rank (the
-  // launcher only sets the env:// variables), then `ddp-sim audit DIR`. (Debian's own torchrun,
-  // torch 1.13, fails on Python 3.11 before starting a rank, so a plain ddp-sim launch stands in.)
+  // `python3 -m ddph_audit --trace-dir DIR train.py` under a launcher that only sets the env://
+  // variables (ddp-sim launch without --audit), then `ddp-sim audit DIR`: module mode on every
+  // torch, where the next test's real torchrun cannot start (Debian's torch 2.x, docs/torch2.md).
   TempDir dir("ddph-audit-launch");
   const std::string traces = dir.path() + "/trace";
   fs::create_directory(traces);
@@ -333,6 +333,69 @@ TEST(AuditPython, ModuleModeUnderAnyLauncherThenAuditCommand) {
   EXPECT_EQ(audit.exitCode, 1) << audit.out << audit.err;
   EXPECT_TRUE(has(audit.out, "FAIL reshuffle at epoch 0")) << audit.out;
   EXPECT_TRUE(has(audit.out, "(2 of 2 ranks traced)")) << audit.out;
+}
+
+// torchrun (torch's own launcher, no ddp-sim) running `program` on 2 ranks, each as `python3 -m
+// ddph_audit --trace-dir traces program`: what a cluster user does. The c10d rendezvous on
+// 127.0.0.1 port 0 (a free port: ctest runs tests in parallel). `--redirects 9:0 --tee 9:0` steps
+// around torch 1.13's `Std` parsing on Python 3.11 (docs/audit.md#on-a-cluster-torchrun-nccl).
+CommandResult torchrunAudited(const std::string& traces, int maxRestarts, const std::string& program,
+                              const std::string& marker) {
+  return runCommand(
+      {kPython, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
+       "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:0", "--rdzv_id", "ddph-torchrun-test",
+       "--max_restarts", std::to_string(maxRestarts), "--redirects", "9:0", "--tee", "9:0", "-m",
+       "ddph_audit", "--trace-dir", traces, program},
+      300s, marker, {{"PYTHONPATH", DDPH_PYTHON_PACKAGE_DIR}});
+}
+
+// Debian's torch 2.x: built without libuv, and torchrun's rendezvous store ignores USE_LIBUV.
+bool torchrunCannotStart(const CommandResult& run) {
+  return run.exitCode != 0 && has(run.err, "use_libuv was requested but PyTorch was buil");
+}
+constexpr const char* kNoTorchrun = "this torch's torchrun cannot start: built without libuv "
+                                    "(docs/torch2.md)";
+
+TEST(AuditPython, TorchrunRanksThenAuditCommand) {
+  TempDir dir("ddph-audit-launch");
+  const std::string traces = dir.path() + "/trace";
+  fs::create_directory(traces);
+  const std::string marker = uniqueMarker();
+  const auto run = torchrunAudited(traces, 0, kPrograms + "/missing_set_epoch.py", marker);
+  if (torchrunCannotStart(run)) GTEST_SKIP() << kNoTorchrun;
+  ASSERT_EQ(run.exitCode, 0) << run.out << run.err;  // the program itself is fine
+  EXPECT_TRUE(waitNoProcessesWithMarker(marker, 60s).empty());  // torchrun reaped its ranks
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string header = readFile(traces + "/rank-" + std::to_string(rank) + ".jsonl");
+    EXPECT_TRUE(has(header.substr(0, header.find('\n')), "\"run_id\":\"ddph-torchrun-test\""))
+        << header.substr(0, 400);  // torchrun's TORCHELASTIC_RUN_ID marks the run
+  }
+  const auto audit = runCommand({kSim, "audit", traces}, 120s);
+  EXPECT_EQ(audit.exitCode, 1) << audit.out << audit.err;
+  EXPECT_TRUE(has(audit.out, "FAIL reshuffle at epoch 0")) << audit.out;
+  EXPECT_TRUE(has(audit.out, "(2 of 2 ranks traced)")) << audit.out;
+}
+
+TEST(AuditPython, TorchrunRestartKeepsTheFailedAttemptsTrace) {
+  // Rank 1 raises in the first attempt; torchrun restarts both ranks, which write attempt-1/, and
+  // ends 0. The first attempt's audit still names the failure; the second passes.
+  TempDir dir("ddph-audit-launch");
+  const std::string traces = dir.path() + "/trace";
+  fs::create_directory(traces);
+  const auto run = torchrunAudited(traces, 1, kPrograms + "/crash_first_attempt.py", uniqueMarker());
+  if (torchrunCannotStart(run)) GTEST_SKIP() << kNoTorchrun;
+  ASSERT_EQ(run.exitCode, 0) << run.out << run.err;
+  const auto first = runCommand({kSim, "audit", traces}, 120s);
+  EXPECT_EQ(first.exitCode, 1) << first.out << first.err;
+  EXPECT_TRUE(has(first.out, "FAIL rank-failure on rank 1: rank 1 raised RuntimeError: out of "
+                             "memory (simulated in the first attempt)"))
+      << first.out;
+  EXPECT_FALSE(has(first.out, "collective-mismatch")) << first.out;  // a crash, not uneven inputs
+  EXPECT_TRUE(has(first.out, "audit the later attempts with ddp-sim audit " + traces + "/attempt-1"))
+      << first.out;
+  const auto second = runCommand({kSim, "audit", traces + "/attempt-1"}, 120s);
+  EXPECT_EQ(second.exitCode, 0) << second.out << second.err;
+  EXPECT_TRUE(has(second.out, "this report judges attempt 1 of the run")) << second.out;
 }
 
 // The scenarios' rank program writes the same trace: under launch --audit, the audit names the

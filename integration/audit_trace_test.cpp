@@ -4,6 +4,7 @@
 // one-line error naming the file and line, never a crash.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@ namespace ddph::test_support {
 namespace {
 using nlohmann::json;
 using audit::AuditReport;
+namespace fs = std::filesystem;
 
 // What a synthetic run does; each field a way to break it.
 struct RunSpec {
@@ -36,20 +38,22 @@ struct RunSpec {
   int divergentRank = -1;    ///< its parameters differ from epoch 1 on
   int extraStepRank = -1;    ///< runs one more DDP step after the others ended, and fails in it
   int killedRank = -1;       ///< SIGKILLed while writing a line in epoch 1
+  int raisedRank = -1;       ///< raises an exception at the same point (error, then end code 1)
   int noTraceRank = -1;      ///< leaves no file
   std::int64_t takeBatches = -1;  ///< each pass is left after this many batches (break)
   bool evalPadded = false;   ///< an evaluation pass over N = 10 with DistributedSampler
   int desyncRank = -1;       ///< its user all_reduce in epoch 0 has another size
   int hungAtExitRank = -1;   ///< destroys its process group, then hangs before its end line
   bool ddpAliveAtDestroy = true;  ///< ... with its DDP module still alive then
+  int attempt = 0;           ///< torchrun's restarts before this run (header "attempt")
 };
 
 class RankWriter {
  public:
-  RankWriter(const std::string& path, int rank, int world) : out_(path) {
+  RankWriter(const std::string& path, int rank, int world, int attempt = 0) : out_(path) {
     emit({{"ev", "header"}, {"trace", "ddph-audit"}, {"version", 1}, {"rank", rank},
-          {"world_size", world}, {"run_id", "test"}, {"producer", "audit_trace_test"},
-          {"argv", {"train.py"}}});
+          {"world_size", world}, {"run_id", "test"}, {"attempt", attempt},
+          {"producer", "audit_trace_test"}, {"argv", {"train.py"}}});
   }
   void emit(json j) {
     j["t"] = 0.0;
@@ -65,7 +69,7 @@ class RankWriter {
 
 void writeRank(const std::string& dir, const RunSpec& s, int rank) {
   if (rank == s.noTraceRank) return;
-  RankWriter w(dir + "/rank-" + std::to_string(rank) + ".jsonl", rank, s.world);
+  RankWriter w(dir + "/rank-" + std::to_string(rank) + ".jsonl", rank, s.world, s.attempt);
   const std::int64_t seed = s.seedPerRank ? rank : 0;
   w.emit({{"ev", "sampler"}, {"id", 0}, {"class", "torch.utils.data.distributed.DistributedSampler"},
           {"dataset_len", s.n}, {"num_replicas", s.world}, {"rank", rank}, {"seed", seed},
@@ -102,6 +106,11 @@ void writeRank(const std::string& dir, const RunSpec& s, int rank) {
     for (std::int64_t b = 0; b < take; ++b) {
       if (rank == s.killedRank && epoch == 1 && b == 1) {
         w.raw(R"({"ev":"batch","t":0.5,"loader":0,"it)");  // cut short by the kill
+        return;
+      }
+      if (rank == s.raisedRank && epoch == 1 && b == 1) {
+        w.emit({{"ev", "error"}, {"type", "RuntimeError"}, {"message", "CUDA out of memory"}});
+        w.emit({{"ev", "end"}, {"code", 1}});
         return;
       }
       step(epoch, b, std::min(s.batch, perRank - b * s.batch), true);
@@ -258,6 +267,18 @@ TEST(AuditTrace, KilledRankIsARankFailureAndItsCutLineIsTolerated) {
   EXPECT_TRUE(has(r.notes[0], "cut short")) << r.notes[0];
 }
 
+TEST(AuditTrace, RankThatRaisedIsOnlyARankFailureNotUnevenInputs) {
+  // The recorder writes `end` with the exit code after an uncaught exception: that rank failed,
+  // it did not run out of batches, and its peers' unfinished pass is no drop.
+  RunSpec s;
+  s.raisedRank = 2;
+  const auto r = auditRun(s);
+  const Violation& v = only(r, property::kRankFailure);
+  EXPECT_EQ(v.ranks, std::vector<std::int64_t>{2});
+  EXPECT_TRUE(has(v.detail, "raised RuntimeError: CUDA out of memory")) << v.detail;
+  EXPECT_EQ(r.violations.size(), 1u) << summary(r);  // no collective-mismatch, no coverage
+}
+
 // The Python recorder reserves its file ahead of its lines (a memory mapping): a rank that never
 // closed it leaves NUL bytes after its last line, where the trace ends; a line being copied when
 // the kill fell may show its head, or stray bytes of its tail beyond a NUL.
@@ -406,6 +427,40 @@ TEST(AuditTraceFiles, EmptyFolderUnknownVersionAndMixedRunsAreRefused) {
   std::ofstream(mixed.path() + "/rank-1.jsonl")
       << R"({"ev":"header","trace":"ddph-audit","version":1,"rank":1,"world_size":2,"run_id":"b"})" << "\n";
   EXPECT_TRUE(has(readError(mixed.path()), "come from different runs"));
+}
+
+TEST(AuditTraceFiles, TorchrunRestartsAreAttemptsAuditedOneByOne) {
+  // Attempt 0 lost rank 1 (killed); torchrun restarted both ranks, whose recorders wrote
+  // attempt-1/, and that attempt ran clean. Each audit names the other attempts' folders.
+  TempDir dir("ddph-audit-trace");
+  RunSpec failed{2};
+  failed.killedRank = 1;
+  RunSpec restarted{2};
+  restarted.attempt = 1;
+  const std::string second = audit::attemptFolder(dir.path(), 1).string();
+  ASSERT_EQ(second, dir.path() + "/attempt-1");
+  fs::create_directory(second);
+  for (int r = 0; r < 2; ++r) {
+    writeRank(dir.path(), failed, r);
+    writeRank(second, restarted, r);
+  }
+  const auto first = audit::auditTrace(audit::readTrace(dir.path()));
+  EXPECT_FALSE(first.passed) << summary(first);
+  EXPECT_EQ(only(first, property::kRankFailure).ranks, std::vector<std::int64_t>{1}) << summary(first);
+  EXPECT_TRUE(has(summary(first), "this report judges the run's first attempt; torchrun restarted "
+                                  "the ranks after it: audit the later attempts with ddp-sim audit " +
+                                      second))
+      << summary(first);
+  const auto later = audit::auditTrace(audit::readTrace(second));
+  EXPECT_TRUE(later.passed) << summary(later);
+  EXPECT_TRUE(has(summary(later), "attempt 1 of the run (torchrun restarted its ranks 1 time(s) "
+                                  "before; the first attempt is in " + dir.path() + ")"))
+      << summary(later);
+  // One folder, one attempt: a rank file of another attempt is refused.
+  fs::copy_file(second + "/rank-1.jsonl", dir.path() + "/rank-1.jsonl",
+                fs::copy_options::overwrite_existing);
+  EXPECT_TRUE(has(readError(dir.path()), "come from different attempts of the run (0 and 1)"))
+      << readError(dir.path());
 }
 
 TEST(AuditTraceFiles, IndexListEncodingsDecodeAlike) {

@@ -33,6 +33,7 @@ class _State:
     rank = None
     world_size = None
     run_id = ""
+    attempt = 0  # torchrun's restart count (TORCHELASTIC_RESTART_COUNT)
     exit_code = None
     error_seen = False
     ended = False
@@ -137,13 +138,21 @@ def _env_int(name):
         return None
 
 
+def attempt_folder(trace_dir, attempt):
+    """Where one attempt's rank files go: the trace folder for the first, ``attempt-<K>`` in it
+    for torchrun's K-th restart of the ranks (docs/trace-format.md), so a restart never replaces
+    the trace of the failure that caused it."""
+    return trace_dir if attempt == 0 else os.path.join(trace_dir, "attempt-%d" % attempt)
+
+
 def start(trace_dir):
     """Creates the writer (idempotent). Opens the file at once when RANK is known."""
     with _lock:
         if state.writer is not None and state.writer.pid == os.getpid():
             state.active = not state.failed
             return
-        state.writer = TraceWriter(trace_dir)
+        state.attempt = max(_env_int("TORCHELASTIC_RESTART_COUNT") or 0, 0)
+        state.writer = TraceWriter(attempt_folder(trace_dir, state.attempt))
         state.counters = {}
         state.failed = False
         state.active = True
@@ -174,7 +183,7 @@ def open_trace(rank, world_size, exclusive=False):
     try:
         header = {"trace": "ddph-audit", "version": 1, "rank": int(rank),
                   "world_size": int(world_size) if world_size is not None else None,
-                  "run_id": state.run_id, "pid": os.getpid(),
+                  "run_id": state.run_id, "attempt": state.attempt, "pid": os.getpid(),
                   "producer": "ddph_audit %s" % __version__, "runtime": _runtime(),
                   "argv": [str(a) for a in sys.argv]}
         ok = w.open(int(rank), header, exclusive=exclusive)

@@ -58,14 +58,23 @@ std::string batchCounts(const Trace& trace, std::int64_t loader, std::int64_t it
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
-// The first (loader, epoch) whose pass handed out different numbers of batches on `ranks`.
+// The first (loader, epoch) whose pass handed out different numbers of batches on `ranks`. With
+// `wholePassesOnly`, a pass its rank's failure cut short (no StopIteration, and the rank did not
+// end normally) is left out: its length says when the rank failed, not what its shard holds.
 std::optional<std::pair<std::int64_t, std::int64_t>> firstUnevenPass(
-    const Trace& trace, const std::vector<std::int64_t>& ranks) {
+    const Trace& trace, const std::vector<std::int64_t>& ranks, bool wholePassesOnly = false) {
+  auto judged = [&](std::int64_t r, std::int64_t loader, std::int64_t iter) -> const PassRecord* {
+    const RankTrace& t = *trace.ranks[static_cast<std::size_t>(r)];
+    const PassRecord* p = t.findPass(loader, iter);
+    return p && wholePassesOnly && !p->ended && !t.endedNormally() ? nullptr : p;
+  };
   const RankTrace& first = *trace.ranks[static_cast<std::size_t>(ranks.front())];
-  for (const auto& p : first.passes) {
+  for (const auto& firstPass : first.passes) {
+    const PassRecord* p = judged(ranks.front(), firstPass.loader, firstPass.iter);
+    if (!p) continue;
     for (auto r : ranks) {
-      const PassRecord* q = trace.ranks[static_cast<std::size_t>(r)]->findPass(p.loader, p.iter);
-      if (q && q->batches.size() != p.batches.size()) return std::make_pair(p.loader, p.iter);
+      const PassRecord* q = judged(r, p->loader, p->iter);
+      if (q && q->batches.size() != p->batches.size()) return std::make_pair(p->loader, p->iter);
     }
   }
   return std::nullopt;
@@ -131,7 +140,7 @@ std::optional<Violation> uneven(const Trace& trace, const std::vector<std::int64
   for (auto r : ranks) (lists.at(r).size() > fewest ? ahead : behind).push_back(r);
   // Only ranks that ended normally "ran out"; a rank that died is a rank-failure.
   for (auto r : behind) {
-    if (!trace.ranks[static_cast<std::size_t>(r)]->ended) return std::nullopt;
+    if (!trace.ranks[static_cast<std::size_t>(r)]->endedNormally()) return std::nullopt;
   }
   const CollectiveRecord& extra = *lists.at(ahead.front())[fewest];
   Violation v;
@@ -177,7 +186,7 @@ std::optional<Violation> unevenSteps(const Trace& trace) {
     ranks.push_back(t->rank);
   }
   if (ranks.size() < 2) return std::nullopt;
-  const auto parted = firstUnevenPass(trace, ranks);
+  const auto parted = firstUnevenPass(trace, ranks, /*wholePassesOnly=*/true);
   if (!parted) return std::nullopt;
   bool collectivesInside = false;
   for (const auto& [group, list] : trace.ranks[0]->collectives) {

@@ -124,7 +124,7 @@ namespace {
 // pass inside that one too (every sample was seen in this epoch). Ranks that did not end normally
 // are rank-failures, not drops.
 bool isDropped(const RankTrace& t, const PassRecord& p) {
-  if (p.ended || !t.ended) return false;
+  if (p.ended || !t.endedNormally()) return false;
   for (const auto& q : t.passes) {
     if (q.loader == p.loader || !q.ended) continue;
     if (!(q.startLine < p.startLine && q.endLine > p.startLine)) continue;

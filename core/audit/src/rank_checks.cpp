@@ -96,7 +96,7 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
     // raised an error itself is reported.
     const bool stoppedByOthers = l && l->outcome == "stopped" && trace.launch->interruptedBy == 0;
     if (stoppedByOthers && !t->errorType) continue;
-    const bool failed = !t->ended || t->endCode != 0 || t->errorType || !byLauncher.empty();
+    const bool failed = !t->endedNormally() || !byLauncher.empty();
     if (!failed) continue;
     std::string how;
     if (t->errorType) {

@@ -161,6 +161,8 @@ class RankTraceBuilder {
     DDPH_CHECK(t_.worldSize <= kMaxTraceWorldSize, "world size {} is above the reader's limit of {}",
                t_.worldSize, kMaxTraceWorldSize);
     t_.runId = optionalField<std::string>(e, "run_id").value_or("");
+    t_.attempt = optionalField<int>(e, "attempt").value_or(0);
+    DDPH_CHECK(t_.attempt >= 0, "attempt {} is not a restart count", t_.attempt);
     t_.producer = optionalField<std::string>(e, "producer").value_or("");
     t_.runtime = optionalField<std::string>(e, "runtime").value_or("");
     t_.argv = optionalField<std::vector<std::string>>(e, "argv").value_or(std::vector<std::string>{});
@@ -413,16 +415,63 @@ std::optional<LaunchRecord> readLaunchRecord(const fs::path& launchFile) {
   }
 }
 
-Trace readTrace(const fs::path& dir) {
-  std::error_code ec;
-  DDPH_CHECK(fs::is_directory(dir, ec), "'{}' is not a folder", dir.string());
-  static const std::regex kRankFile(R"(rank-(\d+)\.jsonl)");
+fs::path attemptFolder(const fs::path& dir, int attempt) {
+  return attempt == 0 ? dir : dir / fmt::format("attempt-{}", attempt);
+}
+
+namespace {
+
+// The rank files `rank-<R>.jsonl` in `dir`, by rank.
+std::map<int, fs::path> rankFilesIn(const fs::path& dir, std::error_code& ec) {
+  static const std::regex kRankFile(R"(rank-(\d{1,9})\.jsonl)");
   std::map<int, fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::smatch m;
     const std::string name = entry.path().filename().string();
     if (std::regex_match(name, m, kRankFile)) files[std::stoi(m[1].str())] = entry.path();
   }
+  return files;
+}
+
+// The attempts after `attempt` whose folders (attemptFolder(base, K)) hold a rank file, in order.
+std::vector<int> laterAttemptsIn(const fs::path& base, int attempt) {
+  static const std::regex kAttemptFolder(R"(attempt-(\d{1,9}))");
+  std::vector<int> later;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(base, ec)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, m, kAttemptFolder) || !entry.is_directory(ec)) continue;
+    std::error_code listed;
+    const int k = std::stoi(m[1].str());
+    if (k > attempt && !rankFilesIn(entry.path(), listed).empty()) later.push_back(k);
+  }
+  std::sort(later.begin(), later.end());
+  return later;
+}
+
+std::string attemptsNote(const Trace& t, const fs::path& base) {
+  std::string later;
+  for (int k : t.laterAttempts) {
+    later += fmt::format("{}{}", later.empty() ? "" : ", ", attemptFolder(base, k).string());
+  }
+  const std::string which =
+      t.attempt == 0 ? "this report judges the run's first attempt"
+                     : fmt::format("this report judges attempt {} of the run (torchrun restarted "
+                                   "its ranks {} time(s) before; the first attempt is in {})",
+                                   t.attempt, t.attempt, base.string());
+  if (later.empty()) return which;
+  return fmt::format("{}; torchrun restarted the ranks after it: audit the later attempts with "
+                     "ddp-sim audit {}",
+                     which, later);
+}
+
+}  // namespace
+
+Trace readTrace(const fs::path& dir) {
+  std::error_code ec;
+  DDPH_CHECK(fs::is_directory(dir, ec), "'{}' is not a folder", dir.string());
+  const std::map<int, fs::path> files = rankFilesIn(dir, ec);
   DDPH_CHECK(!ec, "cannot list '{}': {}", dir.string(), ec.message());
   Trace trace;
   trace.dir = dir;
@@ -446,6 +495,11 @@ Trace readTrace(const fs::path& dir) {
                "{} and {} come from different runs (run ids '{}' and '{}'): one trace folder "
                "per run",
                first.file.filename().string(), t.file.filename().string(), first.runId, t.runId);
+    DDPH_CHECK(t.attempt == first.attempt,
+               "{} and {} come from different attempts of the run ({} and {}): one folder per "
+               "attempt",
+               first.file.filename().string(), t.file.filename().string(), first.attempt,
+               t.attempt);
     if (t.truncatedTail) {
       trace.notes.push_back(fmt::format("rank {}: the last line of {} was cut short (the rank was "
                                         "killed while writing it) and is ignored",
@@ -455,6 +509,12 @@ Trace readTrace(const fs::path& dir) {
   DDPH_CHECK(!trace.launch || trace.launch->worldSize == trace.worldSize,
              "launch.json says {} ranks but the traces say {}", trace.launch ? trace.launch->worldSize : 0,
              trace.worldSize);
+  trace.attempt = read.empty() ? 0 : read.front().attempt;
+  const fs::path base = trace.attempt == 0 ? dir : dir.parent_path();
+  trace.laterAttempts = laterAttemptsIn(base, trace.attempt);
+  if (trace.attempt > 0 || !trace.laterAttempts.empty()) {
+    trace.notes.push_back(attemptsNote(trace, base));
+  }
   trace.ranks.resize(static_cast<std::size_t>(trace.worldSize));
   for (auto& t : read) trace.ranks[static_cast<std::size_t>(t.rank)] = std::move(t);
   return trace;

@@ -23,6 +23,17 @@ double monotonicSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// torchrun's restarts of this process's ranks so far ($TORCHELASTIC_RESTART_COUNT); 0 when unset
+// or not a count.
+int restartAttempt() {
+  const char* text = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  if (!text || !*text) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(text, &end, 10);
+  return errno == 0 && *end == '\0' && n > 0 && n < 1000000 ? static_cast<int>(n) : 0;
+}
+
 template <class T>
 void putOptional(ordered_json& j, const char* key, const std::optional<T>& value) {
   if (value) j[key] = *value;
@@ -31,14 +42,15 @@ void putOptional(ordered_json& j, const char* key, const std::optional<T>& value
 }  // namespace
 
 TraceWriter::TraceWriter(const std::filesystem::path& dir, int rank, int worldSize,
-                         std::string runId, std::vector<std::string> argv, std::string producer)
+                         std::string runId, std::vector<std::string> argv, std::string producer,
+                         int attempt)
     : path_(dir / fmt::format("rank-{}.jsonl", rank)), start_(monotonicSeconds()) {
   file_ = std::fopen(path_.c_str(), "w");
   DDPH_CHECK(file_ != nullptr, "cannot write the audit trace '{}': {}", path_.string(),
              std::strerror(errno));
   ordered_json j = {{"ev", "header"}, {"t", 0.0}, {"trace", "ddph-audit"},
                     {"version", kTraceVersion}, {"rank", rank}, {"world_size", worldSize},
-                    {"run_id", runId}, {"pid", static_cast<long>(::getpid())},
+                    {"run_id", runId}, {"attempt", attempt}, {"pid", static_cast<long>(::getpid())},
                     {"producer", producer}, {"runtime", "C++ (LibTorch)"}, {"argv", argv}};
   line(j.dump());
 }
@@ -53,7 +65,9 @@ std::unique_ptr<TraceWriter> TraceWriter::fromEnvironment(int rank, int worldSiz
   const char* env = std::getenv("DDPH_AUDIT_DIR");
   std::filesystem::path dir = env && *env ? std::filesystem::path(env) : orDir;
   if (dir.empty()) return nullptr;
-  if (!env || !*env) {
+  const int attempt = restartAttempt();
+  dir = attemptFolder(dir, attempt);
+  if (!env || !*env || attempt > 0) {
     std::error_code ec;  // every rank may create it: an existing folder is fine
     std::filesystem::create_directories(dir, ec);
   }
@@ -63,7 +77,7 @@ std::unique_ptr<TraceWriter> TraceWriter::fromEnvironment(int rank, int worldSiz
   const char* runId = std::getenv("DDPH_AUDIT_RUN_ID");
   if (!runId || !*runId) runId = std::getenv("TORCHELASTIC_RUN_ID");
   return std::make_unique<TraceWriter>(dir, rank, worldSize, runId ? runId : "", std::move(argv),
-                                       std::move(producer));
+                                       std::move(producer), attempt);
 }
 
 double TraceWriter::now() const { return monotonicSeconds() - start_; }

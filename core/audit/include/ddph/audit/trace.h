@@ -113,6 +113,7 @@ struct RankTrace {
   int rank = 0;
   int worldSize = 0;
   std::string runId, producer, runtime;
+  int attempt = 0;  ///< torchrun's restarts of the ranks before this one (header "attempt")
   std::vector<std::string> argv;
   std::map<std::int64_t, SamplerRecord> samplers;
   std::map<std::int64_t, LoaderRecord> loaders;
@@ -130,6 +131,9 @@ struct RankTrace {
   std::int64_t lines = 0;
   std::optional<double> lastT;  ///< the latest "t" of any line: when the rank was last heard of
 
+  /// An `end` line with code 0 and no exception raised before it: a rank that ran out of work,
+  /// not one that failed (Python writes `end` with the exit code after an uncaught exception).
+  bool endedNormally() const { return ended && endCode == 0 && !errorType; }
   /// The pass of `loader` with iteration `iter`, or nullptr.
   const PassRecord* findPass(std::int64_t loader, std::int64_t iter) const;
   /// The last collective entered on any group (the highest line), or nullptr.
@@ -159,12 +163,20 @@ struct Trace {
   int worldSize = 0;
   std::vector<std::optional<RankTrace>> ranks;  ///< [r]: empty when rank r left no file
   std::optional<LaunchRecord> launch;
+  int attempt = 0;  ///< which attempt of the run this is (torchrun restarts; 0: the first)
+  std::vector<int> laterAttempts;  ///< the attempts found in attemptFolder(dir, K), K > attempt
   std::vector<std::string> notes;  ///< what the reader tolerated (cut last lines, …)
 };
 
+/// Where attempt `attempt` of a run writes its rank files: `dir` for the first, `dir/attempt-<K>`
+/// after torchrun's K-th restart of the ranks, so a restart never replaces the trace of the
+/// failure that caused it (docs/trace-format.md).
+std::filesystem::path attemptFolder(const std::filesystem::path& dir, int attempt);
+
 /// Reads `dir`. Throws ConfigError (one line naming the file and line) when the folder holds no
 /// trace, a line is not JSON or not a valid event, versions or world sizes disagree, or two runs
-/// are mixed. A last line cut short is tolerated and noted.
+/// or attempts are mixed. A last line cut short is tolerated and noted, and so are later
+/// attempts of the run in `dir` (their folders are named, not read).
 Trace readTrace(const std::filesystem::path& dir);
 
 /// Reads one rank's file (exposed for tests and fuzzing).

@@ -61,14 +61,14 @@ class TraceWriter {
  public:
   /// Creates `dir/rank-<rank>.jsonl` (the folder must exist) and writes the header.
   TraceWriter(const std::filesystem::path& dir, int rank, int worldSize, std::string runId,
-              std::vector<std::string> argv, std::string producer);
+              std::vector<std::string> argv, std::string producer, int attempt = 0);
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
   /// A writer into $DDPH_AUDIT_DIR (run id from $DDPH_AUDIT_RUN_ID or $TORCHELASTIC_RUN_ID, argv
-  /// from /proc/self/cmdline), or nullptr when DDPH_AUDIT_DIR is not set: auditing is opt-in and
-  /// costs nothing otherwise.
+  /// from /proc/self/cmdline; after torchrun restarted the ranks, into its attemptFolder), or
+  /// nullptr when DDPH_AUDIT_DIR is not set: auditing is opt-in and costs nothing otherwise.
   /// `orDir`, when not empty, is where to write when DDPH_AUDIT_DIR is not set (created if
   /// missing; a program's own option, as ddp-train's --trace-samples).
   static std::unique_ptr<TraceWriter> fromEnvironment(int rank, int worldSize,
