@@ -347,6 +347,27 @@ TEST(AuditTrace, TorchWithoutLibuvIsNamedWithItsRemedy) {
   }
 }
 
+TEST(AuditTrace, PeerLostErrorIsNamedAConsequenceOfTheOtherFailure) {
+  // Rank 1 raised; rank 0, waiting for it in DDP's allreduce, lost its gloo connection.
+  TempDir dir("ddph-audit-trace");
+  const std::string messages[] = {
+      "[../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+      "[127.0.0.1]:22692",
+      "CUDA out of memory"};
+  for (int r = 0; r < 2; ++r) {
+    RankWriter w(dir.path() + "/rank-" + std::to_string(r) + ".jsonl", r, 2);
+    w.emit({{"ev", "error"}, {"type", "RuntimeError"}, {"message", messages[r]}});
+    w.emit({{"ev", "end"}, {"code", 1}});
+  }
+  const auto report = audit::auditTrace(audit::readTrace(dir.path()));
+  ASSERT_EQ(report.violations.size(), 2u) << summary(report);
+  for (const auto& v : report.violations) {
+    EXPECT_EQ(v.property, property::kRankFailure);
+    EXPECT_EQ(has(likelyCauseOf(v), "this error is a consequence"), v.ranks[0] == 0)
+        << likelyCauseOf(v);
+  }
+}
+
 TEST(AuditTrace, MissingRankFileIsARankFailure) {
   RunSpec s;
   s.noTraceRank = 1;

@@ -59,10 +59,17 @@ struct KnownError {
   std::string_view part;
   std::string_view cause;
 };
+constexpr std::string_view kPeerLost =
+    "a peer rank went away while this rank waited for it in a collective, so this error is a "
+    "consequence: the first failure is another rank's (one that raised another error, was killed, "
+    "or ended while this rank still had a collective to run)";
 constexpr KnownError kKnownErrors[] = {
     {"use_libuv was requested",
      "this torch is built without libuv (Debian's torch 2.x), which torch's TCPStore asks for by "
      "default since torch 2.4: set USE_LIBUV=0 in the ranks' environment (docs/torch2.md)"},
+    {"Connection closed by peer", kPeerLost},                     // gloo
+    {"Connection reset by peer", kPeerLost},                      // gloo
+    {"remote process exiting prematurely", kPeerLost},            // NCCL's ncclRemoteError
 };
 
 std::string knownErrorCause(const RankTrace& t) {
