@@ -97,6 +97,33 @@ TEST(AuditLaunch, DdpTrainWithZipLeavesMnistUnseen) {
   EXPECT_TRUE(has(found[0]["likely_cause"].get<std::string>(), "zip()"));
 }
 
+TEST(AuditLaunch, DdpTrainAfterATorchrunRestartWritesItsAttemptFolder) {
+  // The C++ recorder reads torchrun's restart count as the Python one does: a restarted rank
+  // writes attempt-<K>/ (ddp-sim launch without --audit stands in for torchrun's second attempt).
+  TempDir dir("ddph-audit-launch");
+  const std::string traces = dir.path() + "/trace";
+  fs::create_directory(traces);
+  std::vector<std::string> argv = {kSim, "launch", "-n", "2", "--timeout", "240", "--"};
+  const auto train = trainArgs("cycle", 1);
+  argv.insert(argv.end(), train.begin(), train.end());
+  const auto run = runCommand(argv, 300s, "",
+                              {{"DDPH_AUDIT_DIR", traces}, {"TORCHELASTIC_RESTART_COUNT", "1"}});
+  ASSERT_EQ(run.exitCode, 0) << run.out << run.err;
+  const std::string second = traces + "/attempt-1";
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string text = readFile(second + "/rank-" + std::to_string(rank) + ".jsonl");
+    EXPECT_TRUE(has(text.substr(0, text.find('\n')), "\"attempt\":1")) << text.substr(0, 400);
+  }
+  const auto audit = runCommand({kSim, "audit", second}, 120s);
+  EXPECT_EQ(audit.exitCode, 0) << audit.out << audit.err;
+  EXPECT_TRUE(has(audit.out, "this report judges attempt 1 of the run")) << audit.out;
+  // The first attempt's folder holds no rank file of its own: the error names the attempt's.
+  const auto first = runCommand({kSim, "audit", traces}, 120s);
+  EXPECT_EQ(first.exitCode, 2) << first.out << first.err;
+  EXPECT_TRUE(has(first.err, "only later attempts: audit one with ddp-sim audit " + second))
+      << first.err;
+}
+
 // What the harness writes for a user (trace folder and traces, launch record, JSON and HTML
 // reports) is created with the user's umask, as a shell's `>` would: a file 0666 & ~umask, a folder
 // 0777 & ~umask, so nothing is world-writable unless the user's umask says so. Checked with a

@@ -477,8 +477,14 @@ Trace readTrace(const fs::path& dir) {
   trace.dir = dir;
   trace.launch = readLaunchRecord(dir / "launch.json");
   // A launched run whose ranks all died before recording anything is still a run to report.
-  DDPH_CHECK(!files.empty() || trace.launch, "'{}' holds no trace (no rank-<R>.jsonl file)",
-             dir.string());
+  if (files.empty() && !trace.launch) {
+    const std::vector<int> attempts = laterAttemptsIn(dir, 0);
+    DDPH_CHECK(attempts.empty(),
+               "'{}' holds no trace of the run's first attempt (no rank-<R>.jsonl file), only "
+               "later attempts: audit one with ddp-sim audit {}",
+               dir.string(), attemptFolder(dir, attempts.front()).string());
+    throw ConfigError(fmt::format("'{}' holds no trace (no rank-<R>.jsonl file)", dir.string()));
+  }
   std::vector<RankTrace> read;
   for (const auto& [rank, file] : files) {
     RankTrace t = readRankTrace(file);
