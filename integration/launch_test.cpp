@@ -32,12 +32,13 @@ TEST(Launch, SetsTorchrunVariablesAndPrefixesOutput) {
   const auto r = runCommand(
       launch({"-n", "3"}, {"/bin/sh", "-c",
                            "echo R=$RANK L=$LOCAL_RANK W=$WORLD_SIZE LW=$LOCAL_WORLD_SIZE "
-                           "A=$MASTER_ADDR P=$MASTER_PORT; echo to-stderr >&2"}),
-      60s, marker);
+                           "RC=$TORCHELASTIC_RESTART_COUNT A=$MASTER_ADDR P=$MASTER_PORT; "
+                           "echo to-stderr >&2"}),
+      60s, marker, {{"TORCHELASTIC_RESTART_COUNT", "3"}});  // inherited: each rank is attempt 0
   ASSERT_EQ(r.exitCode, 0) << r.err;
   for (int rank = 0; rank < 3; ++rank) {
     const std::string line = "[rank" + std::to_string(rank) + "]: R=" + std::to_string(rank) +
-                             " L=" + std::to_string(rank) + " W=3 LW=3 A=127.0.0.1 P=";
+                             " L=" + std::to_string(rank) + " W=3 LW=3 RC=0 A=127.0.0.1 P=";
     EXPECT_NE(r.out.find(line), std::string::npos) << r.out;
     EXPECT_NE(r.err.find("[rank" + std::to_string(rank) + "]: to-stderr"), std::string::npos);
   }

@@ -113,6 +113,8 @@ class Supervisor {
     child.env["WORLD_SIZE"] = std::to_string(options_.numRanks);
     child.env["LOCAL_WORLD_SIZE"] = std::to_string(options_.numRanks);
     child.env["GROUP_RANK"] = "0";
+    child.env["TORCHELASTIC_RESTART_COUNT"] = "0";  // one attempt: never an inherited restart count
+    child.env["TORCHELASTIC_MAX_RESTARTS"] = "0";
     child.env["MASTER_ADDR"] = options_.masterAddr;
     child.env["MASTER_PORT"] = std::to_string(result_.masterPort);
     child.out = child.err = StreamTarget::pipe();
