@@ -410,8 +410,10 @@ TEST(AuditPython, TorchrunRestartKeepsTheFailedAttemptsTrace) {
   ASSERT_EQ(run.exitCode, 0) << run.out << run.err;
   const auto first = runCommand({kSim, "audit", traces}, 120s);
   EXPECT_EQ(first.exitCode, 1) << first.out << first.err;
+  // Rank 0's error follows rank 1's exit (its connection to rank 1 closes), so by the headers'
+  // wall clocks rank 1 raised first.
   EXPECT_TRUE(has(first.out, "FAIL rank-failure on rank 1: rank 1 raised RuntimeError: out of "
-                             "memory (simulated in the first attempt)"))
+                             "memory (simulated in the first attempt) (the first rank to raise,"))
       << first.out;
   EXPECT_FALSE(has(first.out, "collective-mismatch")) << first.out;  // a crash, not uneven inputs
   EXPECT_TRUE(has(first.out, "audit the later attempts with ddp-sim audit " + traces + "/attempt-1"))

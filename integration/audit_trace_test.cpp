@@ -348,16 +348,21 @@ TEST(AuditTrace, TorchWithoutLibuvIsNamedWithItsRemedy) {
 }
 
 TEST(AuditTrace, PeerLostErrorIsNamedAConsequenceOfTheOtherFailure) {
-  // Rank 1 raised; rank 0, waiting for it in DDP's allreduce, lost its gloo connection.
+  // Rank 1 raised; rank 0, waiting for it in DDP's allreduce, lost its gloo connection 0.25 s
+  // later (by the wall clock: rank 0's recorder started 1 s before rank 1's).
   TempDir dir("ddph-audit-trace");
   const std::string messages[] = {
       "[../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
       "[127.0.0.1]:22692",
       "CUDA out of memory"};
+  const double startUnix[] = {1000.0, 1001.0}, errorT[] = {2.0, 0.75};
   for (int r = 0; r < 2; ++r) {
-    RankWriter w(dir.path() + "/rank-" + std::to_string(r) + ".jsonl", r, 2);
-    w.emit({{"ev", "error"}, {"type", "RuntimeError"}, {"message", messages[r]}});
-    w.emit({{"ev", "end"}, {"code", 1}});
+    std::ofstream out(dir.path() + "/rank-" + std::to_string(r) + ".jsonl");
+    out << json{{"ev", "header"}, {"t", 0.0}, {"trace", "ddph-audit"}, {"version", 1}, {"rank", r},
+                {"world_size", 2}, {"start_unix", startUnix[r]}}.dump() << "\n"
+        << json{{"ev", "error"}, {"t", errorT[r]}, {"type", "RuntimeError"},
+                {"message", messages[r]}}.dump() << "\n"
+        << json{{"ev", "end"}, {"t", errorT[r]}, {"code", 1}}.dump() << "\n";
   }
   const auto report = audit::auditTrace(audit::readTrace(dir.path()));
   ASSERT_EQ(report.violations.size(), 2u) << summary(report);
@@ -365,6 +370,9 @@ TEST(AuditTrace, PeerLostErrorIsNamedAConsequenceOfTheOtherFailure) {
     EXPECT_EQ(v.property, property::kRankFailure);
     EXPECT_EQ(has(likelyCauseOf(v), "this error is a consequence"), v.ranks[0] == 0)
         << likelyCauseOf(v);
+    EXPECT_EQ(has(v.detail, "CUDA out of memory (the first rank to raise, 0.250 s before rank 0)"),
+              v.ranks[0] == 1)
+        << v.detail;
   }
 }
 

@@ -183,7 +183,8 @@ def open_trace(rank, world_size, exclusive=False):
     try:
         header = {"trace": "ddph-audit", "version": 1, "rank": int(rank),
                   "world_size": int(world_size) if world_size is not None else None,
-                  "run_id": state.run_id, "attempt": state.attempt, "pid": os.getpid(),
+                  "run_id": state.run_id, "attempt": state.attempt,
+                  "start_unix": round(w.start_unix, 6), "pid": os.getpid(),
                   "producer": "ddph_audit %s" % __version__, "runtime": _runtime(),
                   "argv": [str(a) for a in sys.argv]}
         ok = w.open(int(rank), header, exclusive=exclusive)

@@ -100,6 +100,7 @@ class TraceWriter:
     def __init__(self, trace_dir):
         self.trace_dir = trace_dir
         self.t0 = time.monotonic()
+        self.start_unix = time.time()  # the wall clock at t = 0: orders events across ranks
         self.pid = os.getpid()
         self.dead = False  # True in a forked child (and once closed)
         self.path = None

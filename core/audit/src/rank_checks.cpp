@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "audit_checks.h"
 #include "ddph/common/child_process.h"
@@ -80,9 +83,30 @@ std::string knownErrorCause(const RankTrace& t) {
   return {};
 }
 
+// When two or more ranks raised and their clocks are known (the header's start_unix), the rank
+// that raised first and how long before the next one did: the failure the others' errors follow.
+struct FirstRaised {
+  int rank = -1;
+  int next = -1;
+  double lead = 0;  ///< seconds before `next` raised
+};
+
+FirstRaised firstRaised(const Trace& trace) {
+  std::vector<std::pair<double, int>> when;
+  for (const auto& t : trace.ranks) {
+    if (!t || !t->errorType) continue;
+    if (!t->errorT || !t->startUnix) return {};  // a rank without a clock: no order
+    when.emplace_back(*t->startUnix + *t->errorT, t->rank);
+  }
+  if (when.size() < 2) return {};
+  std::sort(when.begin(), when.end());
+  return {when[0].second, when[1].second, when[1].first - when[0].first};
+}
+
 }  // namespace
 
 void checkRanks(const Trace& trace, std::vector<Violation>& out) {
+  const FirstRaised first = firstRaised(trace);
   for (int r = 0; r < trace.worldSize; ++r) {
     const LaunchedRank* l = launched(trace, r);
     const std::string byLauncher = launcherFailure(trace, l);
@@ -108,6 +132,10 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
     std::string how;
     if (t->errorType) {
       how = fmt::format("raised {}: {}", *t->errorType, t->errorMessage.value_or(""));
+      if (r == first.rank) {
+        how += fmt::format(" (the first rank to raise, {:.3f} s before rank {})", first.lead,
+                           first.next);
+      }
     } else if (!byLauncher.empty()) {
       how = byLauncher;
     } else if (t->ended) {

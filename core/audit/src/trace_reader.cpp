@@ -129,6 +129,7 @@ class RankTraceBuilder {
     } else if (ev == "error") {
       t_.errorType = optionalField<std::string>(e, "type").value_or("error");
       t_.errorMessage = optionalField<std::string>(e, "message").value_or("");
+      t_.errorT = time_;
     } else if (ev == "destroy") {
       if (optionalField<std::string>(e, "group").value_or("0") == "0")
         t_.ddpAliveAtDestroy = field<std::vector<std::int64_t>>(e, "ddp_alive");
@@ -162,6 +163,8 @@ class RankTraceBuilder {
                t_.worldSize, kMaxTraceWorldSize);
     t_.runId = optionalField<std::string>(e, "run_id").value_or("");
     t_.attempt = optionalField<int>(e, "attempt").value_or(0);
+    t_.startUnix = optionalField<double>(e, "start_unix");
+    DDPH_CHECK(!t_.startUnix || std::isfinite(*t_.startUnix), "start_unix is not a finite number");
     DDPH_CHECK(t_.attempt >= 0, "attempt {} is not a restart count", t_.attempt);
     t_.producer = optionalField<std::string>(e, "producer").value_or("");
     t_.runtime = optionalField<std::string>(e, "runtime").value_or("");

@@ -23,6 +23,10 @@ double monotonicSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+double unixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 // torchrun's restarts of this process's ranks so far ($TORCHELASTIC_RESTART_COUNT); 0 when unset
 // or not a count.
 int restartAttempt() {
@@ -50,7 +54,8 @@ TraceWriter::TraceWriter(const std::filesystem::path& dir, int rank, int worldSi
              std::strerror(errno));
   ordered_json j = {{"ev", "header"}, {"t", 0.0}, {"trace", "ddph-audit"},
                     {"version", kTraceVersion}, {"rank", rank}, {"world_size", worldSize},
-                    {"run_id", runId}, {"attempt", attempt}, {"pid", static_cast<long>(::getpid())},
+                    {"run_id", runId}, {"attempt", attempt}, {"start_unix", unixSeconds()},
+                    {"pid", static_cast<long>(::getpid())},
                     {"producer", producer}, {"runtime", "C++ (LibTorch)"}, {"argv", argv}};
   line(j.dump());
 }

@@ -123,6 +123,8 @@ struct RankTrace {
   std::map<std::string, std::vector<std::int64_t>> groups;           ///< non-default groups
   std::map<std::int64_t, DdpRecord> ddp;
   std::optional<std::string> errorType, errorMessage;
+  std::optional<double> errorT;     ///< the error line's "t"
+  std::optional<double> startUnix;  ///< wall-clock seconds (Unix epoch) at "t" = 0 (header)
   /// DDP modules still alive when the program destroyed its default process group (`destroy`).
   std::optional<std::vector<std::int64_t>> ddpAliveAtDestroy;
   bool ended = false;  ///< an `end` line: the program exited normally
