@@ -183,6 +183,22 @@ TEST(AuditPython, HealthyTwoDatasetsWithCycleAndEvaluationHasNoFinding) {
   }
 }
 
+// scripts/gpu-check.sh audits ddp_on_device.py on CUDA with NCCL; here its CPU form keeps the
+// program and the check's expectations honest: healthy (a DDP allreduce per backward), and
+// `reshuffle` without set_epoch.
+TEST(AuditPython, GpuCheckProgramOnTheCpuIsHealthyAndItsBrokenFormIsReshuffle) {
+  auto program = python("ddp_on_device.py");
+  program.insert(program.end(), {"--device", "cpu"});
+  const auto a = launchAudited(2, program);
+  ASSERT_EQ(a.command.exitCode, 0) << shown(a);
+  EXPECT_TRUE(a.report["passed"].get<bool>()) << shown(a);
+  EXPECT_EQ(a.report["seen"]["collectives_by_op"]["all_reduce (DDP)"], 24) << shown(a);
+  program.push_back("--no-set-epoch");
+  const auto broken = launchAudited(2, program);
+  EXPECT_EQ(broken.command.exitCode, 1) << shown(broken);
+  EXPECT_EQ(onlyViolation(broken, "reshuffle")["epoch"], 0) << shown(broken);
+}
+
 TEST(AuditPython, MissingSetEpochIsReshuffle) {
   const auto a = launchAudited(4, python("missing_set_epoch.py"));
   EXPECT_EQ(a.command.exitCode, 1) << shown(a);

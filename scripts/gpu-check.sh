@@ -7,6 +7,8 @@
 #   3. runs `ctest -L gpu` (NCCL collectives, DDP on CUDA against one process, ddp-train with NCCL);
 #   4. trains ddp-train --backend nccl for one short epoch, W = number of GPUs, under
 #      `ddp-sim launch -n W` (torchrun's variables), MNIST from data/mnist if present, else synthetic;
+#   4c. audits a Python DDP script on the GPUs (NCCL): healthy under `ddp-sim launch --audit` and
+#      under torchrun, and without set_epoch (the audit must name `reshuffle`);
 #   5. measures ddph's NCCL allreduce bus bandwidth and, when nccl-tests' `all_reduce_perf` is on
 #      PATH, puts NCCL's own figures beside it.
 # DDPH_DEPS_PREFIX: a folder holding the other dependencies (CMake configs under it), for a GPU
@@ -202,6 +204,59 @@ EOF
       grep -E '^(W=|ddp-train at least)' "$logs/train-bench.log"
   else
     record "throughput vs Python DDP (nccl)" SKIP "no MNIST in data/mnist (scripts/fetch-mnist.sh)"
+  fi
+
+  # ---- 4c. The audit on CUDA/NCCL: a Python DDP script, under launch --audit and torchrun --------
+  # integration/audit_programs/ddp_on_device.py on the GPUs: healthy as written (the report must pass
+  # and hold one DDP bucket allreduce per backward: the bucket watch works on CUDA), `reshuffle`
+  # without set_epoch, and the same healthy run under torchrun (--standalone) audited afterwards
+  # (`--redirects 9:0 --tee 9:0`: torch 1.13's torchrun on Python 3.11, docs/audit.md).
+  if [ -z "$python" ]; then
+    record "audit on NCCL" SKIP "no Python torch with CUDA was found (DDPH_TORCH_CMAKE_PREFIX was given)"
+  else
+    prog=$here/integration/audit_programs/ddp_on_device.py
+    audit_summary() {  # the report of a healthy run: passed, and a DDP allreduce per backward
+      python3 - "$1" <<'EOF'
+import json, re, sys
+r = json.load(open(sys.argv[1]))
+seen = r["seen"]
+ddp = seen["collectives_by_op"].get("all_reduce (DDP)", 0)
+backwards = sum(int(n) for n in re.findall(r"(\d+) backwards", " ".join(seen["ddp_modules"])))
+print(f"passed {str(r['passed']).lower()}, {r['ranks_traced']} of {r['world_size']} ranks traced, "
+      f"{ddp} DDP bucket allreduces for {backwards} backwards on rank 0")
+sys.exit(0 if r["passed"] and ddp > 0 and ddp == backwards else 1)
+EOF
+    }
+    rm -f "$logs/audit-healthy.json"
+    if step "audit: healthy DDP on NCCL (W=$world)" 600 "$logs/audit-healthy.log" \
+         "$bin/ddp-sim" launch --audit --report "$logs/audit-healthy.json" -n "$world" --timeout 540 \
+         -- "$python" "$prog"; then
+      summary=$(audit_summary "$logs/audit-healthy.json" 2>&1) &&
+        record "audit report (NCCL)" PASS "$summary" || record "audit report (NCCL)" FAIL "$summary"
+    fi
+    t0=$SECONDS
+    timeout --kill-after=15 600 "$bin/ddp-sim" launch --audit -n "$world" --timeout 540 \
+      -- "$python" "$prog" --no-set-epoch >"$logs/audit-no-set-epoch.log" 2>&1
+    rc=$?
+    if [ $rc -eq 1 ] && grep -q "FAIL reshuffle at epoch 0" "$logs/audit-no-set-epoch.log"; then
+      record "audit: no set_epoch on NCCL is reshuffle" PASS "$((SECONDS - t0)) s"
+    else
+      record "audit: no set_epoch on NCCL is reshuffle" FAIL \
+        "exit $rc, expected 1 with 'FAIL reshuffle at epoch 0' (log: $logs/audit-no-set-epoch.log)"
+    fi
+    traces=$logs/audit-torchrun-trace
+    rm -rf "$traces" "$logs/audit-torchrun.json"
+    mkdir -p "$traces"
+    if step "audit: torchrun --standalone on NCCL (W=$world)" 600 "$logs/audit-torchrun.log" \
+         env PYTHONPATH="$here/python" "$python" -m torch.distributed.run --standalone \
+         --nproc_per_node "$world" --redirects 9:0 --tee 9:0 -m ddph_audit --trace-dir "$traces" \
+         "$prog" &&
+       step "ddp-sim audit of the torchrun trace" 120 "$logs/audit-torchrun-audit.log" \
+         "$bin/ddp-sim" audit "$traces" --report "$logs/audit-torchrun.json"; then
+      summary=$(audit_summary "$logs/audit-torchrun.json" 2>&1) &&
+        record "audit report (torchrun, NCCL)" PASS "$summary" ||
+        record "audit report (torchrun, NCCL)" FAIL "$summary"
+    fi
   fi
 
   # ---- 5. Allreduce bus bandwidth: ddph against nccl-tests -------------------------------------
