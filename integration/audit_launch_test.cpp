@@ -424,8 +424,12 @@ TEST(AuditPython, TorchrunRestartKeepsTheFailedAttemptsTrace) {
   const auto run = torchrunAudited(traces, 1, kPrograms + "/crash_first_attempt.py", uniqueMarker());
   if (torchrunCannotStart(run)) GTEST_SKIP() << kNoTorchrun;
   ASSERT_EQ(run.exitCode, 0) << run.out << run.err;
-  const auto first = runCommand({kSim, "audit", traces}, 120s);
+  const std::string report = dir.path() + "/first.json";
+  const auto first = runCommand({kSim, "audit", traces, "--report", report}, 120s);
   EXPECT_EQ(first.exitCode, 1) << first.out << first.err;
+  const Json r = Json::parse(readFile(report));
+  EXPECT_EQ(r["attempt"], 0) << r.dump(2);
+  EXPECT_EQ(r["later_attempts"], Json::array({traces + "/attempt-1"})) << r.dump(2);
   // Rank 0's error follows rank 1's exit (its connection to rank 1 closes), so by the headers'
   // wall clocks rank 1 raised first.
   EXPECT_TRUE(has(first.out, "FAIL rank-failure on rank 1: rank 1 raised RuntimeError: out of "

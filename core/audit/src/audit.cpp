@@ -75,6 +75,8 @@ AuditReport auditTrace(const Trace& trace) {
     if (report.program.empty()) report.program = fmt::format("{}", fmt::join(t->argv, " "));
   }
   if (trace.launch) report.interruptedBy = trace.launch->interruptedBy;
+  report.attempt = trace.attempt;
+  for (const auto& folder : trace.laterAttempts) report.laterAttempts.push_back(folder.string());
   checkCollectives(trace, report.violations);
   checkData(trace, report.violations, report.notes);
   checkReplicas(trace, report.violations);

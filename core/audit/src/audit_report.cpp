@@ -26,6 +26,10 @@ std::string auditReportJson(const AuditReport& r) {
                {"collectives", r.seen.collectives},
                {"collectives_by_op", byOp}};
   if (r.interruptedBy != 0) j["interrupted_by_signal"] = r.interruptedBy;
+  if (r.attempt != 0 || !r.laterAttempts.empty()) {
+    j["attempt"] = r.attempt;
+    j["later_attempts"] = r.laterAttempts;
+  }
   return j.dump(2) + "\n";
 }
 

@@ -455,8 +455,8 @@ std::vector<int> laterAttemptsIn(const fs::path& base, int attempt) {
 
 std::string attemptsNote(const Trace& t, const fs::path& base) {
   std::string later;
-  for (int k : t.laterAttempts) {
-    later += fmt::format("{}{}", later.empty() ? "" : ", ", attemptFolder(base, k).string());
+  for (const auto& folder : t.laterAttempts) {
+    later += fmt::format("{}{}", later.empty() ? "" : ", ", folder.string());
   }
   const std::string which =
       t.attempt == 0 ? "this report judges the run's first attempt"
@@ -520,7 +520,9 @@ Trace readTrace(const fs::path& dir) {
              trace.worldSize);
   trace.attempt = read.empty() ? 0 : read.front().attempt;
   const fs::path base = trace.attempt == 0 ? dir : dir.parent_path();
-  trace.laterAttempts = laterAttemptsIn(base, trace.attempt);
+  for (int k : laterAttemptsIn(base, trace.attempt)) {
+    trace.laterAttempts.push_back(attemptFolder(base, k));
+  }
   if (trace.attempt > 0 || !trace.laterAttempts.empty()) {
     trace.notes.push_back(attemptsNote(trace, base));
   }

@@ -39,13 +39,16 @@ struct AuditReport {
   std::vector<std::string> notes;
   AuditSeen seen;
   int interruptedBy = 0;  ///< the launcher was interrupted (launch --audit)
+  int attempt = 0;        ///< which attempt of a torchrun-restarted run (Trace::attempt)
+  std::vector<std::string> laterAttempts;  ///< the later attempts' folders
 };
 
 /// Runs every check on `trace`. Never throws for what a trace says (only for internal errors).
 AuditReport auditTrace(const Trace& trace);
 
 /// {"trace_dir":…, "program":…, "world_size":…, "passed":…, "violations":[…], "notes":[…],
-///  "seen":{…}} — violations as in `ddp-sim run`'s report.
+///  "seen":{…}} — violations as in `ddp-sim run`'s report; "attempt" and "later_attempts" when
+///  torchrun restarted the ranks.
 std::string auditReportJson(const AuditReport& report);
 
 /// The human summary: verdict, each violation with its likely cause, what was seen.

@@ -166,7 +166,8 @@ struct Trace {
   std::vector<std::optional<RankTrace>> ranks;  ///< [r]: empty when rank r left no file
   std::optional<LaunchRecord> launch;
   int attempt = 0;  ///< which attempt of the run this is (torchrun restarts; 0: the first)
-  std::vector<int> laterAttempts;  ///< the attempts found in attemptFolder(dir, K), K > attempt
+  /// The later attempts' folders beside this one (attemptFolder(first, K), K > attempt), in order.
+  std::vector<std::filesystem::path> laterAttempts;
   std::vector<std::string> notes;  ///< what the reader tolerated (cut last lines, …)
 };
 
