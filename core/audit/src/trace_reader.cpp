@@ -453,6 +453,14 @@ std::vector<int> laterAttemptsIn(const fs::path& base, int attempt) {
   return later;
 }
 
+// The folder that holds `dir` ("t/attempt-1/", "." inside it: the same folder above).
+fs::path folderAbove(const fs::path& dir) {
+  std::error_code ec;
+  fs::path clean = fs::absolute(dir, ec).lexically_normal();
+  if (!clean.has_filename()) clean = clean.parent_path();  // a trailing separator
+  return clean.parent_path();
+}
+
 std::string attemptsNote(const Trace& t, const fs::path& base) {
   std::string later;
   for (const auto& folder : t.laterAttempts) {
@@ -519,7 +527,7 @@ Trace readTrace(const fs::path& dir) {
              "launch.json says {} ranks but the traces say {}", trace.launch ? trace.launch->worldSize : 0,
              trace.worldSize);
   trace.attempt = read.empty() ? 0 : read.front().attempt;
-  const fs::path base = trace.attempt == 0 ? dir : dir.parent_path();
+  const fs::path base = trace.attempt == 0 ? dir : folderAbove(dir);
   for (int k : laterAttemptsIn(base, trace.attempt)) {
     trace.laterAttempts.push_back(attemptFolder(base, k));
   }
