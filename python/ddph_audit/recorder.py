@@ -151,7 +151,8 @@ def start(trace_dir):
         if state.writer is not None and state.writer.pid == os.getpid():
             state.active = not state.failed
             return
-        state.attempt = max(_env_int("TORCHELASTIC_RESTART_COUNT") or 0, 0)
+        restarts = _env_int("TORCHELASTIC_RESTART_COUNT") or 0
+        state.attempt = restarts if 0 < restarts < 1000000 else 0  # as the C++ recorder reads it
         state.writer = TraceWriter(attempt_folder(trace_dir, state.attempt))
         state.counters = {}
         state.failed = False
