@@ -80,7 +80,10 @@ Command addAuditCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "audit", "Check the trace of a real run (ddp-sim launch --audit, or python3 -m ddph_audit "
                "under torchrun) against the data and collective properties");
-  sub->add_option("trace_dir", args->traceDir, "the trace folder (rank-<R>.jsonl files)")->required();
+  sub->add_option("trace_dir", args->traceDir,
+                  "the trace folder (rank-<R>.jsonl files; after a torchrun restart, its "
+                  "attempt-<K>/ folder for attempt K)")
+      ->required();
   sub->add_option("--report", args->reportPath, "also write the report as JSON here (atomically)");
   sub->add_option("--html", args->htmlPath,
                   "also write a self-contained HTML report here (verdict, coverage, rank timeline; "
