@@ -648,6 +648,32 @@ TEST(AuditRankLanes, WaitInsideCollectivesComputeBetweenAndHowEachEnds) {
       << html;
 }
 
+// With every header's wall clock (start_unix) the lanes share one time line: rank 1's recorder
+// started 0.25 s after rank 0's, so its lane starts there. Without one on some rank: all from 0.
+TEST(AuditRankLanes, HeaderClocksPutTheLanesOnOneTimeLine) {
+  auto withClock = [](std::string text, const char* startUnix) {
+    const std::string header = "\"world_size\":2";
+    return text.insert(text.find(header) + header.size(), std::string(",\"start_unix\":") + startUnix);
+  };
+  TempDir dir("ddph-audit-trace");
+  std::ofstream(dir.path() + "/rank-0.jsonl") << withClock(kTimedRank0, "1000.5");
+  std::ofstream(dir.path() + "/rank-1.jsonl") << withClock(kTimedRank1, "1000.75");
+  const auto timeline = audit::timelineOf(audit::readTrace(dir.path()), {});
+  ASSERT_EQ(timeline.lanes.size(), 2u);
+  EXPECT_EQ(spansText(timeline.lanes[0]),
+            "c 0.000-0.200 w 0.200-0.500 c 0.500-1.300 w 1.300-1.500 c 1.500-1.900 w 1.900-2.200 c 2.200-2.500");
+  EXPECT_EQ(spansText(timeline.lanes[1]), "c 0.250-1.350 w 1.350-1.750 c 1.750-2.250 w 2.250-3.250");
+  EXPECT_DOUBLE_EQ(timeline.lanes[1].endsAt, 3.25);
+  ASSERT_TRUE(timeline.lanes[1].divergentAt);
+  EXPECT_DOUBLE_EQ(*timeline.lanes[1].divergentAt, 1.35);
+  TempDir partly("ddph-audit-trace");
+  std::ofstream(partly.path() + "/rank-0.jsonl") << withClock(kTimedRank0, "1000.5");
+  std::ofstream(partly.path() + "/rank-1.jsonl") << kTimedRank1;
+  const auto unaligned = audit::timelineOf(audit::readTrace(partly.path()), {});
+  ASSERT_EQ(unaligned.lanes.size(), 2u);
+  EXPECT_EQ(spansText(unaligned.lanes[1]), "c 0.000-1.100 w 1.100-1.500 c 1.500-2.000 w 2.000-3.000");
+}
+
 // A killed rank (no end line) inside a collective never completed: stopped there; elsewhere:
 // stopped without an end; no "t" on a collective: no lane.
 TEST(AuditRankLanes, HowATraceWithoutAnEndStops) {

@@ -29,14 +29,15 @@ report::LaneEnd endOf(const RankTrace& rank, const LaunchedRank* launched) {
 
 std::optional<report::RankLane> rankLaneOf(const RankTrace& rank,
                                            const std::optional<report::CollectiveDivergence>& divergence,
-                                           const LaunchedRank* launched) {
+                                           const LaunchedRank* launched, double startsAt) {
   if (!rank.lastT) return std::nullopt;
-  const double end = *rank.lastT;
+  const double end = startsAt + *rank.lastT;
   std::vector<std::pair<double, double>> inside;  // [entered, left) of each collective
   for (const auto& [group, list] : rank.collectives) {
     for (const auto& c : list) {
       if (!c.t || (c.done && !c.doneT)) return std::nullopt;
-      inside.emplace_back(*c.t, std::max(*c.t, c.doneT.value_or(end)));
+      const double entered = startsAt + *c.t;
+      inside.emplace_back(entered, std::max(entered, c.doneT ? startsAt + *c.doneT : end));
     }
   }
   std::sort(inside.begin(), inside.end());
@@ -44,7 +45,7 @@ std::optional<report::RankLane> rankLaneOf(const RankTrace& rank,
   lane.rank = rank.rank;
   lane.endsAt = end;
   lane.end = endOf(rank, launched);
-  double coveredTo = 0;
+  double coveredTo = startsAt;
   const auto add = [&lane](double from, double to, report::LaneState state) {
     if (to <= from) return;
     if (!lane.spans.empty() && lane.spans.back().state == state && lane.spans.back().to >= from) {
@@ -67,7 +68,7 @@ std::optional<report::RankLane> rankLaneOf(const RankTrace& rank,
     const auto list = rank.collectives.find(divergence->group.empty() ? "0" : divergence->group);
     if (list != rank.collectives.end()) {
       for (const auto& c : list->second) {
-        if (c.seq == divergence->seq) lane.divergentAt = c.t;
+        if (c.seq == divergence->seq && c.t) lane.divergentAt = startsAt + *c.t;
       }
     }
   }
@@ -76,6 +77,15 @@ std::optional<report::RankLane> rankLaneOf(const RankTrace& rank,
 
 std::vector<report::RankLane> rankLanesOf(const Trace& trace,
                                           const std::optional<report::CollectiveDivergence>& divergence) {
+  // One time line when every rank's header has its wall clock: each lane starts when its rank's
+  // recorder started, after the earliest.
+  std::optional<double> earliest;
+  bool clocks = true;
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    clocks = clocks && t->startUnix.has_value();
+    if (t->startUnix) earliest = std::min(earliest.value_or(*t->startUnix), *t->startUnix);
+  }
   std::vector<report::RankLane> lanes;
   for (const auto& t : trace.ranks) {
     if (!t) continue;
@@ -85,7 +95,8 @@ std::vector<report::RankLane> rankLanesOf(const Trace& trace,
         if (l.rank == t->rank) launched = &l;
       }
     }
-    if (auto lane = rankLaneOf(*t, divergence, launched)) lanes.push_back(std::move(*lane));
+    const double startsAt = clocks && earliest ? *t->startUnix - *earliest : 0.0;
+    if (auto lane = rankLaneOf(*t, divergence, launched, startsAt)) lanes.push_back(std::move(*lane));
   }
   return lanes;
 }

@@ -11,17 +11,20 @@
 
 namespace ddph::audit {
 
-/// One rank's lane, from 0 (its recorder's start; ranks start together, so the run's start) to its
-/// last line: wait while inside some collective (entered to completed, overlapping ones once; one
+/// One rank's lane, from `startsAt` (its recorder's start on the run's time line) to its last
+/// line: wait while inside some collective (entered to completed, overlapping ones once; one
 /// never completed lasts until the last line), compute the rest. Its end: failed (an error line,
 /// an end with a code other than 0, or `launched` saw it exit so or die of a signal), ended, never
 /// completed its last collective, else stopped. `divergence`: the first divergent collective,
 /// whose entry time the lane marks. nullopt when a line it needs carries no "t".
 std::optional<report::RankLane> rankLaneOf(const RankTrace& rank,
                                            const std::optional<report::CollectiveDivergence>& divergence,
-                                           const LaunchedRank* launched = nullptr);
+                                           const LaunchedRank* launched = nullptr,
+                                           double startsAt = 0);
 
-/// The lanes of every traced rank with times, in rank order (launch.json's outcomes, when there is one).
+/// The lanes of every traced rank with times, in rank order (launch.json's outcomes, when there is
+/// one), on one time line: a lane starts at its rank's `start_unix` after the earliest rank's when
+/// every header has one, else at 0 (ranks started together).
 std::vector<report::RankLane> rankLanesOf(const Trace& trace,
                                           const std::optional<report::CollectiveDivergence>& divergence);
 
