@@ -485,6 +485,13 @@ TEST(AuditTraceFiles, TorchrunRestartsAreAttemptsAuditedOneByOne) {
   EXPECT_TRUE(has(summary(later), "attempt 1 of the run (torchrun restarted its ranks 1 time(s) "
                                   "before; the first attempt is in " + dir.path() + ")"))
       << summary(later);
+  // An attempt folder another run left (its run id differs) is not named.
+  const std::string stale = audit::attemptFolder(dir.path(), 2).string();
+  fs::create_directory(stale);
+  std::ofstream(stale + "/rank-0.jsonl")
+      << R"({"ev":"header","trace":"ddph-audit","version":1,"rank":0,"world_size":2,"run_id":"old"})"
+      << "\n";
+  EXPECT_EQ(audit::readTrace(dir.path()).laterAttempts, std::vector<fs::path>{second});
   // One folder, one attempt: a rank file of another attempt is refused.
   fs::copy_file(second + "/rank-1.jsonl", dir.path() + "/rank-1.jsonl",
                 fs::copy_options::overwrite_existing);

@@ -436,8 +436,22 @@ std::map<int, fs::path> rankFilesIn(const fs::path& dir, std::error_code& ec) {
   return files;
 }
 
-// The attempts after `attempt` whose folders (attemptFolder(base, K)) hold a rank file, in order.
-std::vector<int> laterAttemptsIn(const fs::path& base, int attempt) {
+// The run id in the header of `file` (its first line), or nullopt when it cannot be read.
+std::optional<std::string> headerRunId(const fs::path& file) {
+  std::ifstream in(file);
+  std::string first;
+  if (!std::getline(in, first)) return std::nullopt;
+  const json header = json::parse(first, nullptr, /*allow_exceptions=*/false);
+  if (!header.is_object() || header.find("ev") == header.end() || header["ev"] != "header") {
+    return std::nullopt;
+  }
+  const auto id = header.find("run_id");
+  return id != header.end() && id->is_string() ? id->get<std::string>() : "";
+}
+
+// The attempts after `attempt` of run `runId` whose folders (attemptFolder(base, K)) hold a rank
+// file, in order. A folder left by another run (its run id differs) is not one of them.
+std::vector<int> laterAttemptsIn(const fs::path& base, int attempt, const std::string& runId) {
   static const std::regex kAttemptFolder(R"(attempt-(\d{1,9}))");
   std::vector<int> later;
   std::error_code ec;
@@ -447,7 +461,9 @@ std::vector<int> laterAttemptsIn(const fs::path& base, int attempt) {
     if (!std::regex_match(name, m, kAttemptFolder) || !entry.is_directory(ec)) continue;
     std::error_code listed;
     const int k = std::stoi(m[1].str());
-    if (k > attempt && !rankFilesIn(entry.path(), listed).empty()) later.push_back(k);
+    const auto files = rankFilesIn(entry.path(), listed);
+    if (k <= attempt || files.empty()) continue;
+    if (runId.empty() || headerRunId(files.begin()->second) == runId) later.push_back(k);
   }
   std::sort(later.begin(), later.end());
   return later;
@@ -489,7 +505,7 @@ Trace readTrace(const fs::path& dir) {
   trace.launch = readLaunchRecord(dir / "launch.json");
   // A launched run whose ranks all died before recording anything is still a run to report.
   if (files.empty() && !trace.launch) {
-    const std::vector<int> attempts = laterAttemptsIn(dir, 0);
+    const std::vector<int> attempts = laterAttemptsIn(dir, 0, "");
     DDPH_CHECK(attempts.empty(),
                "'{}' holds no trace of the run's first attempt (no rank-<R>.jsonl file), only "
                "later attempts: audit one with ddp-sim audit {}",
@@ -528,7 +544,7 @@ Trace readTrace(const fs::path& dir) {
              trace.worldSize);
   trace.attempt = read.empty() ? 0 : read.front().attempt;
   const fs::path base = trace.attempt == 0 ? dir : folderAbove(dir);
-  for (int k : laterAttemptsIn(base, trace.attempt)) {
+  for (int k : laterAttemptsIn(base, trace.attempt, read.empty() ? "" : read.front().runId)) {
     trace.laterAttempts.push_back(attemptFolder(base, k));
   }
   if (trace.attempt > 0 || !trace.laterAttempts.empty()) {
