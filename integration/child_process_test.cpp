@@ -2,6 +2,8 @@
 // the tests: real programs (/bin/sh, /bin/cat, /bin/sleep) started from argv.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -44,6 +46,7 @@ TEST(ChildProcess, PipesTheStreamsAndAddsTheEnvironment) {
   EXPECT_EQ(status->code, 3);
   EXPECT_EQ(status->describe(), "exited with code 3");
   EXPECT_EQ(child.pid(), -1);
+  EXPECT_EQ(std::getenv("DDPH_CHILD_TEST"), nullptr);  // the child's variable, not this process's
 }
 
 TEST(ChildProcess, WritesToFilesAndLooksUpThePath) {

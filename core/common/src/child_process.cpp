@@ -147,7 +147,9 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, ChildOptions op
   const std::vector<std::string> args(argv.begin() + 1, argv.end());
   const StreamTarget* targets[3] = {&options.in, &options.out, &options.err};
   Wiring wiring(targets);
-  auto env = boost::this_process::environment();
+  // A copy: `auto` would be this process's own environment, and the child's variables would
+  // stay in it (setenv, racing every thread that reads the environment).
+  bp::environment env = boost::this_process::environment();
   for (const auto& [name, value] : options.env) env[name] = value;
   ChildSetup setup;
   setup.streams = wiring.child;
