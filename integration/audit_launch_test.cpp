@@ -36,7 +36,9 @@ struct Audited {
 };
 
 // Runs `program` on `world` ranks under launch --audit, its report as JSON. Generous deadlines:
-// CI runs this beside other tests on 2 cores.
+// CI runs this beside other tests on 2 cores. The ranks' TMPDIR is the test's own folder: what a
+// killed rank leaves there (torch 2.x's own temporary folder, made when torch.distributed loads)
+// goes with it.
 Audited launchAudited(int world, const std::vector<std::string>& program, int timeoutS = 240) {
   TempDir dir("ddph-audit-launch");
   const std::string report = dir.path() + "/report.json";
@@ -45,7 +47,7 @@ Audited launchAudited(int world, const std::vector<std::string>& program, int ti
   argv.push_back("--");
   argv.insert(argv.end(), program.begin(), program.end());
   Audited a;
-  a.command = runCommand(argv, std::chrono::seconds(timeoutS + 60));
+  a.command = runCommand(argv, std::chrono::seconds(timeoutS + 60), "", {{"TMPDIR", dir.path()}});
   if (fs::exists(report)) a.report = Json::parse(readFile(report));
   return a;
 }
@@ -339,7 +341,7 @@ TEST(AuditPython, InterruptedLauncherStillAuditsAndExits130) {
        "model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1, 1))\n"
        "model(torch.ones(2, 1)).sum().backward()\n"
        "threading.Event().wait()\n"},
-      childOptions({}, dir.path() + "/out", dir.path() + "/err"));
+      childOptions({{"TMPDIR", dir.path()}}, dir.path() + "/out", dir.path() + "/err"));
   auto stepped = [&](int rank) {
     const std::string file = traces + "/rank-" + std::to_string(rank) + ".jsonl";
     return fs::exists(file) && has(readFile(file), "\"coll_done\"");
