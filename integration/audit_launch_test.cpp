@@ -380,14 +380,15 @@ TEST(AuditPython, ModuleModeUnderAnyLauncherThenAuditCommand) {
 // ddph_audit --trace-dir traces program`: what a cluster user does. The c10d rendezvous on
 // 127.0.0.1 port 0 (a free port: ctest runs tests in parallel). `--redirects 9:0 --tee 9:0` steps
 // around torch 1.13's `Std` parsing on Python 3.11 (docs/audit.md#on-a-cluster-torchrun-nccl).
-CommandResult torchrunAudited(const std::string& traces, int maxRestarts, const std::string& program,
-                              const std::string& marker) {
+// torchrun's TMPDIR is `tmp` (the test's folder): its log folders (torchelastic_*) go with it.
+CommandResult torchrunAudited(const std::string& tmp, const std::string& traces, int maxRestarts,
+                              const std::string& program, const std::string& marker) {
   return runCommand(
       {kPython, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
        "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:0", "--rdzv_id", "ddph-torchrun-test",
        "--max_restarts", std::to_string(maxRestarts), "--redirects", "9:0", "--tee", "9:0", "-m",
        "ddph_audit", "--trace-dir", traces, program},
-      300s, marker, {{"PYTHONPATH", DDPH_PYTHON_PACKAGE_DIR}});
+      300s, marker, {{"PYTHONPATH", DDPH_PYTHON_PACKAGE_DIR}, {"TMPDIR", tmp}});
 }
 
 // Debian's torch 2.x: built without libuv, and torchrun's rendezvous store ignores USE_LIBUV.
@@ -402,7 +403,7 @@ TEST(AuditPython, TorchrunRanksThenAuditCommand) {
   const std::string traces = dir.path() + "/trace";
   fs::create_directory(traces);
   const std::string marker = uniqueMarker();
-  const auto run = torchrunAudited(traces, 0, kPrograms + "/missing_set_epoch.py", marker);
+  const auto run = torchrunAudited(dir.path(), traces, 0, kPrograms + "/missing_set_epoch.py", marker);
   if (torchrunCannotStart(run)) GTEST_SKIP() << kNoTorchrun;
   ASSERT_EQ(run.exitCode, 0) << run.out << run.err;  // the program itself is fine
   EXPECT_TRUE(waitNoProcessesWithMarker(marker, 60s).empty());  // torchrun reaped its ranks
@@ -423,7 +424,8 @@ TEST(AuditPython, TorchrunRestartKeepsTheFailedAttemptsTrace) {
   TempDir dir("ddph-audit-launch");
   const std::string traces = dir.path() + "/trace";
   fs::create_directory(traces);
-  const auto run = torchrunAudited(traces, 1, kPrograms + "/crash_first_attempt.py", uniqueMarker());
+  const auto run =
+      torchrunAudited(dir.path(), traces, 1, kPrograms + "/crash_first_attempt.py", uniqueMarker());
   if (torchrunCannotStart(run)) GTEST_SKIP() << kNoTorchrun;
   ASSERT_EQ(run.exitCode, 0) << run.out << run.err;
   const std::string report = dir.path() + "/first.json";

@@ -210,7 +210,8 @@ EOF
   # integration/audit_programs/ddp_on_device.py on the GPUs: healthy as written (the report must pass
   # and hold one DDP bucket allreduce per backward: the bucket watch works on CUDA), `reshuffle`
   # without set_epoch, and the same healthy run under torchrun (--standalone) audited afterwards
-  # (`--redirects 9:0 --tee 9:0`: torch 1.13's torchrun on Python 3.11, docs/audit.md).
+  # (`--redirects 9:0 --tee 9:0`: torch 1.13's torchrun on Python 3.11, docs/audit.md; its
+  # torchelastic_* log folders land in $logs).
   if [ -z "$python" ]; then
     record "audit on NCCL" SKIP "no Python torch with CUDA was found (DDPH_TORCH_CMAKE_PREFIX was given)"
   else
@@ -248,7 +249,7 @@ EOF
     rm -rf "$traces" "$logs/audit-torchrun.json"
     mkdir -p "$traces"
     if step "audit: torchrun --standalone on NCCL (W=$world)" 600 "$logs/audit-torchrun.log" \
-         env PYTHONPATH="$here/python" "$python" -m torch.distributed.run --standalone \
+         env PYTHONPATH="$here/python" TMPDIR="$logs" "$python" -m torch.distributed.run --standalone \
          --nproc_per_node "$world" --redirects 9:0 --tee 9:0 -m ddph_audit --trace-dir "$traces" \
          "$prog" &&
        step "ddp-sim audit of the torchrun trace" 120 "$logs/audit-torchrun-audit.log" \
