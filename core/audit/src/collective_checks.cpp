@@ -63,18 +63,16 @@ std::string batchCounts(const Trace& trace, std::int64_t loader, std::int64_t it
 // end normally) is left out: its length says when the rank failed, not what its shard holds.
 std::optional<std::pair<std::int64_t, std::int64_t>> firstUnevenPass(
     const Trace& trace, const std::vector<std::int64_t>& ranks, bool wholePassesOnly = false) {
-  auto judged = [&](std::int64_t r, std::int64_t loader, std::int64_t iter) -> const PassRecord* {
-    const RankTrace& t = *trace.ranks[static_cast<std::size_t>(r)];
-    const PassRecord* p = t.findPass(loader, iter);
+  auto judged = [&](const RankTrace& t, const PassRecord* p) -> const PassRecord* {
     return p && wholePassesOnly && !p->ended && !t.endedNormally() ? nullptr : p;
   };
   const RankTrace& first = *trace.ranks[static_cast<std::size_t>(ranks.front())];
-  for (const auto& firstPass : first.passes) {
-    const PassRecord* p = judged(ranks.front(), firstPass.loader, firstPass.iter);
-    if (!p) continue;
+  for (const auto& p : first.passes) {
+    if (!judged(first, &p)) continue;
     for (auto r : ranks) {
-      const PassRecord* q = judged(r, p->loader, p->iter);
-      if (q && q->batches.size() != p->batches.size()) return std::make_pair(p->loader, p->iter);
+      const RankTrace& t = *trace.ranks[static_cast<std::size_t>(r)];
+      const PassRecord* q = judged(t, t.findPass(p.loader, p.iter));
+      if (q && q->batches.size() != p.batches.size()) return std::make_pair(p.loader, p.iter);
     }
   }
   return std::nullopt;

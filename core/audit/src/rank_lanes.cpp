@@ -16,7 +16,7 @@ std::string collectiveName(const CollectiveRecord& c) {
 // Failed: the trace says so, or the launcher saw the rank exit with another code than 0 or die of
 // a signal it did not send (launch.json's "signaled"; "stopped" and "timed-out" are its own).
 report::LaneEnd endOf(const RankTrace& rank, const LaunchedRank* launched) {
-  if (rank.errorType || (rank.ended && rank.endCode != 0)) return report::LaneEnd::kFailed;
+  if (rank.errorType || (rank.ended && !rank.endedNormally())) return report::LaneEnd::kFailed;
   if (launched && ((launched->outcome == "exited" && launched->code != 0) || launched->outcome == "signaled")) {
     return report::LaneEnd::kFailed;
   }
