@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include "audited_launch.h"
 #include "test_support.h"
 
 using namespace std::chrono_literals;
@@ -29,47 +30,6 @@ const std::string kTrain = DDPH_DDP_TRAIN;
 const std::string kMnistDir = DDPH_MNIST_DIR;
 const std::string kPython = DDPH_PYTHON;
 const std::string kPrograms = DDPH_AUDIT_PROGRAMS_DIR;
-
-struct Audited {
-  CommandResult command;
-  Json report;
-};
-
-// Runs `program` on `world` ranks under launch --audit, its report as JSON. Generous deadlines:
-// CI runs this beside other tests on 2 cores. The ranks' TMPDIR is the test's own folder: what a
-// killed rank leaves there (torch 2.x's own temporary folder, made when torch.distributed loads)
-// goes with it.
-Audited launchAudited(int world, const std::vector<std::string>& program, int timeoutS = 240) {
-  TempDir dir("ddph-audit-launch");
-  const std::string report = dir.path() + "/report.json";
-  std::vector<std::string> argv = {kSim, "launch", "--audit", "--report", report, "-n",
-                                   std::to_string(world), "--timeout", std::to_string(timeoutS)};
-  argv.push_back("--");
-  argv.insert(argv.end(), program.begin(), program.end());
-  Audited a;
-  a.command = runCommand(argv, std::chrono::seconds(timeoutS + 60), "", {{"TMPDIR", dir.path()}});
-  if (fs::exists(report)) a.report = Json::parse(readFile(report));
-  return a;
-}
-
-std::string shown(const Audited& a) {
-  return "exit " + std::to_string(a.command.exitCode) + "\n" + a.command.out + a.command.err +
-         (a.report.is_null() ? "" : a.report.dump(2));
-}
-
-// The violations of `property` in the report.
-std::vector<Json> violationsOf(const Audited& a, const std::string& property) {
-  std::vector<Json> out;
-  if (!a.report.contains("violations")) return out;
-  for (const auto& v : a.report["violations"]) {
-    if (v["property"] == property) out.push_back(v);
-  }
-  return out;
-}
-
-bool has(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 std::vector<std::string> trainArgs(const std::string& mix, int epochs) {
   return {kTrain, "--dataset", "mnist,synthetic", "--dataset-size", "600", "--mix", mix,

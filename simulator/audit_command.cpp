@@ -49,9 +49,8 @@ std::string randomRunId() {
   return fmt::format("{:08x}{:08x}", device(), device());
 }
 
-}  // namespace
-
-std::vector<std::pair<std::string, std::string>> auditEnvironment(const fs::path& traceDir) {
+// The recorder's sitecustomize folder and package folder ahead of the user's PYTHONPATH.
+std::string recorderPythonPath() {
   const fs::path package = pythonPackageDir();
   DDPH_CHECK(fs::exists(package / "ddph_audit" / "__init__.py"),
              "the Python recorder ddph_audit is not in '{}' (set DDPH_AUDIT_PYTHONPATH to the folder "
@@ -59,9 +58,32 @@ std::vector<std::pair<std::string, std::string>> auditEnvironment(const fs::path
              package.string());
   std::string pythonPath = (package / "ddph_audit" / "_sitecustomize").string() + ":" + package.string();
   if (const char* old = std::getenv("PYTHONPATH"); old && *old) pythonPath += std::string(":") + old;
+  return pythonPath;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> auditEnvironment(const fs::path& traceDir) {
   return {{"DDPH_AUDIT_DIR", fs::absolute(traceDir).string()},
           {"DDPH_AUDIT_RUN_ID", randomRunId()},
-          {"PYTHONPATH", pythonPath}};
+          {"PYTHONPATH", recorderPythonPath()}};
+}
+
+std::vector<std::pair<std::string, std::string>> cpuEmulationEnvironment(int gpus, bool standInData,
+                                                                         bool withPythonPath) {
+  std::vector<std::pair<std::string, std::string>> env;
+  if (gpus > 0) {
+    env.emplace_back("DDPH_CPU", "1");
+    env.emplace_back("DDPH_CPU_GPUS", std::to_string(gpus));
+  }
+  if (standInData) {
+    env.emplace_back("DDPH_STAND_IN_DATA", "1");
+    // The MNIST files scripts/fetch-mnist.sh fetches: $DDPH_MNIST_DIR, else this tree's data/mnist.
+    const char* mnist = std::getenv("DDPH_MNIST_DIR");
+    env.emplace_back("DDPH_MNIST_DIR", mnist && *mnist ? mnist : DDPH_DEFAULT_MNIST_DIR);
+  }
+  if (withPythonPath) env.emplace_back("PYTHONPATH", recorderPythonPath());
+  return env;
 }
 
 int auditTraceFolder(const fs::path& dir, const std::optional<std::string>& reportPath, bool quiet,

@@ -40,4 +40,11 @@ int auditTraceFolder(const std::filesystem::path& dir, const std::optional<std::
 /// recorder's folders at the head of PYTHONPATH (its sitecustomize loads it into Python ranks).
 std::vector<std::pair<std::string, std::string>> auditEnvironment(const std::filesystem::path& traceDir);
 
+/// What every rank of `ddp-sim launch --cpu` / `--stand-in-data` gets: DDPH_CPU=1 and
+/// DDPH_CPU_GPUS=`gpus` (when gpus > 0), DDPH_STAND_IN_DATA=1 and DDPH_MNIST_DIR (with
+/// `standInData`) and, unless auditEnvironment already put them there, the recorder's folders on
+/// PYTHONPATH.
+std::vector<std::pair<std::string, std::string>> cpuEmulationEnvironment(int gpus, bool standInData,
+                                                                         bool withPythonPath);
+
 }  // namespace ddph::sim

@@ -40,6 +40,9 @@ struct LaunchArgs {
   std::optional<std::string> traceDir;
   std::optional<std::string> reportPath;
   std::optional<std::string> htmlPath;
+  bool cpu = false;
+  std::optional<int> gpus;
+  bool standInData = false;
 };
 
 std::chrono::milliseconds seconds(double s) {
@@ -103,10 +106,23 @@ int runLaunch(const LaunchArgs& a) {
   DDPH_CHECK(a.audit || (!a.traceDir && !a.reportPath && !a.htmlPath),
              "--trace-dir, --report and --html need --audit");
   if (a.htmlPath) report::checkReportPath(*a.htmlPath);
+  DDPH_CHECK(a.cpu || !a.gpus, "--gpus needs --cpu");
+  DDPH_CHECK(!a.gpus || (*a.gpus > 0 && *a.gpus <= 4096), "--gpus {} is not between 1 and 4096",
+             a.gpus.value_or(0));
   std::optional<audit::TraceFolder> traces;
   if (a.audit) {
     traces.emplace(a.traceDir);
     options.extraEnv = auditEnvironment(traces->path());
+  }
+  if (a.cpu || a.standInData) {
+    const auto cpu = cpuEmulationEnvironment(a.cpu ? a.gpus.value_or(a.numRanks) : 0,
+                                             a.standInData, /*withPythonPath=*/!a.audit);
+    options.extraEnv.insert(options.extraEnv.end(), cpu.begin(), cpu.end());
+  }
+  // As torchrun does: ranks that share the cores get one intra-op thread each, unless the user
+  // set OMP_NUM_THREADS.
+  if ((a.numRanks > 1 || a.cpu) && !std::getenv("OMP_NUM_THREADS")) {
+    options.extraEnv.emplace_back("OMP_NUM_THREADS", "1");
   }
   // On a terminal: ranks running, (with --audit) joined and epochs done, elapsed; nothing when
   // stderr is a log or a pipe.
@@ -224,6 +240,15 @@ Command addLaunchCommand(CLI::App& app) {
   sub->add_option("--report", args->reportPath, "with --audit: write the audit report as JSON here");
   sub->add_option("--html", args->htmlPath,
                   "with --audit: write a self-contained HTML report here (docs/html-report.md)");
+  sub->add_flag("--cpu", args->cpu,
+                "serve the CUDA face of torch from the CPU in every Python rank: nccl runs on gloo, "
+                "cuda devices are the CPU (docs/cpu-emulation.md)");
+  sub->add_option("--gpus", args->gpus,
+                  "with --cpu: the stand-in devices per node torch.cuda.device_count() reports "
+                  "(default: -n)");
+  sub->add_flag("--stand-in-data", args->standInData,
+                "serve torchvision's MNIST (the harness's files), CIFAR-10/100 and FashionMNIST "
+                "(stand-ins with the real lengths and classes) without downloading");
   sub->add_option("command", args->command, "the rank program and its arguments (after --)")
       ->required();
   sub->footer("Exit codes: 0 every rank exited 0 (and, with --audit, no finding), 1 a rank failed "

@@ -29,6 +29,8 @@ __all__ = ["instrument", "uninstrument", "__version__"]
 _lock = threading.RLock()
 _trace_dir = None
 _activated = False
+_spawned_rank = False
+_spawned = None  # the SpawnedRanksInstrumentor, once torch.multiprocessing is imported
 
 
 def _activate():
@@ -38,8 +40,16 @@ def _activate():
             return
         _activated = True
         from . import process_hooks, recorder
-        recorder.start(_trace_dir)
+        recorder.start(_trace_dir, spawned_rank=_spawned_rank)
         process_hooks.install()
+
+
+def _instrument_spawn(module):
+    global _spawned
+    from .spawned_ranks import SpawnedRanksInstrumentor
+    if _spawned is None:
+        _spawned = SpawnedRanksInstrumentor(_trace_dir)
+    _spawned.instrument()
 
 
 def _on_import(patch_name):
@@ -48,6 +58,9 @@ def _on_import(patch_name):
         try:
             _activate()
             if recorder.state.failed:
+                return
+            if patch_name == "spawn":
+                _instrument_spawn(module)
                 return
             if patch_name == "distributed":
                 from . import distributed_instrumentor as m
@@ -62,26 +75,29 @@ def _on_import(patch_name):
     return callback
 
 
-def instrument(trace_dir):
+def instrument(trace_dir, spawned_rank=False):
     """Starts recording into ``trace_dir`` (created if needed). Idempotent.
 
     torch modules are patched when they are imported (at once if they already are); the rank's
-    file is opened then (RANK known) or when ``init_process_group`` returns."""
-    global _trace_dir
+    file is opened then (RANK known) or when ``init_process_group`` returns. ``spawned_rank``:
+    this process was started by a spawner (``spawned_ranks``): its rank is the process group's."""
+    global _trace_dir, _spawned_rank
     from . import import_hook
     with _lock:
         if _trace_dir is not None:
             return
         _trace_dir = os.path.abspath(trace_dir)
+        _spawned_rank = spawned_rank
         import_hook.when_imported("torch.distributed", _on_import("distributed"))
         import_hook.when_imported("torch.utils.data", _on_import("data"))
         import_hook.when_imported("torch.nn.parallel", _on_import("ddp"))
+        import_hook.when_imported("torch.multiprocessing.spawn", _on_import("spawn"))
 
 
 def uninstrument():
     """Stops recording: writes ``params``/``end``, closes the file, restores every patch.
     Idempotent."""
-    global _trace_dir, _activated
+    global _trace_dir, _activated, _spawned
     with _lock:
         if _trace_dir is None:
             return
@@ -95,6 +111,9 @@ def uninstrument():
             data_instrumentor.unpatch()
             ddp_instrumentor.unpatch()
             distributed_instrumentor.unpatch()
+            if _spawned is not None:
+                _spawned.uninstrument()
+                _spawned = None
             recorder.state.active = False
             recorder.state.writer = None
         _trace_dir = None

@@ -2,19 +2,28 @@
 
 Records only when DDPH_AUDIT_DIR is set and this process was not started by an audited rank
 (DDPH_AUDIT_RANK_PID set to another pid: a spawned DataLoader worker, a subprocess of the
-program). Installs the post-import hooks only: torch is neither imported nor patched until the
-program imports it."""
+program), unless an audited spawner started it (``torch.multiprocessing.spawn``: a rank of its
+own, spawned_ranks.py). Installs the post-import hooks only: torch is neither imported nor
+patched until the program imports it."""
 
 import os
+
+SPAWNER_ENV = "DDPH_AUDIT_SPAWNER"  # the pid of an audited process starting ranks (spawned_ranks)
+
+
+def started_by_spawner():
+    """True in a child that an audited spawner started (a rank of its own)."""
+    return os.environ.get(SPAWNER_ENV, "") == str(os.getppid())
 
 
 def start():
     trace_dir = os.environ.get("DDPH_AUDIT_DIR")
     if not trace_dir:
         return False
+    spawned = started_by_spawner()
     owner = os.environ.get("DDPH_AUDIT_RANK_PID")
-    if owner and owner != str(os.getpid()):
+    if owner and owner != str(os.getpid()) and not spawned:
         return False
     import ddph_audit
-    ddph_audit.instrument(trace_dir)
+    ddph_audit.instrument(trace_dir, spawned_rank=spawned)
     return True

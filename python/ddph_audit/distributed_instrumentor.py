@@ -270,6 +270,8 @@ def _wrap_suppressing(name, fn, after=None):
 def _after_init(args, kwargs, result):
     if _dist.is_initialized():
         recorder.on_process_group_ready(_dist.get_rank(), _dist.get_world_size())
+        recorder.emit("process_group", backend=str(_dist.get_backend()),
+                      rank=_dist.get_rank(), world_size=_dist.get_world_size())
 
 
 def _after_new_group(args, kwargs, result):
@@ -324,8 +326,7 @@ def patch(dist_module):
         _set_everywhere(name, fn, _wrap_suppressing(name, fn, after))
     # Already initialised (instrument() called late): the rank is known now.
     try:
-        if _dist.is_initialized():
-            recorder.on_process_group_ready(_dist.get_rank(), _dist.get_world_size())
+        _after_init((), {}, None)
     except Exception:
         pass
 

@@ -11,6 +11,12 @@ exit, ``RANK`` or 0 with world size 1 (only if the process recorded something an
 exists yet). A process started by an audited rank (a spawned DataLoader worker,
 a subprocess) sees ``DDPH_AUDIT_RANK_PID`` (set by the rank once its file is open) and records
 nothing; a forked child is recognised by its pid.
+
+Programs that start their own ranks (``torch.multiprocessing.spawn``, docs/audit.md): the process
+that spawns before joining a process group is a *spawner*: its file becomes
+``spawner-<pid>.jsonl`` (with a ``spawn`` event), and each spawned process is a *spawned rank*,
+which ignores the ``RANK``/``WORLD_SIZE`` it inherited and opens ``rank-<R>.jsonl`` when
+``init_process_group`` returns, R its rank in the process group.
 """
 
 import os
@@ -38,6 +44,8 @@ class _State:
     error_seen = False
     ended = False
     counters = None
+    spawner = False  # this process started ranks of its own before joining a process group
+    spawned_rank = False  # this process was started by a spawner: its rank is the group's
 
 
 state = _State()
@@ -145,8 +153,9 @@ def attempt_folder(trace_dir, attempt):
     return trace_dir if attempt == 0 else os.path.join(trace_dir, "attempt-%d" % attempt)
 
 
-def start(trace_dir):
-    """Creates the writer (idempotent). Opens the file at once when RANK is known."""
+def start(trace_dir, spawned_rank=False):
+    """Creates the writer (idempotent). Opens the file at once when RANK is known (not for a
+    spawned rank: its RANK was inherited from the spawner)."""
     with _lock:
         if state.writer is not None and state.writer.pid == os.getpid():
             state.active = not state.failed
@@ -161,8 +170,10 @@ def start(trace_dir):
         state.error_seen = False
         state.exit_code = None
         state.run_id = os.environ.get("DDPH_AUDIT_RUN_ID") or os.environ.get("TORCHELASTIC_RUN_ID") or ""
-        state.rank = _env_int("RANK")
-        state.world_size = _env_int("WORLD_SIZE")
+        state.spawner = False
+        state.spawned_rank = spawned_rank
+        state.rank = None if spawned_rank else _env_int("RANK")
+        state.world_size = None if spawned_rank else _env_int("WORLD_SIZE")
     if state.rank is not None and state.world_size is not None:
         open_trace(state.rank, state.world_size)
 
@@ -172,6 +183,28 @@ def _runtime():
     tv = getattr(torch, "__version__", None) if torch is not None else None
     py = "%d.%d.%d" % sys.version_info[:3]
     return "python %s, torch %s" % (py, tv) if tv else "python %s" % py
+
+
+def spawner_file_name():
+    return "spawner-%d.jsonl" % os.getpid()
+
+
+def become_spawner(nprocs, start_method):
+    """This process starts ``nprocs`` ranks of its own and is not one: its file (open or not yet)
+    is the spawner's, and the ``rank-<R>.jsonl`` names are left to the spawned ranks."""
+    w = state.writer
+    if w is None or state.failed:
+        return
+    with _lock:
+        state.spawner = True
+    try:
+        if w.is_open:
+            w.rename(spawner_file_name())
+        else:
+            open_trace(state.rank if state.rank is not None else 0, state.world_size or 1)
+        emit("spawn", nprocs=int(nprocs), start_method=str(start_method))
+    except Exception as e:
+        fail(e, "recording the spawn")
 
 
 def open_trace(rank, world_size, exclusive=False):
@@ -188,7 +221,10 @@ def open_trace(rank, world_size, exclusive=False):
                   "start_unix": round(w.start_unix, 6), "pid": os.getpid(),
                   "producer": "ddph_audit %s" % __version__, "runtime": _runtime(),
                   "argv": [str(a) for a in sys.argv]}
-        ok = w.open(int(rank), header, exclusive=exclusive)
+        if state.spawner:
+            header["spawner"] = True
+        name = spawner_file_name() if state.spawner else None
+        ok = w.open(int(rank), header, exclusive=exclusive, name=name)
         if ok:
             state.rank = int(rank)
             os.environ[RANK_PID_ENV] = str(os.getpid())

@@ -203,8 +203,8 @@ class TraceWriter:
         else:
             self._map.resize(new)
 
-    def open(self, rank, header_fields, exclusive=False):
-        """Opens ``rank-<rank>.jsonl``, writes the header then the queued events.
+    def open(self, rank, header_fields, exclusive=False, name=None):
+        """Opens ``rank-<rank>.jsonl`` (or ``name``), writes the header then the queued events.
 
         ``exclusive``: fail (FileExistsError) instead of replacing an existing file."""
         if self.dead:
@@ -213,7 +213,7 @@ class TraceWriter:
             if self._fd is not None:
                 return True
             os.makedirs(self.trace_dir, exist_ok=True)
-            path = os.path.join(self.trace_dir, "rank-%d.jsonl" % rank)
+            path = os.path.join(self.trace_dir, name or "rank-%d.jsonl" % rank)
             fd = _create(path, exclusive)
             header = {"ev": "header", "t": 0.0}
             header.update(header_fields)
@@ -230,6 +230,15 @@ class TraceWriter:
             self._pending = []
             self.path = path
             return True
+
+    def rename(self, name):
+        """Gives the open file another name in the trace folder (the mapping stays valid)."""
+        with self._lock:
+            if self._fd is None or self.path is None:
+                return
+            path = os.path.join(self.trace_dir, name)
+            os.rename(self.path, path)
+            self.path = path
 
     def close(self):
         """Cuts the file to its lines and closes it (in a forked child: forgets it, untouched)."""

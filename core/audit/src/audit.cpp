@@ -62,6 +62,21 @@ AuditSeen seenOn(const RankTrace& t) {
   return seen;
 }
 
+// "the program asked for nccl and 4 CUDA devices per node; it ran on gloo and the CPU (--cpu,
+// autocast off: float32)", from the first rank that recorded the emulation.
+std::string emulatedLine(const Trace& trace) {
+  for (const auto& t : trace.ranks) {
+    if (!t || !t->emulation) continue;
+    const EmulationRecord& m = *t->emulation;
+    const std::string backend = m.askedBackend.empty() ? "no backend of its own" : m.askedBackend;
+    return fmt::format("the program asked for {} and {} CUDA device{} per node; it ran on gloo and "
+                       "the CPU (--cpu, autocast {})",
+                       backend, m.gpus, m.gpus == 1 ? "" : "s",
+                       m.autocast == "bf16" ? "on the CPU in bfloat16" : "off: float32");
+  }
+  return {};
+}
+
 }  // namespace
 
 AuditReport auditTrace(const Trace& trace) {
@@ -76,6 +91,7 @@ AuditReport auditTrace(const Trace& trace) {
   }
   if (trace.launch) report.interruptedBy = trace.launch->interruptedBy;
   report.attempt = trace.attempt;
+  report.emulated = emulatedLine(trace);
   for (const auto& folder : trace.laterAttempts) report.laterAttempts.push_back(folder.string());
   checkCollectives(trace, report.violations);
   checkData(trace, report.violations, report.notes);

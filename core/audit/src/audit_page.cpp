@@ -230,8 +230,9 @@ report::Timeline timelineOf(const Trace& trace, const std::vector<Violation>& vi
 report::Page auditPage(const Trace& trace, const AuditReport& r) {
   report::Page page;
   page.title = fmt::format("ddp-sim audit: {}", r.program.empty() ? r.traceDir : r.program);
-  page.subtitle = fmt::format("{} of {} ranks traced; {}", r.ranksTraced, r.worldSize,
-                              r.passed ? "PASSED" : "FAILED");
+  page.subtitle = fmt::format("{} of {} ranks traced; {}{}", r.ranksTraced, r.worldSize,
+                              r.passed ? "PASSED" : "FAILED",
+                              r.emulated.empty() ? "" : "; emulated: " + r.emulated);
   page.verdict = verdictOf(r.passed, r.violations, r.notes, auditedProperties());
   page.coverage = coverageOf(trace);
   page.timeline = timelineOf(trace, r.violations);

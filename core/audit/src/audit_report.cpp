@@ -15,6 +15,7 @@ std::string auditReportJson(const AuditReport& r) {
   j["world_size"] = r.worldSize;
   j["ranks_traced"] = r.ranksTraced;
   j["passed"] = r.passed;
+  if (!r.emulated.empty()) j["emulated"] = r.emulated;
   auto& violations = j["violations"] = nlohmann::ordered_json::array();
   for (const auto& v : r.violations) violations.push_back(violationJson(v));
   j["notes"] = r.notes;
@@ -37,6 +38,7 @@ std::string auditReportText(const AuditReport& r) {
   std::string out = fmt::format("audit of {} ({} of {} ranks traced): {}\n",
                                 r.program.empty() ? r.traceDir : r.program, r.ranksTraced,
                                 r.worldSize, r.passed ? "PASSED" : "FAILED");
+  if (!r.emulated.empty()) out += fmt::format("  emulated: {}\n", r.emulated);
   constexpr std::size_t kShown = 12;
   out += violationsText(r.violations, {}, kShown);
   for (const auto& note : r.notes) out += fmt::format("  note: {}\n", note);

@@ -75,8 +75,39 @@ constexpr KnownError kKnownErrors[] = {
     {"remote process exiting prematurely", kPeerLost},            // NCCL's ncclRemoteError
 };
 
-std::string knownErrorCause(const RankTrace& t) {
+// torch's words when a program asks for CUDA or NCCL that this torch or machine lacks.
+constexpr std::string_view kNoCudaHere[] = {
+    "_cuda_setDevice",  // torch.cuda.set_device on a CPU build (torch 1.13)
+    "Torch not compiled with CUDA enabled",
+    "Distributed package doesn't have NCCL built in",
+    "Found no NVIDIA driver",
+    "No CUDA GPUs are available",
+    "no GPUs found",  // ProcessGroupNCCL (torch 2.x)
+    "but torch.cuda.is_available() is False",  // torch.load of a CUDA checkpoint
+    "only work with single-device/multiple-device GPU modules",  // DDP(device_ids=...) on the CPU
+};
+
+// A CUDA program on a machine without CUDA: rerun it with --cpu (the command, in full).
+std::string noCudaCause(const Trace& trace, const RankTrace& t) {
+  bool cuda = false;
+  for (const auto part : kNoCudaHere) cuda = cuda || t.errorMessage->find(part) != std::string::npos;
+  if (!cuda) return {};
+  if (t.emulation) {
+    return "the program uses a CUDA feature the CPU emulation (--cpu) does not serve: see what "
+           "is emulated and what is not in docs/cpu-emulation.md";
+  }
+  std::string argv;
+  for (const auto& a : t.argv) argv += " " + a;
+  return fmt::format("the program asks for CUDA or NCCL, which this machine's torch does not "
+                     "have: rerun it with --cpu, which serves CUDA from the CPU and runs nccl on "
+                     "gloo without editing the program: ddp-sim launch --cpu --audit -n {} -- "
+                     "python3{}",
+                     trace.worldSize, argv);
+}
+
+std::string knownErrorCause(const Trace& trace, const RankTrace& t) {
   if (!t.errorMessage) return {};
+  if (std::string cause = noCudaCause(trace, t); !cause.empty()) return cause;
   for (const auto& known : kKnownErrors) {
     if (t.errorMessage->find(known.part) != std::string::npos) return std::string(known.cause);
   }
@@ -103,9 +134,33 @@ FirstRaised firstRaised(const Trace& trace) {
   return {when[0].second, when[1].second, when[1].first - when[0].first};
 }
 
+// The Python recorder writes `process_group` when init_process_group returns; a run none of whose
+// Python ranks joined one was not distributed (or its ranks went unrecorded). The C++ recorders
+// are made by joining the world, so their traces are not asked.
+void checkProcessGroup(const Trace& trace, std::vector<Violation>& out) {
+  int python = 0;
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    if (t->producer.rfind("ddph_audit", 0) != 0 || t->processGroupBackend) return;
+    ++python;
+  }
+  if (python == 0) return;
+  Violation v;
+  v.property = std::string(property::kProcessGroup);
+  v.detail = fmt::format("no rank initialized a process group: {} of {} rank{} traced, none "
+                         "called init_process_group, so nothing was distributed",
+                         python, trace.worldSize, trace.worldSize == 1 ? "" : "s");
+  v.likelyCause =
+      "each process trained alone; call torch.distributed.init_process_group in every rank (a "
+      "program that starts its ranks with torch.multiprocessing.spawn is audited through them, "
+      "docs/audit.md)";
+  out.push_back(std::move(v));
+}
+
 }  // namespace
 
 void checkRanks(const Trace& trace, std::vector<Violation>& out) {
+  checkProcessGroup(trace, out);
   const FirstRaised first = firstRaised(trace);
   for (int r = 0; r < trace.worldSize; ++r) {
     const LaunchedRank* l = launched(trace, r);
@@ -151,7 +206,7 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
                                ? fmt::format(" ({})", byLauncher)
                                : "",
                            whereRankStood(*t), collectiveState(*t));
-    v.likelyCause = knownErrorCause(*t);
+    v.likelyCause = knownErrorCause(trace, *t);
     if (hungAtExitWithDdpAlive(*t, l)) {
       v.detail += fmt::format("; it had destroyed its process group with DDP module {} still alive",
                               fmt::join(*t->ddpAliveAtDestroy, ", "));

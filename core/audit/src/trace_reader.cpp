@@ -136,6 +136,20 @@ class RankTraceBuilder {
     } else if (ev == "end") {
       t_.ended = true;
       t_.endCode = optionalField<std::int64_t>(e, "code").value_or(0);
+    } else if (ev == "emulation") {
+      EmulationRecord m;
+      m.askedBackend = optionalField<std::string>(e, "asked_backend").value_or("");
+      m.gpus = optionalField<std::int64_t>(e, "gpus").value_or(0);
+      m.device = optionalField<std::string>(e, "device").value_or("");
+      m.autocast = optionalField<std::string>(e, "autocast").value_or("off");
+      t_.emulation = m;
+    } else if (ev == "process_group") {
+      t_.processGroupBackend = optionalField<std::string>(e, "backend").value_or("");
+    } else if (ev == "spawn") {
+      const auto n = field<std::int64_t>(e, "nprocs");
+      DDPH_CHECK(n >= 0 && n <= kMaxTraceWorldSize, "spawn of {} processes is not a world", n);
+      t_.spawnedRanks += n;
+      t_.spawnMethod = optionalField<std::string>(e, "start_method").value_or("spawn");
     }
     // Unknown kinds are ignored (the format lets writers add events).
   }
@@ -169,6 +183,7 @@ class RankTraceBuilder {
     t_.producer = optionalField<std::string>(e, "producer").value_or("");
     t_.runtime = optionalField<std::string>(e, "runtime").value_or("");
     t_.argv = optionalField<std::vector<std::string>>(e, "argv").value_or(std::vector<std::string>{});
+    t_.spawner = optionalField<bool>(e, "spawner").value_or(false);
   }
 
   void sampler(const json& e) {
@@ -424,16 +439,49 @@ fs::path attemptFolder(const fs::path& dir, int attempt) {
 
 namespace {
 
-// The rank files `rank-<R>.jsonl` in `dir`, by rank.
-std::map<int, fs::path> rankFilesIn(const fs::path& dir, std::error_code& ec) {
-  static const std::regex kRankFile(R"(rank-(\d{1,9})\.jsonl)");
+// The files `<kind>-<N>.jsonl` in `dir` (kind "rank": by rank; "spawner": by pid).
+std::map<int, fs::path> filesIn(const fs::path& dir, const std::regex& pattern, std::error_code& ec) {
   std::map<int, fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::smatch m;
     const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, m, kRankFile)) files[std::stoi(m[1].str())] = entry.path();
+    if (std::regex_match(name, m, pattern)) files[std::stoi(m[1].str())] = entry.path();
   }
   return files;
+}
+
+std::map<int, fs::path> rankFilesIn(const fs::path& dir, std::error_code& ec) {
+  static const std::regex kRankFile(R"(rank-(\d{1,9})\.jsonl)");
+  return filesIn(dir, kRankFile, ec);
+}
+
+// The spawners' files (torch.multiprocessing.spawn in a launched process), read.
+std::vector<RankTrace> readSpawners(const fs::path& dir) {
+  static const std::regex kSpawnerFile(R"(spawner-(\d{1,9})\.jsonl)");
+  std::error_code ec;
+  std::vector<RankTrace> spawners;
+  for (const auto& [pid, file] : filesIn(dir, kSpawnerFile, ec)) {
+    RankTrace t = readRankTrace(file);
+    t.spawner = true;  // its header may predate the spawn: the file was renamed then
+    spawners.push_back(std::move(t));
+  }
+  return spawners;
+}
+
+// launch.json when the ranks were spawned by the launched processes: its processes are the
+// spawners, so its outcomes are not the ranks'; what stays is how the launch as a whole ended.
+std::string spawnNote(Trace& trace) {
+  std::int64_t spawned = 0;
+  std::string method;
+  for (const auto& s : trace.spawners) {
+    spawned += s.spawnedRanks;
+    if (method.empty()) method = s.spawnMethod;
+  }
+  if (trace.launch) trace.launch->ranks.clear();
+  return fmt::format("the program started its own ranks: {} process{} started {} rank{} "
+                     "(torch.multiprocessing, start method {})",
+                     trace.spawners.size(), trace.spawners.size() == 1 ? "" : "es", spawned,
+                     spawned == 1 ? "" : "s", method.empty() ? "spawn" : method);
 }
 
 // The run id in the header of `file` (its first line), or nullopt when it cannot be read.
@@ -503,8 +551,9 @@ Trace readTrace(const fs::path& dir) {
   Trace trace;
   trace.dir = dir;
   trace.launch = readLaunchRecord(dir / "launch.json");
+  trace.spawners = readSpawners(dir);
   // A launched run whose ranks all died before recording anything is still a run to report.
-  if (files.empty() && !trace.launch) {
+  if (files.empty() && !trace.launch && trace.spawners.empty()) {
     const std::vector<int> attempts = laterAttemptsIn(dir, 0, "");
     DDPH_CHECK(attempts.empty(),
                "'{}' holds no trace of the run's first attempt (no rank-<R>.jsonl file), only "
@@ -518,7 +567,11 @@ Trace readTrace(const fs::path& dir) {
     DDPH_CHECK(t.rank == rank, "{} says it is rank {}", file.string(), t.rank);
     read.push_back(std::move(t));
   }
-  trace.worldSize = read.empty() ? trace.launch->worldSize : read.front().worldSize;
+  std::int64_t spawned = 0;
+  for (const auto& sp : trace.spawners) spawned += sp.spawnedRanks;
+  trace.worldSize = !read.empty()           ? read.front().worldSize
+                    : !trace.spawners.empty() ? static_cast<int>(std::max<std::int64_t>(spawned, 1))
+                                              : trace.launch->worldSize;
   for (const auto& t : read) {
     const RankTrace& first = read.front();
     DDPH_CHECK(t.worldSize == first.worldSize, "{} has world size {} but {} has {}",
@@ -539,9 +592,13 @@ Trace readTrace(const fs::path& dir) {
                                         t.rank, t.file.filename().string()));
     }
   }
-  DDPH_CHECK(!trace.launch || trace.launch->worldSize == trace.worldSize,
-             "launch.json says {} ranks but the traces say {}", trace.launch ? trace.launch->worldSize : 0,
-             trace.worldSize);
+  if (!trace.spawners.empty()) {
+    trace.notes.push_back(spawnNote(trace));
+  } else {
+    DDPH_CHECK(!trace.launch || trace.launch->worldSize == trace.worldSize,
+               "launch.json says {} ranks but the traces say {}",
+               trace.launch ? trace.launch->worldSize : 0, trace.worldSize);
+  }
   trace.attempt = read.empty() ? 0 : read.front().attempt;
   const fs::path base = trace.attempt == 0 ? dir : folderAbove(dir);
   for (int k : laterAttemptsIn(base, trace.attempt, read.empty() ? "" : read.front().runId)) {

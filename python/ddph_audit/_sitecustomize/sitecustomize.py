@@ -4,6 +4,10 @@
    /etc/python3.11/sitecustomize.py), as Python would have.
 2. If DDPH_AUDIT_DIR is set, installs ddph_audit's lazy import hooks (nothing torch-related is
    imported here; a process that never imports torch pays nothing).
+3. If DDPH_CPU is set (``--cpu``), installs the CPU emulation of CUDA when torch is imported
+   (ddph_audit/cuda_on_cpu.py), after the recorder's hooks, so that it wraps them.
+4. If DDPH_STAND_IN_DATA is set (``--stand-in-data``), serves torchvision's downloading datasets
+   when torchvision.datasets is imported (ddph_audit/stand_in_data.py).
 """
 
 import os
@@ -51,5 +55,18 @@ def _start_audit():
         sys.stderr.write("ddph_audit: not recording: %s: %s\n" % (type(e).__name__, e))
 
 
+def _start_cpu_emulation():
+    try:
+        if os.environ.get("DDPH_CPU", "") not in ("", "0"):
+            from ddph_audit import cuda_on_cpu
+            cuda_on_cpu.instrument_when_torch_is_imported()
+        if os.environ.get("DDPH_STAND_IN_DATA", "") not in ("", "0"):
+            from ddph_audit import stand_in_data
+            stand_in_data.instrument_when_torchvision_is_imported()
+    except Exception as e:
+        sys.stderr.write("ddph_audit: no CPU emulation: %s: %s\n" % (type(e).__name__, e))
+
+
 _chain_shadowed_sitecustomize()
 _start_audit()
+_start_cpu_emulation()

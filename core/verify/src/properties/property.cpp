@@ -77,6 +77,9 @@ const std::vector<PropertyInfo>& runProperties() {
        "no rank's step time is far above the others' (the others wait for it in every allreduce)",
        "one rank computes or loads data slower (slower worker, more data, contention); balance "
        "the work or look for the slow rank's data loading"},
+      {property::kProcessGroup, "the ranks of the run join a process group (init_process_group)",
+       "the processes never called init_process_group, so nothing was distributed: each trained "
+       "alone (or the ranks that did were not recorded); call init_process_group in every rank"},
   };
   return kProperties;
 }

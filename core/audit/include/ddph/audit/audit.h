@@ -39,6 +39,8 @@ struct AuditReport {
   std::vector<std::string> notes;
   AuditSeen seen;
   int interruptedBy = 0;  ///< the launcher was interrupted (launch --audit)
+  /// One line when the run was emulated (--cpu): what the program asked for, what it ran on.
+  std::string emulated;
   int attempt = 0;        ///< which attempt of a torchrun-restarted run (Trace::attempt)
   std::vector<std::string> laterAttempts;  ///< the later attempts' folders
 };

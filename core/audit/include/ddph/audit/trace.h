@@ -107,6 +107,14 @@ struct DdpRecord {
   std::optional<ParamsSnapshot> atEnd;
 };
 
+/// What the CPU emulation of CUDA served a rank (an `emulation` line: `ddp-sim launch --cpu`).
+struct EmulationRecord {
+  std::string askedBackend;  ///< what the program passed to init_process_group ("nccl", …)
+  std::int64_t gpus = 0;     ///< the stand-in devices torch.cuda.device_count() reported
+  std::string device;        ///< the current device when it was recorded ("cuda:1")
+  std::string autocast;      ///< "off" (float32) or "bf16" (CPU autocast)
+};
+
 /// Everything one rank recorded.
 struct RankTrace {
   std::filesystem::path file;
@@ -129,6 +137,12 @@ struct RankTrace {
   std::optional<std::vector<std::int64_t>> ddpAliveAtDestroy;
   bool ended = false;  ///< an `end` line: the program exited normally
   std::int64_t endCode = 0;
+  std::optional<EmulationRecord> emulation;  ///< the run was emulated (--cpu)
+  /// The `process_group` line: the backend the rank's default process group runs on.
+  std::optional<std::string> processGroupBackend;
+  bool spawner = false;             ///< a spawner's file (header "spawner"): not a rank
+  std::int64_t spawnedRanks = 0;    ///< `spawn` lines: the ranks this process started
+  std::string spawnMethod;          ///< their start method ("spawn", "fork")
   bool truncatedTail = false;  ///< the last line was cut short (a kill while writing)
   std::int64_t lines = 0;
   std::optional<double> lastT;  ///< the latest "t" of any line: when the rank was last heard of
@@ -165,6 +179,9 @@ struct Trace {
   int worldSize = 0;
   std::vector<std::optional<RankTrace>> ranks;  ///< [r]: empty when rank r left no file
   std::optional<LaunchRecord> launch;
+  /// The processes that started the ranks themselves (`spawner-<pid>.jsonl`:
+  /// torch.multiprocessing.spawn); when there are any, launch.json describes them, not the ranks.
+  std::vector<RankTrace> spawners;
   int attempt = 0;  ///< which attempt of the run this is (torchrun restarts; 0: the first)
   /// The later attempts' folders beside this one (attemptFolder(first, K), K > attempt), in order.
   std::vector<std::filesystem::path> laterAttempts;

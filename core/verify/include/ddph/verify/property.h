@@ -30,6 +30,8 @@ inline constexpr std::string_view kResumeBalance = "resume-balance";
 inline constexpr std::string_view kCollectiveMismatch = "collective-mismatch";
 inline constexpr std::string_view kRankFailure = "rank-failure";
 inline constexpr std::string_view kStraggler = "straggler";
+/// Judged on a trace: the ranks of a distributed run joined a process group.
+inline constexpr std::string_view kProcessGroup = "process-group";
 /// Training: W DDP ranks compute the gradients and parameters of one process on the global batch.
 inline constexpr std::string_view kGradientEquivalence = "gradient-equivalence";
 /// Training, judged on a trace of a real run (ddph/audit): every rank holds the same model.
