@@ -124,6 +124,20 @@ TEST(SpawnedRanks, ASpawnedRankThatRaisesIsNamedAndNoneIsLeftRunning) {
   EXPECT_TRUE(waitNoProcessesWithMarker(marker, 60s).empty());
 }
 
+TEST(SpawnedRanks, ARunThatNeverJoinsAProcessGroupNeverPasses) {
+  // Each rank loads data and exits 0 without init_process_group: nothing was distributed.
+  const auto a = launchAudited(
+      2, {kPython, "-c",
+          "import torch\nfrom torch.utils.data import DataLoader\n"
+          "print(sum(len(b) for b in DataLoader(range(8), batch_size=4)))"});
+  ASSERT_EQ(a.command.exitCode, 1) << shown(a);
+  const auto found = violationsOf(a, "process-group");
+  ASSERT_EQ(found.size(), 1u) << shown(a);
+  EXPECT_TRUE(has(found[0]["detail"].get<std::string>(), "no rank initialized a process group"));
+  // Both ranks loaded every sample: also the data's own finding.
+  EXPECT_EQ(violationsOf(a, "disjointness").size(), 1u) << shown(a);
+}
+
 TEST(SpawnedRanks, ModuleModeUnderAnyLauncherRecordsTheSpawnedRanks) {
   // What a torchrun user types: python3 -m ddph_audit --cpu ..., then ddp-sim audit.
   TempDir dir("ddph-cpu");

@@ -7,8 +7,9 @@
 #   4. the same pipeline done right;
 #   5. the reference trainer on 4 CPU ranks training MNIST and a second dataset at once: with `zip`
 #      most of MNIST is never seen (the story's silent truncation), with `cycle` all of it is;
-#   6. the two seed articles' own PyTorch training loops (examples/seeds/, CPU, gloo, small stand-in
-#      data), unmodified, audited on 4 ranks: each bug named.
+#   6. the two seed articles' own PyTorch training loops (examples/seeds/: their GPU code, nccl,
+#      torchvision datasets, mp.spawn in the second), run on CPU ranks with --cpu --stand-in-data
+#      and audited on 4 ranks: each bug named.
 # Exits 0 when every step showed what it should (the bugs found, the healthy run passing).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -67,9 +68,10 @@ for candidate in /usr/bin/python3 python3; do
   fi
 done
 [ -n "$python" ] || { echo "demo: no Python that imports torch (install python3-torch)" >&2; exit 1; }
-audit_shows() {  # audit_shows TEXT SCRIPT: audits SCRIPT on 4 ranks; it must report TEXT, exit 1
+audit_shows() {  # audit_shows TEXT SCRIPT LAUNCH-OPTIONS...: audits SCRIPT; it must report TEXT, exit 1
   local want=$1 script=$2 out rc=0
-  out=$("$sim" launch --audit -n 4 --timeout 300 -- "$python" "$script" 2>&1) || rc=$?
+  shift 2
+  out=$("$sim" launch --audit --cpu --stand-in-data "$@" --timeout 600 -- "$python" "$script" 2>&1) || rc=$?
   grep -v '^\[rank' <<<"$out" || true
   echo "(exit $rc)"
   if [ "$rc" -ne 1 ] || ! grep -q "$want" <<<"$out"; then
@@ -77,7 +79,7 @@ audit_shows() {  # audit_shows TEXT SCRIPT: audits SCRIPT on 4 ranks; it must re
     exit 1
   fi
 }
-step ddp-sim launch --audit -n 4 -- python3 examples/seeds/article1_distributed_sampler.py
-audit_shows "FAIL reshuffle" examples/seeds/article1_distributed_sampler.py
-step ddp-sim launch --audit -n 4 -- python3 examples/seeds/article2_two_datasets.py
-audit_shows "88 of 600 indices are on no rank" examples/seeds/article2_two_datasets.py
+step ddp-sim launch --audit --cpu --stand-in-data -n 4 -- python3 examples/seeds/article1_distributed_sampler.py
+audit_shows "FAIL reshuffle" examples/seeds/article1_distributed_sampler.py -n 4
+step ddp-sim launch --audit --cpu --stand-in-data -n 1 --gpus 4 -- python3 examples/seeds/article2_two_datasets.py
+audit_shows "9824 of 60000 indices are on no rank" examples/seeds/article2_two_datasets.py -n 1 --gpus 4

@@ -18,6 +18,7 @@ done
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libtorch-dev python3-torch          # LibTorch 1.13 (c10d + Gloo); Python torch is the oracle
+  python3-torchvision                 # the users' datasets that download, served by --stand-in-data (tests)
   librapidcheck-dev libgtest-dev libgmock-dev googletest
   libboost-dev libboost-filesystem-dev # Boost.Process (header-only) needs Boost.Filesystem
   libgloo-dev                          # Gloo headers, included by c10d/ProcessGroupGloo.hpp

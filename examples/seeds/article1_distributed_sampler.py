@@ -1,11 +1,11 @@
-"""The first seed article's DDP example ("pytorch中关于distributedsampler函数的使用"), made to run.
+"""The first seed article's DDP example ("pytorch中关于distributedsampler函数的使用"), as written.
 
-Its second example as written: CustomDataset of 100 numbers, DistributedSampler, DDP, a loop that
-calls loss.backward() every batch with no optimizer (the parameters never change) and no
-set_epoch. Changes, each marked "# changed:": gloo instead of nccl (CPU), and the batch made a
-float column (the article feeds the integer batch straight into nn.Linear(1, 10), which fails).
-Run it with a launcher that sets RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, e.g.
-    ddp-sim launch -n 4 --audit trace -- python3 article1_distributed_sampler.py
+Its second example: CustomDataset of 100 numbers, DistributedSampler, nccl, DDP, a loop that calls
+loss.backward() every batch with no optimizer (the parameters never change) and no set_epoch.
+One change, marked "# changed:": the batch made a float column (the article feeds the integer
+batch straight into nn.Linear(1, 10), which cannot run anywhere). On a laptop, with the CUDA face
+of torch served by the CPU and nccl run on gloo:
+    ddp-sim launch --audit --cpu -n 4 -- python3 article1_distributed_sampler.py
 """
 # 导入相关模块和库
 import torch
@@ -38,7 +38,7 @@ class CustomModel(torch.nn.Module):
         return x
 
 # 初始化进程组
-dist.init_process_group(backend='gloo')  # changed: 'nccl' -> 'gloo' (CPU)
+dist.init_process_group(backend='nccl')
 
 # 创建数据集和数据加载器，并使用DistributedSampler进行数据划分
 dataset = CustomDataset()

@@ -136,12 +136,14 @@ FirstRaised firstRaised(const Trace& trace) {
 
 // The Python recorder writes `process_group` when init_process_group returns; a run none of whose
 // Python ranks joined one was not distributed (or its ranks went unrecorded). The C++ recorders
-// are made by joining the world, so their traces are not asked.
+// are made by joining the world, so their traces are not asked; nor is a run whose ranks failed
+// (before joining, as a CUDA program on a machine without CUDA does): that failure is the finding.
 void checkProcessGroup(const Trace& trace, std::vector<Violation>& out) {
   int python = 0;
   for (const auto& t : trace.ranks) {
     if (!t) continue;
     if (t->producer.rfind("ddph_audit", 0) != 0 || t->processGroupBackend) return;
+    if (!t->endedNormally()) return;  // a rank that failed first: that failure is the finding
     ++python;
   }
   if (python == 0) return;
