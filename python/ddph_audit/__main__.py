@@ -66,9 +66,9 @@ def _parse(argv):
     return opts, rest, None
 
 
-def _start_cpu_emulation(opts):
-    """--cpu, or DDPH_CPU=1 inherited: in this process and (through the environment) in every
-    process it starts, spawned ranks included."""
+def _start_emulation(opts):
+    """--cpu / --stand-in-data, or DDPH_CPU=1 / DDPH_STAND_IN_DATA=1 inherited: in this process
+    and (through the environment) in every process it starts, spawned ranks included."""
     from ddph_audit import cuda_on_cpu
     if opts.cpu:
         os.environ[cuda_on_cpu.ENV_ON] = "1"
@@ -120,7 +120,7 @@ def main():
         # Spawned ranks (torch.multiprocessing.spawn) find the recorder through the environment.
         os.environ["DDPH_AUDIT_DIR"] = os.path.abspath(trace_dir)
         ddph_audit.instrument(trace_dir)
-    _start_cpu_emulation(opts)
+    _start_emulation(opts)
     from ddph_audit import process_hooks
     try:
         runpy.run_path(script, run_name="__main__")

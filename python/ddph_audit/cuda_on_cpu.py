@@ -24,11 +24,9 @@ import contextlib
 import functools
 import inspect
 import os
-import sys
-import threading
 import time
 
-from .instrumentor import Instrumentor
+from .instrumentor import Instrumentor, install_on_import
 
 ENV_ON = "DDPH_CPU"
 ENV_GPUS = "DDPH_CPU_GPUS"
@@ -173,7 +171,6 @@ class CudaOnCpuInstrumentor(Instrumentor):
         self.recorded = False  # the emulation event was written
         self.joined = False  # init_process_group returned: the event can say the backend
         self._rng_states = {}
-        self._lock = threading.Lock()
         self._torch = None
 
     @staticmethod
@@ -190,27 +187,22 @@ class CudaOnCpuInstrumentor(Instrumentor):
     # -- what the program asked for -------------------------------------------------------
 
     def note_device(self, d):
-        index = device_index(d, self.current)
-        if index not in self.asked_devices:
-            self.asked_devices.add(index)
+        self.asked_devices.add(device_index(d, self.current))
         if not self.recorded:
             self.record()
 
     def record(self):
-        """Writes the one ``emulation`` event once the recorder is on (the event waits in memory
-        until the rank's file opens)."""
+        """Writes the one ``emulation`` event once ``init_process_group`` has returned (the event
+        waits in memory until the rank's file opens). A process that is not recording by then
+        never will: it is marked recorded, so that placements stop asking."""
         from . import recorder
-        if self.recorded or not self.joined or not recorder.is_active():
+        if self.recorded or not self.joined:
             return
         self.recorded = True
-        recorder.emit("emulation", asked_backend=self.asked_backend, backend="gloo",
-                      gpus=self.gpus, device="cuda:%d" % self.current,
-                      devices=sorted(self.asked_devices), autocast=self.autocast)
-
-    def describe(self):
-        """One line of what was emulated (for messages)."""
-        return "CUDA on the CPU: %d stand-in device(s), backend %s run on gloo" % (
-            self.gpus, self.asked_backend or "nccl")
+        if recorder.is_active():
+            recorder.emit("emulation", asked_backend=self.asked_backend, backend="gloo",
+                          gpus=self.gpus, device="cuda:%d" % self.current,
+                          devices=sorted(self.asked_devices), autocast=self.autocast)
 
     # -- instrument -------------------------------------------------------------------------
 
@@ -367,13 +359,14 @@ class CudaOnCpuInstrumentor(Instrumentor):
             if fn is not None:
                 self.patch(Tensor, name, with_cpu_device(fn))
 
-        tensor_to = Tensor.to
-
-        @functools.wraps(tensor_to)
-        def to(self, *args, **kwargs):
-            if args or "device" in kwargs:
-                args, kwargs = cpu_args(args, kwargs)
-            return tensor_to(self, *args, **kwargs)
+        def placing_on_cpu(method):
+            """``Tensor.to`` / ``Module.to`` with a CUDA device argument made the CPU."""
+            @functools.wraps(method)
+            def to(self, *args, **kwargs):
+                if args or "device" in kwargs:
+                    args, kwargs = cpu_args(args, kwargs)
+                return method(self, *args, **kwargs)
+            return to
 
         def cuda_method(self, device=None, non_blocking=False, **kwargs):
             me.note_device(device)
@@ -385,14 +378,9 @@ class CudaOnCpuInstrumentor(Instrumentor):
         def type_(self, dtype=None, non_blocking=False, **kwargs):
             if dtype is None:
                 return tensor_type(self)
-            name = dtype if isinstance(dtype, str) else getattr(dtype, "__module__", "") + "." + \
-                getattr(dtype, "__name__", "")
-            if isinstance(name, str) and name.startswith("torch.cuda."):
-                me.note_device(None)
-                dtype = "torch." + name[len("torch.cuda."):]
-            return tensor_type(self, dtype, non_blocking, **kwargs)
+            return tensor_type(self, me._cpu_tensor_type(dtype), non_blocking, **kwargs)
 
-        self.patch(Tensor, "to", to)
+        self.patch(Tensor, "to", placing_on_cpu(Tensor.to))
         self.patch(Tensor, "cuda", cuda_method)
         self.patch(Tensor, "type", type_)
         self.patch(Tensor, "pin_memory", lambda self, device=None: self)
@@ -404,15 +392,7 @@ class CudaOnCpuInstrumentor(Instrumentor):
                 self.patch(storage, "pin_memory", lambda self, device=None: self)
 
         Module = torch.nn.Module
-        module_to = Module.to
-
-        @functools.wraps(module_to)
-        def module_to_cpu(self, *args, **kwargs):
-            if args or "device" in kwargs:
-                args, kwargs = cpu_args(args, kwargs)
-            return module_to(self, *args, **kwargs)
-
-        self.patch(Module, "to", module_to_cpu)
+        self.patch(Module, "to", placing_on_cpu(Module.to))
         self.patch(Module, "cuda", cuda_method)
 
         load = torch.load
@@ -424,15 +404,17 @@ class CudaOnCpuInstrumentor(Instrumentor):
         self.patch(torch, "load", load_on_cpu)
         set_default = getattr(torch, "set_default_tensor_type", None)
         if set_default is not None:
-            @functools.wraps(set_default)
-            def set_default_cpu(t):
-                name = t if isinstance(t, str) else "%s.%s" % (getattr(t, "__module__", ""),
-                                                              getattr(t, "__name__", ""))
-                if name.startswith("torch.cuda."):
-                    me.note_device(None)
-                    t = "torch." + name[len("torch.cuda."):]
-                return set_default(t)
-            self.patch(torch, "set_default_tensor_type", set_default_cpu)
+            self.patch(torch, "set_default_tensor_type",
+                       functools.wraps(set_default)(lambda t: set_default(me._cpu_tensor_type(t))))
+
+    def _cpu_tensor_type(self, t):
+        """"torch.FloatTensor" for "torch.cuda.FloatTensor" (a name or the type); others as given."""
+        name = t if isinstance(t, str) else "%s.%s" % (getattr(t, "__module__", ""),
+                                                      getattr(t, "__name__", ""))
+        if not name.startswith("torch.cuda."):
+            return t
+        self.note_device(None)
+        return "torch." + name[len("torch.cuda."):]
 
     def _cpu_map_location(self, m):
         """``torch.load``'s map_location with every CUDA location restored on the CPU: None, a
@@ -497,15 +479,19 @@ class CudaOnCpuInstrumentor(Instrumentor):
             return
         c10d = dist.distributed_c10d
 
-        def rebind(fn, change):
-            """fn with its arguments bound by name, changed by ``change(arguments)``."""
+        def rebind(fn, change, after=None):
+            """fn with its arguments bound by name, changed by ``change(arguments)``; ``after()``
+            runs once fn returned."""
             signature = inspect.signature(fn)
 
             @functools.wraps(fn)
             def wrapper(*args, **kwargs):
                 bound = signature.bind(*args, **kwargs)
                 change(bound.arguments)
-                return fn(*bound.args, **bound.kwargs)
+                result = fn(*bound.args, **bound.kwargs)
+                if after is not None:
+                    after()
+                return result
             return wrapper
 
         def on_gloo(arguments):
@@ -525,28 +511,21 @@ class CudaOnCpuInstrumentor(Instrumentor):
         def barrier_change(arguments):
             arguments.pop("device_ids", None)
 
-        for name, change in (("init_process_group", init_change), ("new_group", on_gloo),
-                             ("barrier", barrier_change)):
-            fn = getattr(c10d, name, None)
-            if fn is None:
-                continue
-            wrapper = rebind(fn, change)
-            for mod in (dist, c10d):
-                if getattr(mod, name, None) is fn:
-                    self.patch(mod, name, wrapper)
-        init = dist.init_process_group
-
-        @functools.wraps(init)
-        def init_then_record(*args, **kwargs):
-            result = init(*args, **kwargs)
+        def joined():
             me.joined = True
             if me.asked_backend is not None or me.asked_devices:
                 me.record()
-            return result
 
-        for mod in (dist, c10d):
-            if getattr(mod, "init_process_group", None) is init:
-                self.patch(mod, "init_process_group", init_then_record)
+        for name, change, after in (("init_process_group", init_change, joined),
+                                    ("new_group", on_gloo, None),
+                                    ("barrier", barrier_change, None)):
+            fn = getattr(c10d, name, None)
+            if fn is None:
+                continue
+            wrapper = rebind(fn, change, after)
+            for mod in (dist, c10d):
+                if getattr(mod, name, None) is fn:
+                    self.patch(mod, name, wrapper)
         if hasattr(dist, "is_nccl_available"):
             self.patch(dist, "is_nccl_available", lambda: True)
         ddp = torch.nn.parallel.DistributedDataParallel
@@ -580,31 +559,6 @@ class CudaOnCpuInstrumentor(Instrumentor):
                 self.patch(acc, name, fn)
 
 
-_instance = None
-_instance_lock = threading.Lock()
-
-
-def instance():
-    """This process's emulation (created on first use)."""
-    global _instance
-    with _instance_lock:
-        if _instance is None:
-            _instance = CudaOnCpuInstrumentor()
-        return _instance
-
-
 def instrument_when_torch_is_imported():
-    """Installs the emulation as soon as torch is imported (now, if it already is)."""
-    from . import import_hook
-
-    def on_torch(module):
-        try:
-            instance().instrument()
-            note = instance().version_note()
-            if note:
-                sys.stderr.write("ddph_audit: %s\n" % note)
-        except Exception as e:  # the program then meets torch as it is, and fails as it would
-            sys.stderr.write("ddph_audit: the CPU emulation could not be installed: %s: %s\n"
-                             % (type(e).__name__, e))
-
-    import_hook.when_imported("torch", on_torch)
+    """Installs this process's emulation as soon as torch is imported (now, if it already is)."""
+    install_on_import("torch", CudaOnCpuInstrumentor)

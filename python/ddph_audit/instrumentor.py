@@ -8,8 +8,11 @@ another version ``instrument()`` still runs, and ``version_note()`` says so in o
 """
 
 import sys
+import threading
 
 _MISSING = object()
+_installed = {}  # instrumentor class -> this process's instance (install_on_import)
+_installed_lock = threading.Lock()
 
 
 def torch_version():
@@ -84,3 +87,26 @@ class Instrumentor:
 
     def _uninstrument(self):
         """State of the subclass's own to drop once the patches are put back (none by default)."""
+
+
+def install_on_import(module_name, cls):
+    """Instruments one ``cls()`` of this process as soon as ``module_name`` is imported (now, if
+    it already is). Its failure is reported in one line and the program meets the module as it
+    is; a version outside ``SUPPORTED_TORCH`` is said in one line too."""
+    from . import import_hook
+
+    def on_import(module):
+        try:
+            with _installed_lock:
+                instance = _installed.get(cls)
+                if instance is None:
+                    instance = _installed[cls] = cls()
+            instance.instrument()
+            note = instance.version_note()
+            if note:
+                sys.stderr.write("ddph_audit: %s\n" % note)
+        except Exception as e:
+            sys.stderr.write("ddph_audit: %s could not be installed: %s: %s\n"
+                             % (cls.NAME, type(e).__name__, e))
+
+    import_hook.when_imported(module_name, on_import)

@@ -221,8 +221,6 @@ def open_trace(rank, world_size, exclusive=False):
                   "start_unix": round(w.start_unix, 6), "pid": os.getpid(),
                   "producer": "ddph_audit %s" % __version__, "runtime": _runtime(),
                   "argv": [str(a) for a in sys.argv]}
-        if state.spawner:
-            header["spawner"] = True
         name = spawner_file_name() if state.spawner else None
         ok = w.open(int(rank), header, exclusive=exclusive, name=name)
         if ok:

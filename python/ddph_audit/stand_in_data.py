@@ -19,9 +19,8 @@ dataset that tries to download gets one line naming what is covered (a RuntimeEr
 
 import functools
 import os
-import sys
 
-from .instrumentor import Instrumentor
+from .instrumentor import Instrumentor, install_on_import
 
 ENV_ON = "DDPH_STAND_IN_DATA"
 ENV_MNIST = "DDPH_MNIST_DIR"
@@ -155,21 +154,6 @@ class StandInDataInstrumentor(Instrumentor):
         self.served.append("%s (stand-in, %d samples)" % (type(dataset).__name__, n))
 
 
-_instance = None
-
-
 def instrument_when_torchvision_is_imported():
     """Installs the stand-ins as soon as torchvision.datasets is imported."""
-    from . import import_hook
-
-    def on_import(module):
-        global _instance
-        try:
-            if _instance is None:
-                _instance = StandInDataInstrumentor()
-            _instance.instrument()
-        except Exception as e:
-            sys.stderr.write("ddph_audit: the stand-in datasets could not be installed: %s: %s\n"
-                             % (type(e).__name__, e))
-
-    import_hook.when_imported("torchvision.datasets", on_import)
+    install_on_import("torchvision.datasets", StandInDataInstrumentor)

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -89,8 +90,9 @@ constexpr std::string_view kNoCudaHere[] = {
 
 // A CUDA program on a machine without CUDA: rerun it with --cpu (the command, in full).
 std::string noCudaCause(const Trace& trace, const RankTrace& t) {
-  bool cuda = false;
-  for (const auto part : kNoCudaHere) cuda = cuda || t.errorMessage->find(part) != std::string::npos;
+  const bool cuda = std::any_of(std::begin(kNoCudaHere), std::end(kNoCudaHere), [&](auto part) {
+    return t.errorMessage->find(part) != std::string::npos;
+  });
   if (!cuda) return {};
   if (t.emulation) {
     return "the program uses a CUDA feature the CPU emulation (--cpu) does not serve: see what "

@@ -140,7 +140,6 @@ class RankTraceBuilder {
       EmulationRecord m;
       m.askedBackend = optionalField<std::string>(e, "asked_backend").value_or("");
       m.gpus = optionalField<std::int64_t>(e, "gpus").value_or(0);
-      m.device = optionalField<std::string>(e, "device").value_or("");
       m.autocast = optionalField<std::string>(e, "autocast").value_or("off");
       t_.emulation = m;
     } else if (ev == "process_group") {
@@ -183,7 +182,6 @@ class RankTraceBuilder {
     t_.producer = optionalField<std::string>(e, "producer").value_or("");
     t_.runtime = optionalField<std::string>(e, "runtime").value_or("");
     t_.argv = optionalField<std::vector<std::string>>(e, "argv").value_or(std::vector<std::string>{});
-    t_.spawner = optionalField<bool>(e, "spawner").value_or(false);
   }
 
   void sampler(const json& e) {
@@ -461,23 +459,20 @@ std::vector<RankTrace> readSpawners(const fs::path& dir) {
   std::error_code ec;
   std::vector<RankTrace> spawners;
   for (const auto& [pid, file] : filesIn(dir, kSpawnerFile, ec)) {
-    RankTrace t = readRankTrace(file);
-    t.spawner = true;  // its header may predate the spawn: the file was renamed then
-    spawners.push_back(std::move(t));
+    spawners.push_back(readRankTrace(file));
   }
   return spawners;
 }
 
-// launch.json when the ranks were spawned by the launched processes: its processes are the
-// spawners, so its outcomes are not the ranks'; what stays is how the launch as a whole ended.
-std::string spawnNote(Trace& trace) {
+// The ranks the spawners started, together.
+std::int64_t spawnedRanks(const Trace& trace) {
   std::int64_t spawned = 0;
-  std::string method;
-  for (const auto& s : trace.spawners) {
-    spawned += s.spawnedRanks;
-    if (method.empty()) method = s.spawnMethod;
-  }
-  if (trace.launch) trace.launch->ranks.clear();
+  for (const auto& s : trace.spawners) spawned += s.spawnedRanks;
+  return spawned;
+}
+
+std::string spawnNote(const Trace& trace, std::int64_t spawned) {
+  const std::string method = trace.spawners.front().spawnMethod;
   return fmt::format("the program started its own ranks: {} process{} started {} rank{} "
                      "(torch.multiprocessing, start method {})",
                      trace.spawners.size(), trace.spawners.size() == 1 ? "" : "es", spawned,
@@ -567,8 +562,7 @@ Trace readTrace(const fs::path& dir) {
     DDPH_CHECK(t.rank == rank, "{} says it is rank {}", file.string(), t.rank);
     read.push_back(std::move(t));
   }
-  std::int64_t spawned = 0;
-  for (const auto& sp : trace.spawners) spawned += sp.spawnedRanks;
+  const std::int64_t spawned = spawnedRanks(trace);
   trace.worldSize = !read.empty()           ? read.front().worldSize
                     : !trace.spawners.empty() ? static_cast<int>(std::max<std::int64_t>(spawned, 1))
                                               : trace.launch->worldSize;
@@ -593,7 +587,10 @@ Trace readTrace(const fs::path& dir) {
     }
   }
   if (!trace.spawners.empty()) {
-    trace.notes.push_back(spawnNote(trace));
+    // launch.json's processes are the spawners, so its outcomes are not the ranks'; what stays
+    // is how the launch as a whole ended.
+    if (trace.launch) trace.launch->ranks.clear();
+    trace.notes.push_back(spawnNote(trace, spawned));
   } else {
     DDPH_CHECK(!trace.launch || trace.launch->worldSize == trace.worldSize,
                "launch.json says {} ranks but the traces say {}",

@@ -55,7 +55,7 @@ def _start_audit():
         sys.stderr.write("ddph_audit: not recording: %s: %s\n" % (type(e).__name__, e))
 
 
-def _start_cpu_emulation():
+def _start_emulation():
     try:
         if os.environ.get("DDPH_CPU", "") not in ("", "0"):
             from ddph_audit import cuda_on_cpu
@@ -64,9 +64,9 @@ def _start_cpu_emulation():
             from ddph_audit import stand_in_data
             stand_in_data.instrument_when_torchvision_is_imported()
     except Exception as e:
-        sys.stderr.write("ddph_audit: no CPU emulation: %s: %s\n" % (type(e).__name__, e))
+        sys.stderr.write("ddph_audit: no --cpu / --stand-in-data: %s: %s\n" % (type(e).__name__, e))
 
 
 _chain_shadowed_sitecustomize()
 _start_audit()
-_start_cpu_emulation()
+_start_emulation()

@@ -111,7 +111,6 @@ struct DdpRecord {
 struct EmulationRecord {
   std::string askedBackend;  ///< what the program passed to init_process_group ("nccl", …)
   std::int64_t gpus = 0;     ///< the stand-in devices torch.cuda.device_count() reported
-  std::string device;        ///< the current device when it was recorded ("cuda:1")
   std::string autocast;      ///< "off" (float32) or "bf16" (CPU autocast)
 };
 
@@ -140,7 +139,6 @@ struct RankTrace {
   std::optional<EmulationRecord> emulation;  ///< the run was emulated (--cpu)
   /// The `process_group` line: the backend the rank's default process group runs on.
   std::optional<std::string> processGroupBackend;
-  bool spawner = false;             ///< a spawner's file (header "spawner"): not a rank
   std::int64_t spawnedRanks = 0;    ///< `spawn` lines: the ranks this process started
   std::string spawnMethod;          ///< their start method ("spawn", "fork")
   bool truncatedTail = false;  ///< the last line was cut short (a kill while writing)
