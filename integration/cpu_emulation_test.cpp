@@ -73,8 +73,12 @@ TEST(CpuEmulation, TutorialProgramWithoutSetEpochIsReshuffle) {
 TEST(CpuEmulation, CudaProgramWithoutCpuIsToldToRerunWithCpu) {
   const auto a = launchAudited(2, program("gpu_torchrun.py", {"1", "1"}));
   ASSERT_EQ(a.command.exitCode, 1) << shown(a);
+  // Each rank raises; one the launcher stopped before it raised (a race under load) is the
+  // first failure's consequence, not a finding: one or two findings, each with the remedy.
   const auto found = violationsOf(a, "rank-failure");
-  ASSERT_EQ(found.size(), 2u) << shown(a);
+  ASSERT_FALSE(found.empty()) << shown(a);
+  EXPECT_LE(found.size(), 2u) << shown(a);
+  EXPECT_EQ(a.report["violations"].size(), found.size()) << shown(a);
   const std::string cause = found[0]["likely_cause"];
   EXPECT_TRUE(has(cause, "rerun it with --cpu")) << cause;
   EXPECT_TRUE(has(cause, "ddp-sim launch --cpu --audit -n 2 -- python3 " + kPrograms +
