@@ -27,6 +27,11 @@ What is measured:
              first batch (the sampler's permutation of 10^7 is drawn there) and of the 200 batches.
              The recorder records DistributedSampler's order by reference (its parameters), so
              neither time nor bytes may grow with the dataset.
+  --emulation  the CPU emulation of CUDA (`launch --cpu`, docs/cpu-emulation.md), not audited:
+             the Python loop bare, the same loop under --cpu (goal <= 1.03: a CPU program pays
+             almost nothing), and the loop written for GPUs (set_device(LOCAL_RANK), nccl,
+             .to(local_rank), DDP(device_ids=[local_rank])) under --cpu against the bare CPU loop,
+             its hand port (goal <= 1.05). The three run back to back, their order rotating.
 
 Every configuration runs bare and audited back to back, the order alternating between repeats
 (A B, B A, ...) to cancel drift on a shared machine; medians of --repeats are printed. Goal: the
@@ -36,6 +41,7 @@ as a whole: killed when past it); temporary folders are removed.
 
   benchmarks/run_audit_benchmark.sh [--repeats 3] [--worlds 1 2 4] [--steps N] [--json F]
   benchmarks/run_audit_benchmark.sh --big
+  benchmarks/run_audit_benchmark.sh --emulation [--worlds 2] [--repeats 5]
 """
 import argparse
 import datetime
@@ -76,12 +82,17 @@ def rank_mnist(args):
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=args.timeout))
+    # --gpu-style: the loop as written for GPUs (run under --cpu); else the CPU loop.
+    device = int(os.environ["LOCAL_RANK"]) if args.gpu_style else "cpu"
+    if args.gpu_style:
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if args.gpu_style else "gloo", init_method="env://", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=args.timeout))
     x, y = load_mnist(args.mnist_dir)
     torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)).to(device)
     model = nn.parallel.DistributedDataParallel(
-        nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)))
+        net, device_ids=[device] if args.gpu_style else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     sampler = DistributedSampler(TensorDataset(x, y), num_replicas=world, rank=rank,
@@ -96,6 +107,8 @@ def rank_mnist(args):
             if step == args.warmup:
                 dist.barrier()
                 start, cpu0 = time.perf_counter(), time.process_time()
+            if args.gpu_style:
+                inputs, targets = inputs.to(device, non_blocking=True), targets.to(device)
             optimizer.zero_grad()
             loss = loss_fn(model(inputs), targets)
             loss.backward()
@@ -196,8 +209,8 @@ def ranks_exited_0(trace):
         return False
 
 
-def run_launch(args, world, program, audited, tmp, what, allowed_findings=()):
-    """One `ddp-sim launch [--audit --trace-dir T] -n W -- program`, within --run-deadline.
+def run_launch(args, world, program, audited, tmp, what, allowed_findings=(), flags=()):
+    """One `ddp-sim launch [--audit --trace-dir T] [flags] -n W -- program`, within --run-deadline.
     Exit 0 expected; with --audit also exit 1 when every rank exited 0 and the audit's only
     findings (`FAIL <property> ...` lines) are of `allowed_findings`.
     Returns (stdout text, wall seconds, trace dir or None)."""
@@ -207,7 +220,7 @@ def run_launch(args, world, program, audited, tmp, what, allowed_findings=()):
     if audited:
         trace = tempfile.mkdtemp(prefix="trace-", dir=tmp)
         cmd += ["--audit", "--trace-dir", trace]
-    cmd += ["--", *program]
+    cmd += [*flags, "--", *program]
     out_path = os.path.join(tmp, "launch-stdout.txt")
     err_path = os.path.join(tmp, "launch-stderr.txt")
     with open(out_path, "w+") as out, open(err_path, "w+") as err:
@@ -257,15 +270,15 @@ def trace_bytes(trace, world):
     return sum(os.path.getsize(f) for f in files)
 
 
-def python_run(args, world, audited, tmp):
-    what = f"python W={world} {'audited' if audited else 'bare'}"
+def python_run(args, world, audited, tmp, flags=(), gpu_style=False):
+    what = f"python W={world} {'audited' if audited else 'bare'} {' '.join(flags)}"
     program = [args.python, os.path.abspath(__file__), "--rank-worker", "mnist", "--steps",
                str(args.steps), "--warmup", str(args.warmup), "--mnist-dir", args.mnist_dir,
-               "--timeout", str(args.timeout)]
+               "--timeout", str(args.timeout)] + (["--gpu-style"] if gpu_style else [])
     # The loop stops after --warmup + --steps steps, inside an epoch: the audit rightly reports
     # that pass's unseen samples (coverage); that finding, and only it, is expected here.
     text, wall, trace = run_launch(args, world, program, audited, tmp, what,
-                                   allowed_findings=("coverage",))
+                                   allowed_findings=("coverage",), flags=flags)
     r = result_line(text, what)
     out = {"seconds": r["seconds"], "cpu": r["cpu_s"], "wall": wall, "steps": r["total_steps"]}
     if trace:
@@ -432,6 +445,43 @@ def main_overhead(args, tmp):
                                     "seconds": audit_s}}
 
 
+# The three loops of --emulation: (name, launch flags, written for GPUs).
+EMULATION_RUNS = (("CPU loop, bare", (), False), ("CPU loop, --cpu", ("--cpu",), False),
+                  ("GPU-style loop, --cpu", ("--cpu",), True))
+
+
+def main_emulation(args, tmp):
+    m = {}  # (world, run index) -> [run dicts]
+    for rep in range(args.repeats):
+        for w in args.worlds:
+            n = len(EMULATION_RUNS)
+            for k in range(n):
+                i = (k + rep) % n  # rotate the order between repeats
+                _, flags, gpu = EMULATION_RUNS[i]
+                m.setdefault((w, i), []).append(python_run(args, w, False, tmp, flags, gpu))
+            print(f"  repeat {rep + 1}/{args.repeats} W={w}: " + ", ".join(
+                f"{EMULATION_RUNS[i][0]} {m[(w, i)][-1]['seconds']:.3f} s" for i in range(n)),
+                file=sys.stderr, flush=True)
+    print(f"CPU emulation of CUDA (--cpu), not audited, the three loops back to back (order "
+          f"rotating), median of {args.repeats}; torch {torch_version(args.python)}, "
+          f"{os.cpu_count()} CPUs, 1 torch thread per rank; Python DDP loop on MNIST, "
+          f"{args.warmup} warm-up + {args.steps} timed steps")
+    print("goals: CPU loop under --cpu / bare <= 1.03; GPU-style loop under --cpu / the CPU loop "
+          "bare (its hand port) <= 1.05")
+    print(f"{'':5}" + "".join(f"{name + ' s':>24}" for name, _, _ in EMULATION_RUNS) +
+          f"{'--cpu/bare':>12}{'GPU-style/bare':>16}")
+    rows = []
+    for w in args.worlds:
+        loops = [med([x["seconds"] for x in m[(w, i)]]) for i in range(len(EMULATION_RUNS))]
+        cpu_ratio, gpu_ratio = loops[1] / loops[0], loops[2] / loops[0]
+        print(f"W={w:<3}" + "".join(f"{v:24.3f}" for v in loops) +
+              f"{cpu_ratio:12.3f}{gpu_ratio:16.3f}")
+        rows.append({"world_size": w, "loop_s": {EMULATION_RUNS[i][0]: [x["seconds"] for x in m[(w, i)]]
+                                                 for i in range(len(EMULATION_RUNS))},
+                     "cpu_over_bare": cpu_ratio, "gpu_style_over_bare": gpu_ratio})
+    return {"emulation": rows}
+
+
 def main_big(args, tmp):
     import shutil
     m = {}
@@ -487,6 +537,9 @@ def main():
     parser.add_argument("--warmup", type=int, default=20, help="untimed steps first (default 20)")
     parser.add_argument("--big", action="store_true",
                         help="run the 10^7-sample compactness check instead")
+    parser.add_argument("--emulation", action="store_true",
+                        help="measure the CPU emulation of CUDA (--cpu) instead")
+    parser.add_argument("--gpu-style", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--big-n", type=int, default=10 ** 7, help=argparse.SUPPRESS)
     parser.add_argument("--big-batches", type=int, default=200, help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=120.0,
@@ -507,7 +560,7 @@ def main():
               file=sys.stderr)
         return 2
     needed = [("ddp-sim", args.ddp_sim)]
-    if not args.big and "ddp-train" in args.sides:
+    if not args.big and not args.emulation and "ddp-train" in args.sides:
         needed.append(("ddp-train", args.ddp_train))
     for name, path in needed:
         if not os.access(path, os.X_OK):
@@ -521,7 +574,8 @@ def main():
         return 2
     try:
         with tempfile.TemporaryDirectory(prefix="ddph-audit-bench-") as tmp:
-            result = main_big(args, tmp) if args.big else main_overhead(args, tmp)
+            main_of = main_big if args.big else main_emulation if args.emulation else main_overhead
+            result = main_of(args, tmp)
     except (RuntimeError, OSError) as e:
         print(f"audit_overhead.py: error: {e}", file=sys.stderr)
         return 1
