@@ -46,6 +46,7 @@ struct RunSpec {
   int hungAtExitRank = -1;   ///< destroys its process group, then hangs before its end line
   bool ddpAliveAtDestroy = true;  ///< ... with its DDP module still alive then
   int attempt = 0;           ///< torchrun's restarts before this run (header "attempt")
+  bool peek = false;         ///< next(iter(loader)) before each epoch (the tutorial's batch size)
 };
 
 class RankWriter {
@@ -99,9 +100,16 @@ void writeRank(const std::string& dir, const RunSpec& s, int rank) {
             {"drop_last", false}, {"dataset_len", s.n}, {"batches", batches},
             {"params", {{"0", hash()}}}});
   };
+  std::int64_t iters = 0;  // iter(loader) calls: the epochs, and the peeks before them
   for (int epoch = 0; epoch < s.epochs; ++epoch) {
+    if (s.peek) {  // a batch drawn and dropped, no forward: not an epoch
+      startPass(iters, s.setEpoch ? std::max(epoch - 1, 0) : 0);
+      w.emit({{"ev", "batch"}, {"loader", 0}, {"iter", iters++}, {"seq", 0}, {"size", s.batch},
+              {"grad", true}});
+    }
+    const std::int64_t iter = iters++;
     if (s.setEpoch) w.emit({{"ev", "set_epoch"}, {"sampler", 0}, {"epoch", epoch}});
-    startPass(epoch, s.setEpoch ? epoch : 0);
+    startPass(iter, s.setEpoch ? epoch : 0);
     const std::int64_t take = s.takeBatches >= 0 ? std::min(s.takeBatches, batches) : batches;
     for (std::int64_t b = 0; b < take; ++b) {
       if (rank == s.killedRank && epoch == 1 && b == 1) {
@@ -113,9 +121,9 @@ void writeRank(const std::string& dir, const RunSpec& s, int rank) {
         w.emit({{"ev", "end"}, {"code", 1}});
         return;
       }
-      step(epoch, b, std::min(s.batch, perRank - b * s.batch), true);
+      step(iter, b, std::min(s.batch, perRank - b * s.batch), true);
     }
-    if (take == batches) w.emit({{"ev", "epoch_end"}, {"loader", 0}, {"iter", epoch}, {"batches", batches}});
+    if (take == batches) w.emit({{"ev", "epoch_end"}, {"loader", 0}, {"iter", iter}, {"batches", batches}});
     if (s.stepOptimizer) ++version;
     if (epoch == 0 && s.desyncRank >= 0) {
       const std::int64_t collSeq = w.nextSeq();
@@ -225,6 +233,21 @@ TEST(AuditTrace, BreakingOutOfEveryPassLeavesSamplesUnseen) {
   EXPECT_TRUE(has(v.detail, "only 80 of its 100 samples were consumed")) << v.detail;
   EXPECT_TRUE(has(v.detail, "ranks 0, 1, 2, 3 used 2 of 3 batches")) << v.detail;
   EXPECT_TRUE(has(v.likelyCause, "break")) << v.likelyCause;
+}
+
+TEST(AuditTrace, PeekingAtABatchBeforeEachEpochIsNotAnEpoch) {
+  // PyTorch's DDP tutorial prints len(next(iter(loader))[0]) before each epoch: without the rule
+  // each peek was an epoch cut short (coverage) repeating the last order (reshuffle).
+  RunSpec s;
+  s.peek = true;
+  const auto r = auditRun(s);
+  EXPECT_TRUE(r.violations.empty()) << auditReportText(r);
+  ASSERT_EQ(r.seen.loaders.size(), 1u);
+  EXPECT_TRUE(has(r.seen.loaders[0], "3 epochs, 9 batches; 3 peeks")) << r.seen.loaders[0];
+  // A pass left early after training steps is still a pass: its samples are still unseen.
+  s.takeBatches = 2;
+  const Violation& v = only(auditRun(s), property::kCoverage);
+  EXPECT_TRUE(has(v.detail, "only 80 of its 100 samples were consumed")) << v.detail;
 }
 
 TEST(AuditTrace, ExtraStepOnOneRankIsACollectiveMismatchAndItsFailure) {

@@ -48,6 +48,9 @@ TEST(CpuEmulation, TutorialTorchrunProgramPassesAndResumesFromItsSnapshot) {
                                      "node; it ran on gloo and the CPU"))
       << first.command.out;
   EXPECT_TRUE(has(first.command.out, "[rank0]: [GPU0] Epoch 1 | Steps: 16")) << first.command.out;
+  // The tutorial's batch-size peek before each epoch is listed, not judged as an epoch.
+  EXPECT_TRUE(has(first.report["seen"]["loaders"].dump(), "2 epochs, 16 batches; 2 peeks"))
+      << shown(first);
   ASSERT_TRUE(fs::exists(snapshot));
   // Resumed: every rank loads rank 0's snapshot with map_location="cuda:<rank>".
   const auto resumed = launchAudited(2, program("gpu_torchrun.py", {"3", "1", "--snapshot_path", snapshot}),

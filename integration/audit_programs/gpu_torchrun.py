@@ -5,7 +5,8 @@ unmodified on a laptop with `ddp-sim launch --cpu`.
 torchrun's LOCAL_RANK, torch.cuda.set_device, init_process_group("nccl"), .to(gpu_id),
 DDP(device_ids=[gpu_id]), torch.autocast("cuda") with a GradScaler, tensors made with device=,
 rank 0 saving a snapshot every epoch and every rank resuming from it with
-map_location="cuda:<gpu_id>". Healthy. --forget-set-epoch drops the sampler's set_epoch (every
+map_location="cuda:<gpu_id>", and the tutorial's `len(next(iter(loader))[0])` to print the batch
+size before each epoch (a peek, not an epoch). Healthy. --forget-set-epoch drops the sampler's set_epoch (every
 epoch then repeats epoch 0's order).
 """
 import argparse
@@ -71,6 +72,8 @@ class Trainer:
         return loss.detach()
 
     def _run_epoch(self, epoch):
+        b_sz = len(next(iter(self.train_data))[0])
+        print(f"[GPU{self.gpu_id}] Epoch {epoch} | Batchsize: {b_sz} | Steps: {len(self.train_data)}")
         if self.set_epoch:
             self.train_data.sampler.set_epoch(epoch)
         total = torch.zeros(1, device=self.gpu_id)

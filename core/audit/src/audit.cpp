@@ -43,8 +43,13 @@ AuditSeen seenOn(const RankTrace& t) {
       ++passes;
       batches += static_cast<std::int64_t>(p.batches.size());
     }
-    seen.loaders.push_back(fmt::format("{}: batch size {}, sampler {}; {} epochs, {} batches",
-                                       describeLoader(t, id), l.batchSize, l.sampler, passes, batches));
+    seen.loaders.push_back(fmt::format(
+        "{}: batch size {}, sampler {}; {} epochs, {} batches{}", describeLoader(t, id), l.batchSize,
+        l.sampler, passes, batches,
+        l.peeks == 0 ? std::string()
+                     : fmt::format("; {} peek{} (an iterator whose batches fed no training step: "
+                                   "not an epoch)",
+                                   l.peeks, l.peeks == 1 ? "" : "s")));
   }
   for (const auto& [id, d] : t.ddp) {
     seen.ddpModules.push_back(fmt::format("DDP module {}: {}, {} parameters, {} forwards, {} "

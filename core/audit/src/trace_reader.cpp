@@ -111,6 +111,7 @@ class RankTraceBuilder {
       t_.ddp[d.id] = d;
     } else if (ev == "forward") {
       ++ddpRef(field<std::int64_t>(e, "ddp")).forwards;
+      forwardLines_.push_back(line);
     } else if (ev == "coll") {
       collective(e, line);
     } else if (ev == "coll_done") {
@@ -159,9 +160,57 @@ class RankTraceBuilder {
     for (auto& p : t_.passes) {
       if (p.endLine == 0) p.endLine = lastLine + 1;
     }
+    setPeeksAside();
   }
 
  private:
+  // NOTE [Passes and epochs] (docs/audit.md): a pass that did not run to its end, after whose
+  // batches no DDP forward ran before the same loader's next pass began, fed no training step
+  // (`next(iter(loader))` to print the batch size): it is a peek, not an epoch. Peeks leave the
+  // passes; the loader's later passes are renumbered, and so are the collectives that name them.
+  // A trace without DDP forwards cannot tell a peek from a pass: nothing is set aside.
+  void setPeeksAside() {
+    if (forwardLines_.empty()) return;
+    std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> renumbered;  // old -> new iter
+    std::map<std::int64_t, std::int64_t> nextIter;  // loader -> the next epoch's number
+    std::vector<PassRecord> kept;
+    for (std::size_t i = 0; i < t_.passes.size(); ++i) {
+      PassRecord& p = t_.passes[i];
+      const PassRecord* next = nullptr;
+      for (std::size_t j = i + 1; j < t_.passes.size() && !next; ++j) {
+        if (t_.passes[j].loader == p.loader) next = &t_.passes[j];
+      }
+      const auto from = p.batches.empty() ? p.startLine : p.batches.front().line;
+      const bool fedAStep =
+          next && std::lower_bound(forwardLines_.begin(), forwardLines_.end(), from) !=
+                      std::lower_bound(forwardLines_.begin(), forwardLines_.end(), next->startLine);
+      if (!p.ended && next && !fedAStep) {
+        ++t_.loaders[p.loader].peeks;
+        renumbered[{p.loader, p.iter}] = nextIter[p.loader];  // its batches: before that epoch
+        continue;
+      }
+      renumbered[{p.loader, p.iter}] = nextIter[p.loader];
+      p.iter = nextIter[p.loader]++;
+      kept.push_back(std::move(p));
+    }
+    const bool none = kept.size() == t_.passes.size();
+    t_.passes = std::move(kept);
+    if (none) return;
+    t_.passIndex.clear();
+    for (std::size_t i = 0; i < t_.passes.size(); ++i) {
+      t_.passIndex[{t_.passes[i].loader, t_.passes[i].iter}] = i;
+    }
+    for (auto& [group, list] : t_.collectives) {
+      for (auto& c : list) {
+        const auto it = renumbered.find({c.loader, c.iter});
+        if (it == renumbered.end()) continue;
+        const PassRecord* p = t_.findPass(c.loader, it->second);
+        if (!p || p->startLine > c.line) c.batchSeq = -1;  // after a peek: before the epoch
+        c.iter = it->second;
+      }
+    }
+  }
+
   void header(const json& e) {
     DDPH_CHECK(optionalField<std::string>(e, "trace").value_or("") == "ddph-audit",
                "not a ddph-audit trace (\"trace\" is not \"ddph-audit\")");
@@ -327,6 +376,7 @@ class RankTraceBuilder {
   bool sawHeader_ = false;
   Position current_;
   std::optional<double> time_;  ///< the current line's "t"
+  std::vector<std::int64_t> forwardLines_;  ///< the lines of DDP forwards, ascending
 };
 
 }  // namespace

@@ -51,6 +51,9 @@ struct LoaderRecord {
   bool dropLast = false;
   bool torchBatching = true;  ///< batches are consecutive slices of the sampler's order
   std::string datasetFingerprint;  ///< the order the dataset lists its samples in (may be empty)
+  /// Iterators that yielded batches no training step used (`next(iter(loader))` for the batch
+  /// size): not epochs, and not among the passes (docs/audit.md, "Passes and epochs").
+  std::int64_t peeks = 0;
 };
 
 struct BatchRecord {
@@ -71,7 +74,7 @@ struct ParamsSnapshot {
 /// One pass over a loader: `iter(loader)` up to StopIteration or until it was dropped.
 struct PassRecord {
   std::int64_t loader = 0;
-  std::int64_t iter = 0;  ///< the loader's epoch
+  std::int64_t iter = 0;  ///< the loader's epoch: its passes counted from 0, peeks left out
   // The sampler's state when the pass started.
   std::optional<std::int64_t> samplerEpoch, seed, numReplicas, rank;
   std::optional<bool> shuffle, dropLast;
