@@ -100,8 +100,10 @@ const std::vector<PropertyInfo>& trainingProperties() {
        "optimizer on every rank"},
       {property::kParameterUpdates,
        "an epoch that ran backward passes changes the model's parameters",
-       "gradients are computed but never applied: no optimizer.step() after loss.backward() (or "
-       "a learning rate of 0); step the optimizer each iteration"},
+       "the gradients were never applied, or were zero: no optimizer.step() after "
+       "loss.backward(), a learning rate of 0, or a loss whose gradient is zero (CrossEntropyLoss "
+       "over a single output, a detached output); the trace cannot tell these apart: check that "
+       "the optimizer steps and that the parameters' .grad are non-zero"},
   };
   return kProperties;
 }
