@@ -47,15 +47,24 @@ def enabled_by_environment():
     return os.environ.get(ENV_ON, "") not in ("", "0")
 
 
+_device_type = None  # torch.device, once torch is imported (is_cuda_device's fast path)
+
+
 def is_cuda_device(d):
-    """True for what names a CUDA device: "cuda", "cuda:1", an int ordinal, torch.device("cuda")."""
+    """True for what names a CUDA device: "cuda", "cuda:1", an int ordinal, torch.device("cuda").
+    On every tensor and module ``.to()``: exact types first, no attribute lookups that fail."""
+    cls = type(d)
+    if cls is str:
+        return d.startswith("cuda")
+    if cls is int:
+        return True
+    if cls is _device_type:
+        return d.type == "cuda"
     if isinstance(d, str):
         return d.startswith("cuda")
-    if isinstance(d, bool):
-        return False
     if isinstance(d, int):
-        return True
-    return getattr(d, "type", None) == "cuda"
+        return not isinstance(d, bool)
+    return _device_type is None and getattr(d, "type", None) == "cuda"
 
 
 def device_index(d, current):
@@ -207,8 +216,10 @@ class CudaOnCpuInstrumentor(Instrumentor):
     # -- instrument -------------------------------------------------------------------------
 
     def _instrument(self):
+        global _device_type
         import torch
         self._torch = torch
+        _device_type = torch.device
         self._devices(torch)
         self._placement(torch)
         self._precision(torch)
