@@ -151,6 +151,17 @@ class Emulated(unittest.TestCase):
             del model
             dist.destroy_process_group()
 
+    @unittest.skipUnless(hasattr(torch, "accelerator"), "this torch has no torch.accelerator (< 2.6)")
+    def test_torch_accelerator_names_the_stand_in_devices(self):
+        acc = torch.accelerator
+        self.assertTrue(acc.is_available())
+        self.assertEqual(acc.device_count(), 4)
+        self.assertEqual(acc.current_accelerator().type, "cuda")
+        acc.set_device_index(3)
+        self.assertEqual(torch.cuda.current_device(), 3)
+        self.assertEqual(torch.ones(2).to(acc.current_accelerator()).device.type, "cpu")
+        self.assertFalse(torch.amp.GradScaler("cuda").is_enabled())
+
     def test_uninstrument_leaves_torch_as_it_found_it(self):
         self.emulation.instrument()  # idempotent
         self.emulation.uninstrument()
