@@ -173,18 +173,22 @@ class RankTraceBuilder {
     if (forwardLines_.empty()) return;
     std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> renumbered;  // old -> new iter
     std::map<std::int64_t, std::int64_t> nextIter;  // loader -> the next epoch's number
+    // The start line of each pass's next pass of the same loader (0: none), in one sweep back.
+    std::vector<std::int64_t> nextStart(t_.passes.size(), 0);
+    std::map<std::int64_t, std::int64_t> laterStart;  // loader -> start of its next pass
+    for (std::size_t i = t_.passes.size(); i-- > 0;) {
+      std::int64_t& later = laterStart[t_.passes[i].loader];
+      nextStart[i] = later;
+      later = t_.passes[i].startLine;
+    }
     std::vector<PassRecord> kept;
     for (std::size_t i = 0; i < t_.passes.size(); ++i) {
       PassRecord& p = t_.passes[i];
-      const PassRecord* next = nullptr;
-      for (std::size_t j = i + 1; j < t_.passes.size() && !next; ++j) {
-        if (t_.passes[j].loader == p.loader) next = &t_.passes[j];
-      }
       const auto from = p.batches.empty() ? p.startLine : p.batches.front().line;
       const bool fedAStep =
-          next && std::lower_bound(forwardLines_.begin(), forwardLines_.end(), from) !=
-                      std::lower_bound(forwardLines_.begin(), forwardLines_.end(), next->startLine);
-      if (!p.ended && next && !fedAStep) {
+          std::lower_bound(forwardLines_.begin(), forwardLines_.end(), from) !=
+          std::lower_bound(forwardLines_.begin(), forwardLines_.end(), nextStart[i]);
+      if (!p.ended && nextStart[i] != 0 && !fedAStep) {
         ++t_.loaders[p.loader].peeks;
         renumbered[{p.loader, p.iter}] = nextIter[p.loader];  // its batches: before that epoch
         continue;
