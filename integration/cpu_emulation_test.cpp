@@ -131,6 +131,19 @@ TEST(SpawnedRanks, ASpawnedRankThatRaisesIsNamedAndNoneIsLeftRunning) {
   EXPECT_TRUE(waitNoProcessesWithMarker(marker, 60s).empty());
 }
 
+TEST(SpawnedRanks, AHungSpawnedRankEndsAtTheTimeoutWithEveryRankStopped) {
+  const std::string marker = uniqueMarker();
+  const auto a = launchAudited(1, program("cpu_spawn.py", {"--hang-rank", "2"}), 60, {}, marker);
+  ASSERT_EQ(a.command.exitCode, 1) << shown(a);
+  const auto failures = violationsOf(a, "rank-failure");
+  ASSERT_EQ(failures.size(), 3u) << shown(a);
+  for (const auto& f : failures) {
+    EXPECT_TRUE(has(f["detail"].get<std::string>(), "still running at the launcher's timeout"))
+        << shown(a);
+  }
+  EXPECT_TRUE(waitNoProcessesWithMarker(marker, 60s).empty());
+}
+
 TEST(SpawnedRanks, ARunThatNeverJoinsAProcessGroupNeverPasses) {
   // Each rank loads data and exits 0 without init_process_group: nothing was distributed.
   const auto a = launchAudited(

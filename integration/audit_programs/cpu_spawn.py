@@ -1,10 +1,12 @@
 """A CPU DDP program that starts its own ranks, as the second seed article does: gloo, one
 process per rank from torch.multiprocessing.spawn, rank and world size passed to
 init_process_group. --nprocs N ranks (default 3). Healthy; --forget-set-epoch: every epoch repeats
-epoch 0's order; --crash-rank R: rank R raises in its second epoch (the others are stopped).
+epoch 0's order; --crash-rank R: rank R raises in its second epoch (the others are stopped);
+--hang-rank R: rank R blocks forever in its second epoch (the others wait in their allreduce).
 """
 import argparse
 import os
+import threading
 
 import torch
 import torch.distributed as dist
@@ -31,6 +33,8 @@ def run(rank, world_size, args):
         for x, y in loader:
             if epoch == 1 and rank == args.crash_rank:
                 raise ValueError(f"corrupt batch on rank {rank}")
+            if epoch == 1 and rank == args.hang_rank:
+                threading.Event().wait()  # a deadlock of its own: never returns
             optimizer.zero_grad()
             nn.functional.cross_entropy(model(x), y).backward()
             optimizer.step()
@@ -43,5 +47,6 @@ if __name__ == "__main__":
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--forget-set-epoch", action="store_true")
     parser.add_argument("--crash-rank", type=int, default=-1)
+    parser.add_argument("--hang-rank", type=int, default=-1)
     args = parser.parse_args()
     mp.spawn(run, args=(args.nprocs, args), nprocs=args.nprocs, join=True)

@@ -199,6 +199,8 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
       how = byLauncher;
     } else if (t->ended) {
       how = fmt::format("exited with code {}", t->endCode);
+    } else if (trace.launch && trace.launch->timedOut) {  // a rank the launcher did not start
+      how = "was still running at the launcher's timeout (a hang)";
     } else {
       how = "ended without finishing (killed, crashed or hung: its trace has no end)";
     }
