@@ -38,6 +38,7 @@ def run(rank, world_size, args):
             optimizer.zero_grad()
             nn.functional.cross_entropy(model(x), y).backward()
             optimizer.step()
+    del model  # the DDP module goes first (torch 1.13 can hang at exit otherwise: docs/audit.md)
     dist.destroy_process_group()
 
 

@@ -40,6 +40,7 @@ def main(rank, world_size, total_epochs, set_epoch):
             optimizer.step()
         if rank == 0:
             print(f"[GPU{rank}] Epoch {epoch} | Steps: {len(loader)}")
+    del model  # the DDP module goes first (torch 1.13 can hang at exit otherwise: docs/audit.md)
     destroy_process_group()
 
 

@@ -120,6 +120,7 @@ def main():
                       not args.forget_set_epoch)
     trainer.train(args.total_epochs)
     dist.barrier()
+    del trainer  # the DDP module goes first (torch 1.13 can hang at exit otherwise: docs/audit.md)
     destroy_process_group()
 
 
