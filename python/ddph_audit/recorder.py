@@ -45,7 +45,6 @@ class _State:
     ended = False
     counters = None
     spawner = False  # this process started ranks of its own before joining a process group
-    spawned_rank = False  # this process was started by a spawner: its rank is the group's
 
 
 state = _State()
@@ -171,7 +170,6 @@ def start(trace_dir, spawned_rank=False):
         state.exit_code = None
         state.run_id = os.environ.get("DDPH_AUDIT_RUN_ID") or os.environ.get("TORCHELASTIC_RUN_ID") or ""
         state.spawner = False
-        state.spawned_rank = spawned_rank
         state.rank = None if spawned_rank else _env_int("RANK")
         state.world_size = None if spawned_rank else _env_int("WORLD_SIZE")
     if state.rank is not None and state.world_size is not None:
