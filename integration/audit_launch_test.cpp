@@ -397,8 +397,9 @@ TEST(AuditPython, TorchrunRestartKeepsTheFailedAttemptsTrace) {
   // Rank 0's error follows rank 1's exit (its connection to rank 1 closes), so by the headers'
   // wall clocks rank 1 raised first.
   EXPECT_TRUE(has(first.out, "FAIL rank-failure on rank 1: rank 1 raised RuntimeError: out of "
-                             "memory (simulated in the first attempt) (the first rank to raise,"))
+                             "memory (simulated in the first attempt) at crash_first_attempt.py:"))
       << first.out;
+  EXPECT_TRUE(has(first.out, "in main (the first rank to raise,")) << first.out;
   EXPECT_FALSE(has(first.out, "collective-mismatch")) << first.out;  // a crash, not uneven inputs
   EXPECT_TRUE(has(first.out, "audit the later attempts with ddp-sim audit " + traces + "/attempt-1"))
       << first.out;
@@ -432,10 +433,12 @@ TEST(AuditLaunch, ARankThatNeverTracedIsNamedWithHowItEnded) {
   const auto a = launchAudited(2, {kTrain, "--mnist-dir", dir.path() + "/none"});
   ASSERT_EQ(a.command.exitCode, 1) << shown(a);
   const auto found = violationsOf(a, "rank-failure");
-  ASSERT_EQ(found.size(), 2u) << shown(a);
-  // Whichever rank fails first; the launcher then stops the other.
-  const std::string details = found[0]["detail"].get<std::string>() + found[1]["detail"].get<std::string>();
-  EXPECT_TRUE(has(details, "left no trace; it exited with code 2")) << shown(a);
+  // Whichever rank fails first; the launcher then stops the other, whose missing trace is that
+  // failure's consequence (named only when it failed on its own before the stop: a race).
+  ASSERT_GE(found.size(), 1u) << shown(a);
+  ASSERT_LE(found.size(), 2u) << shown(a);
+  EXPECT_TRUE(has(found[0]["detail"].get<std::string>(), "left no trace; it exited with code 2"))
+      << shown(a);
 }
 
 TEST(AuditLaunch, TraceDirHoldingATraceIsRefused) {

@@ -21,6 +21,7 @@
 #include "ddph/common/error.h"
 #include "ddph/common/progress_line.h"
 #include "ddph/audit/trace_progress.h"
+#include "ddph/launch/python_program.h"
 #include "ddph/launch/launcher.h"
 #include "ddph/report/html_report.h"
 #include "ddph/scenario/builtin_scenarios.h"
@@ -109,6 +110,8 @@ int runLaunch(const LaunchArgs& a) {
   DDPH_CHECK(a.cpu || !a.gpus, "--gpus needs --cpu");
   DDPH_CHECK(!a.gpus || (*a.gpus > 0 && *a.gpus <= 4096), "--gpus {} is not between 1 and 4096",
              a.gpus.value_or(0));
+  // Before W ranks fail alike: a missing script, an interpreter without torch (exit 2).
+  checkPythonProgram(a.command, /*needsTorch=*/a.audit || a.cpu);
   std::optional<audit::TraceFolder> traces;
   if (a.audit) {
     traces.emplace(a.traceDir);

@@ -19,6 +19,7 @@ import operator
 
 from . import recorder
 from . import index_codec
+from . import batch_fingerprint
 from . import dataset_fingerprint
 from .object_registry import ObjectRegistry
 from .trace_writer import FLAG, INT, JSON_BOOL, line_format
@@ -31,7 +32,7 @@ _torch_iters = {}  # "torch-distributed"/"sequential" -> the __iter__ function
 _batch_sampler_iter = None
 _MAP = 0  # torch.utils.data.dataloader._DatasetKind.Map
 
-_SAMPLER_ATTRS = ("num_replicas", "rank", "seed", "shuffle", "drop_last")
+_SAMPLER_ATTRS = ("num_replicas", "rank", "seed", "shuffle", "drop_last", "replacement")
 
 
 class _SamplerInfo:
@@ -58,7 +59,8 @@ class _LoaderInfo:
 
 
 class _Pass:
-    __slots__ = ("loader", "iter", "seq", "needs_idx", "ended", "batch_line")
+    __slots__ = ("loader", "iter", "seq", "needs_idx", "ended", "batch_line", "sampler", "epoch",
+                 "drawn", "stream")
 
     def __init__(self, loader_id, k, needs_idx):
         self.loader = loader_id
@@ -66,6 +68,13 @@ class _Pass:
         self.seq = 0
         self.needs_idx = needs_idx
         self.ended = False
+        # The sampler's epoch at iter(loader), and whether its order was drawn then (worker
+        # prefetch) or is still to be drawn at the first next() (single-process): `draw` line.
+        self.sampler = None
+        self.epoch = None
+        self.drawn = True
+        # An iterable dataset: no index names a batch, its content fingerprint does ("fp").
+        self.stream = False
         # A batch whose indices are not recorded (the sampler's order is known): one format.
         self.batch_line = line_format("batch", {"loader": loader_id, "iter": k, "seq": INT,
                                                 "size": INT, "grad": FLAG})
@@ -232,7 +241,12 @@ def _announce(loader, info):
             listing = None
         if listing is not None:
             fields["dataset_fingerprint"] = listing
-    fields.update({"batch_size": loader.batch_size, "drop_last": bool(loader.drop_last),
+    batch_size = loader.batch_size
+    if batch_size is None:  # DataLoader(batch_sampler=…): the batch sampler's own, when it says
+        batch_size = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+        batch_size = batch_size if isinstance(batch_size, int) and batch_size > 0 else None
+    drop_last = loader.drop_last or bool(getattr(loader.batch_sampler, "drop_last", False))
+    fields.update({"batch_size": batch_size, "drop_last": bool(drop_last),
                    "num_workers": int(loader.num_workers), "batching": info.batching})
     if not info.mapstyle:
         fields["iterable"] = True
@@ -248,13 +262,17 @@ def _on_pass_start(loader, it):
         _announce(loader, info)
     k = info.passes
     info.passes += 1
-    it._ddph_pass = _Pass(info.id, k, info.needs_idx)
+    p = it._ddph_pass = _Pass(info.id, k, info.needs_idx)
+    p.stream = not info.mapstyle
     fields = {"loader": info.id, "iter": k}
     sampler = info.sampler
     if sampler is not None:
         epoch = getattr(sampler, "epoch", None)
         if isinstance(epoch, int):
             fields["sampler_epoch"] = epoch
+            p.sampler, p.epoch = sampler, epoch
+            # Worker processes were handed their first indices inside iter(): drawn already.
+            p.drawn = bool(it.__dict__.get("_ddph_fifo"))
         fields.update(_sampler_fields(sampler))
         n = _sampler_dataset_len(sampler, loader)
         if n is not None:
@@ -282,10 +300,25 @@ def _wrap_loader_iter(fn):
     return __iter__
 
 
+def _on_first_draw(p):
+    """The sampler's order was drawn now, at the pass's first next(): a ``draw`` line when its
+    epoch is no longer the one recorded at iter() (set_epoch called in between)."""
+    p.drawn = True
+    epoch = getattr(p.sampler, "epoch", None)
+    if isinstance(epoch, int) and epoch != p.epoch and recorder.state.active:
+        try:
+            recorder.emit("draw", loader=p.loader, iter=p.iter, sampler_epoch=epoch)
+        except Exception as e:
+            recorder.fail(e, "DataLoader iterator")
+
+
 def _wrap_next_index(fn):
     @functools.wraps(fn)
     def _next_index(self):
         index = fn(self)
+        p = self.__dict__.get("_ddph_pass")
+        if p is not None and not p.drawn:
+            _on_first_draw(p)
         fifo = self.__dict__.get("_ddph_fifo")
         if fifo is None:
             fifo = self._ddph_fifo = collections.deque()
@@ -309,7 +342,7 @@ def _wrap_reset(fn):
 _NO_INDEX = object()
 
 
-def _emit_batch(p, index):
+def _emit_batch(p, index, data):
     import torch
     grad = torch.is_grad_enabled()
     if index is _NO_INDEX:
@@ -319,13 +352,15 @@ def _emit_batch(p, index):
     else:
         size = 1
         index = [index]
-    if size is not None and not p.needs_idx:
+    if size is not None and not p.needs_idx and not p.stream:
         recorder.emit_line(p.batch_line, (p.seq, size, JSON_BOOL[grad]))
         return
     fields = {"loader": p.loader, "iter": p.iter, "seq": p.seq}
     if size is not None:
         fields["size"] = size
     fields["grad"] = bool(grad)
+    if p.stream:
+        fields["fp"] = batch_fingerprint.fingerprint(data)
     if size is not None:  # and p.needs_idx
         try:
             fields["idx"] = index_codec.encode(index_codec.to_int_list(index))
@@ -358,7 +393,7 @@ def _wrap_next(fn):
         p = self.__dict__.get("_ddph_pass")
         if p is not None and recorder.state.active:
             try:
-                _emit_batch(p, index)
+                _emit_batch(p, index, data)
                 p.seq += 1
             except Exception as e:
                 recorder.fail(e, "DataLoader iterator")

@@ -39,6 +39,13 @@ def _listing(dataset):
     return None, None
 
 
+def _sized(dataset):
+    try:
+        return len(dataset)
+    except Exception:
+        return None
+
+
 def fingerprint(dataset, depth=0):
     """'<attribute>:<hex>' for the dataset's listing, or None when it exposes none."""
     if depth > 4 or dataset is None:
@@ -47,10 +54,11 @@ def fingerprint(dataset, depth=0):
     indices = getattr(dataset, "indices", None)
     if inner is not None and indices is not None:
         sub = fingerprint(inner, depth + 1)
-        if sub is None:
-            return None
-        h = hashlib.blake2b(sub.encode(), digest_size=12)
+        h = hashlib.blake2b((sub or "").encode(), digest_size=12)
         h.update(repr(list(indices)[:_LIMIT]).encode())
+        if sub is None:  # a base with no listing: the split itself (random_split's indices)
+            h.update(repr(_sized(inner)).encode())
+            return "subset-indices:" + h.hexdigest()
         return "subset:" + h.hexdigest()
     parts = getattr(dataset, "datasets", None)  # ConcatDataset
     if isinstance(parts, (list, tuple)) and parts:

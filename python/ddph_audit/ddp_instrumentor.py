@@ -34,7 +34,7 @@ class _DDPState:
     def __init__(self, ddp_id):
         self.id = ddp_id
         self.forward_line = line_format("forward", {"ddp": ddp_id, "n": INT, "training": FLAG,
-                                                    "grad": FLAG})
+                                                    "grad": FLAG, "sync": FLAG})
         self.forwards = 0
         self.backwards = 0
         self.hook = None  # _HookState once ours is registered around the program's hook
@@ -235,13 +235,15 @@ def _wrap_forward(fn):
         watch = False
         try:
             grad = is_grad_enabled()
+            # False under no_sync(): the next backward accumulates without an allreduce.
+            sync = bool(getattr(self, "require_backward_grad_sync", True))
             recorder.emit_line(st.forward_line, (st.forwards, JSON_BOOL[bool(self.training)],
-                                                 JSON_BOOL[grad]))
+                                                 JSON_BOOL[grad], JSON_BOOL[sync]))
             st.forwards += 1
             if st.watched is None:
                 st.watched = _buckets_watched(self, st)
             # Decided before DDP's forward: whether the next backward reduces gradients.
-            watch = st.watched and grad and getattr(self, "require_backward_grad_sync", True)
+            watch = st.watched and grad and sync
         except Exception as e:
             recorder.fail(e, "DistributedDataParallel.forward")
         out = fn(self, *inputs, **kwargs)

@@ -9,6 +9,7 @@ skip atexit: no ``end`` (that is the point: such a trace was cut short).
 import atexit
 import functools
 import os
+import re
 import sys
 
 from . import recorder
@@ -17,6 +18,41 @@ _installed = False
 _prev_excepthook = None
 _orig_sys_exit = None
 MESSAGE_MAX = 20000
+# Frames under these folders are torch's, Python's or the recorder's, not the program's.
+_LIBRARY_PARTS = ("/site-packages/", "/dist-packages/", "/lib/python3", "/ddph_audit/", "<frozen ")
+# A DataLoader worker's error re-raised in the main process carries the worker's traceback as text.
+_TEXT_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def _is_program_file(filename):
+    return not any(part in filename for part in _LIBRARY_PARTS)
+
+
+def _where(filename, line, function):
+    return "%s:%d in %s" % (os.path.basename(filename), line, function)
+
+
+def innermost_program_frame(tb, msg):
+    """``"train.py:28 in __getitem__"``: the innermost frame of the program's own code, from the
+    traceback text a DataLoader worker put in ``msg`` when there is one, else from ``tb``."""
+    for filename, line, function in reversed(_TEXT_FRAME.findall(msg)):
+        if _is_program_file(filename):
+            return _where(filename, int(line), function)
+    found = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if _is_program_file(code.co_filename):
+            found = _where(code.co_filename, tb.tb_lineno, code.co_name)
+        tb = tb.tb_next
+    return found
+
+
+def _last_line(msg):
+    """The error's own line: a worker's wrapped traceback ends with ``"ValueError: …"``."""
+    if "Traceback (most recent call last)" not in msg:
+        return None
+    lines = [line for line in msg.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else None
 
 
 def _exit_code(code):
@@ -47,7 +83,17 @@ def record_error(exc_type, exc, tb=None):
     if len(msg) > MESSAGE_MAX:
         msg = msg[:MESSAGE_MAX] + "..."
     recorder.state.exit_code = 1
-    recorder.emit("error", type=getattr(exc_type, "__name__", str(exc_type)), message=msg)
+    fields = {"type": getattr(exc_type, "__name__", str(exc_type)), "message": msg}
+    try:
+        where = innermost_program_frame(tb, msg)
+        last = _last_line(msg)
+    except Exception:  # the traceback is a convenience: never lose the error for it
+        where = last = None
+    if where:
+        fields["where"] = where
+    if last:
+        fields["last_line"] = last
+    recorder.emit("error", **fields)
 
 
 def _excepthook(exc_type, exc, tb):

@@ -21,6 +21,12 @@ std::string orderName(OrderKind k) {
   return "?";
 }
 
+std::vector<std::int64_t> setEpochValues(const SamplerRecord& s) {
+  std::vector<std::int64_t> out;
+  for (const auto& c : s.setEpochCalls) out.push_back(c.epoch);
+  return out;
+}
+
 AuditSeen seenOn(const RankTrace& t) {
   AuditSeen seen;
   for (const auto& [id, s] : t.samplers) {
@@ -34,7 +40,7 @@ AuditSeen seenOn(const RankTrace& t) {
         params, orderName(s.order),
         s.setEpochCalls.empty() ? std::string("never called")
                                 : fmt::format("called {} times ({})", s.setEpochCalls.size(),
-                                              fmt::join(s.setEpochCalls, ", "))));
+                                              fmt::join(setEpochValues(s), ", "))));
   }
   for (const auto& [id, l] : t.loaders) {
     std::int64_t passes = 0, batches = 0;
@@ -44,8 +50,11 @@ AuditSeen seenOn(const RankTrace& t) {
       batches += static_cast<std::int64_t>(p.batches.size());
     }
     seen.loaders.push_back(fmt::format(
-        "{}: batch size {}, sampler {}; {} epochs, {} batches{}", describeLoader(t, id), l.batchSize,
-        l.sampler, passes, batches,
+        "{}: {}, {}; {} epochs, {} batches{}", describeLoader(t, id),
+        l.batchSize > 0 ? fmt::format("batch size {}", l.batchSize)
+                        : std::string("batches from its batch_sampler"),
+        l.sampler >= 0 ? fmt::format("sampler {}", l.sampler) : std::string("no sampler (an iterable dataset)"),
+        passes, batches,
         l.peeks == 0 ? std::string()
                      : fmt::format("; {} peek{} (an iterator whose batches fed no training step: "
                                    "not an epoch)",

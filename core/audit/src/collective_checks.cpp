@@ -126,6 +126,50 @@ std::optional<Violation> desync(const std::string& group, const std::vector<std:
   return std::nullopt;
 }
 
+// The last epoch of `loader` a rank ran to its end, or -1.
+std::int64_t lastWholeEpoch(const RankTrace& t, std::int64_t loader) {
+  std::int64_t last = -1;
+  for (const auto& p : t.passes) {
+    if (p.loader == loader && p.ended) last = std::max(last, p.iter);
+  }
+  return last;
+}
+
+// Ranks that ended normally without beginning the epoch in which the others issued their extra
+// collective, each having run its previous epochs to their ends: they left the epoch loop (an
+// early stop, a NaN check, a time limit decided on one rank), they did not run out of batches.
+bool leftTheLoop(const Trace& trace, const std::vector<std::int64_t>& behind,
+                 const CollectiveRecord& extra) {
+  if (extra.loader < 0 || extra.iter < 0) return false;
+  for (auto r : behind) {
+    const RankTrace& t = *trace.ranks[static_cast<std::size_t>(r)];
+    if (t.findPass(extra.loader, extra.iter) || lastWholeEpoch(t, extra.loader) != extra.iter - 1)
+      return false;
+  }
+  return true;
+}
+
+std::optional<Violation> loopLeftEarly(const Trace& trace, const std::vector<std::int64_t>& ahead,
+                                       const std::vector<std::int64_t>& behind,
+                                       const CollectiveRecord& extra, Violation v) {
+  const RankTrace& first = *trace.ranks[static_cast<std::size_t>(ahead.front())];
+  const std::string loader = describeLoader(first, extra.loader);
+  v.detail = fmt::format(
+      "{} ended normally after epoch {} of {} and never began epoch {}, while {} went on into it: "
+      "{} ({}) has no partner",
+      rankList(behind), extra.iter - 1, loader, extra.iter, rankList(ahead),
+      collectiveNumber(extra), describeCollective(extra));
+  v.likelyCause = fmt::format(
+      "{} left the training loop by a decision of {} own (an early stop on {} own validation "
+      "loss, a NaN check, a time limit, another number of epochs) while the others went on, so "
+      "their next collective waits forever (a hang, or a crash when {} exit{}); take the decision "
+      "on every rank together, e.g. all_reduce the stop flag (dist.all_reduce(flag, "
+      "op=dist.ReduceOp.MAX)) and break on every rank",
+      rankList(behind), behind.size() == 1 ? "its" : "their", behind.size() == 1 ? "its" : "their",
+      behind.size() == 1 ? "it" : "they", behind.size() == 1 ? "s" : "");
+  return v;
+}
+
 std::optional<Violation> uneven(const Trace& trace, const std::vector<std::int64_t>& ranks,
                                 const std::map<std::int64_t, std::vector<const CollectiveRecord*>>& lists) {
   std::size_t fewest = SIZE_MAX, most = 0;
@@ -146,6 +190,7 @@ std::optional<Violation> uneven(const Trace& trace, const std::vector<std::int64
   v.ranks = ahead;
   v.epoch = extra.iter;
   v.step = extra.batchSeq;
+  if (leftTheLoop(trace, behind, extra)) return loopLeftEarly(trace, ahead, behind, extra, v);
   std::string counts;
   if (const auto parted = firstUnevenPass(trace, ranks)) {
     counts = fmt::format("; the ranks parted at epoch {} of {} (batches: {})",

@@ -28,6 +28,18 @@ const SamplerRecord* samplerOf(const RankTrace& t, std::int64_t loader) {
   return s == t.samplers.end() ? nullptr : &s->second;
 }
 
+// Draws with replacement: judged by the `with-replacement` contract (ranks-agree), not by coverage.
+bool drawsWithReplacement(const SamplerRecord* s) {
+  return s && s->replacement.value_or(false);
+}
+
+// torch's samplers that know nothing of ranks: DataLoader(shuffle=True) makes a RandomSampler,
+// DataLoader() a SequentialSampler, each over the whole dataset on every rank.
+bool isWholeDatasetSampler(const SamplerRecord* s) {
+  return s && (s->className == "torch.utils.data.sampler.RandomSampler" ||
+               s->className == "torch.utils.data.sampler.SequentialSampler");
+}
+
 struct RankPass {
   const RankTrace* trace = nullptr;
   const PassRecord* pass = nullptr;
@@ -201,6 +213,10 @@ class DataChecker {
     for (std::int64_t k = 0; k < iters; ++k) {
       auto ranks = passAcrossRanks(loader, k);
       if (ranks.empty()) break;
+      if (checkStream(loader, k, ranks)) {
+        judged = true;
+        continue;
+      }
       judged = judged || allKnown(ranks, false);
       const bool partitionOk = checkPartition(loader, k, ranks);
       if (partitionOk && !previous.empty()) checkNewOrder(loader, previous, ranks);
@@ -262,21 +278,49 @@ class DataChecker {
       byListing[f].push_back(rp.trace->rank);
     }
     if (byListing.size() == 1) return true;
+    const std::string& f0 = byListing.begin()->first;
+    const std::string attribute = f0.substr(0, f0.find(':'));
+    // Different Subsets of a base with no listing: only a DistributedSampler promises one dataset
+    // on every rank. Under another sampler each rank has its own dataset by design (a split by
+    // rank into Subsets): its indices are not one index space, and no partition is judged.
+    const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+    const bool split = attribute == "subset-indices" || attribute == "subset";
+    if (attribute == "subset-indices" && (!s || s->order != OrderKind::kTorchDistributed)) return false;
     std::vector<std::pair<std::string, std::vector<std::int64_t>>> sides(byListing.begin(), byListing.end());
-    std::stable_sort(sides.begin(), sides.end(),
-                     [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+    std::sort(sides.begin(), sides.end(), [](const auto& a, const auto& b) {  // most ranks, then rank 0 first
+      return a.second.size() != b.second.size() ? a.second.size() > b.second.size()
+                                                : a.second.front() < b.second.front();
+    });
+    // The fingerprints are hashes: name the orders A, B, … and the attribute they were read from.
     std::vector<std::string> parts;
-    for (const auto& [f, rs] : sides) parts.push_back(fmt::format("{} {}", rankList(rs), f));
+    for (std::size_t i = 0; i < sides.size(); ++i) {
+      parts.push_back(fmt::format("{} in order {}", rankList(sides[i].second),
+                                  static_cast<char>('A' + std::min<std::size_t>(i, 25))));
+    }
     Violation v;
     v.property = std::string(property::kCoverage);
     v.epoch = k;
-    v.detail = fmt::format("{}: the ranks' datasets list their samples in different orders ({}), so "
-                           "an index names a different sample on each rank and the shards overlap "
-                           "and leave samples out, however the sampler splits the indices",
-                           describeLoader(*ranks[0].trace, loader), fmt::join(parts, "; "));
-    v.likelyCause = "each rank lists its files itself (os.listdir and glob give no defined order, "
-                    "and nodes differ); sort the listing (sorted(os.listdir(root))) or build it once "
-                    "and share it";
+    if (split) {
+      v.detail = fmt::format("{}: the ranks' datasets are different Subsets of their base dataset "
+                             "(their indices differ: {}), so the ranks' shards do not split one "
+                             "dataset: samples one rank trains on are left out, or held out for "
+                             "validation, on another",
+                             describeLoader(*ranks[0].trace, loader), fmt::join(parts, "; "));
+      v.likelyCause = "each rank splits the dataset with its own random state (random_split or a "
+                      "shuffled index list after a per-rank seed such as torch.manual_seed(rank)); "
+                      "split with a generator seeded alike on every rank: random_split(dataset, "
+                      "lengths, generator=torch.Generator().manual_seed(0)), or split once and "
+                      "share the indices";
+    } else {
+      v.detail = fmt::format("{}: the ranks' datasets list their samples in different orders (their "
+                             "`{}`: {}), so an index names a different sample on each rank and the "
+                             "shards overlap and leave samples out, however the sampler splits the "
+                             "indices",
+                             describeLoader(*ranks[0].trace, loader), attribute, fmt::join(parts, "; "));
+      v.likelyCause = "each rank lists its files itself (os.listdir and glob give no defined order, "
+                      "and nodes differ); sort the listing (sorted(os.listdir(root))) or build it "
+                      "once and share it";
+    }
     record(loader, v, "listing");
     return false;
   }
@@ -287,6 +331,10 @@ class DataChecker {
     if (!sameListing(loader, k, ranks)) return false;
     if (!allKnown(ranks, false)) return true;
     const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+    if (drawsWithReplacement(s)) {
+      checkDrawsDiffer(loader, k, *n, ranks);
+      return false;  // coverage, disjointness and reshuffle do not apply
+    }
     Expectations e;
     e.dropLast = ranks[0].pass->dropLast.value_or(s && s->dropLast.value_or(false));
     const Partition part = partitionOf(ranks, *n, k, false);
@@ -301,6 +349,118 @@ class DataChecker {
     return false;
   }
 
+  // NOTE [Data with no sampler indices] (docs/audit.md): a pass over an iterable dataset is known
+  // by its batches' content fingerprints. Ranks that consumed the same batches train on the same
+  // samples (disjointness); batches repeated within one rank's pass come from its workers, each
+  // yielding the whole stream. Returns whether the pass was such a pass (judged here).
+  bool checkStream(std::int64_t loader, std::int64_t k, const std::vector<RankPass>& ranks) {
+    for (const auto& rp : ranks) {
+      if (rp.pass->batches.empty()) return false;
+      for (const auto& b : rp.pass->batches) {
+        if (b.fingerprint.empty()) return false;
+      }
+    }
+    // Each rank's batches, and who else consumed each of them.
+    std::map<std::string, std::set<std::int64_t>> holders;
+    std::vector<std::int64_t> withRepeats;
+    std::int64_t repeated = 0;
+    for (const auto& rp : ranks) {
+      std::set<std::string> own;
+      for (const auto& b : rp.pass->batches) {
+        if (!own.insert(b.fingerprint).second) ++repeated;
+        holders[b.fingerprint].insert(rp.trace->rank);
+      }
+      if (own.size() < rp.pass->batches.size()) withRepeats.push_back(rp.trace->rank);
+    }
+    std::int64_t shared = 0, total = 0;
+    std::set<std::int64_t> sharing;
+    for (const auto& rp : ranks) {
+      for (const auto& b : rp.pass->batches) {
+        ++total;
+        const auto& h = holders.at(b.fingerprint);
+        if (h.size() > 1) {
+          ++shared;
+          sharing.insert(h.begin(), h.end());
+        }
+      }
+    }
+    const LoaderRecord& l = ranks[0].trace->loaders.at(loader);
+    // More than half of the batches on more than one rank: not a coincidence of equal samples.
+    if (shared * 2 > total && sharing.size() > 1) {
+      Violation v;
+      v.property = std::string(property::kDisjointness);
+      v.epoch = k;
+      v.ranks.assign(sharing.begin(), sharing.end());
+      v.detail = fmt::format("{} (an iterable dataset, no sampler): {} consumed the same batches, "
+                             "{} of the {} batches of this epoch are on more than one rank (by "
+                             "their content's fingerprint)",
+                             describeLoader(*ranks[0].trace, loader), rankList(v.ranks), shared,
+                             total);
+      v.likelyCause = fmt::format(
+          "the IterableDataset yields the same stream on every rank, and no sampler splits an "
+          "iterable dataset: shard it in __iter__ by rank (itertools.islice(stream, rank, None, "
+          "world_size)){}",
+          l.numWorkers > 0 ? ", and by worker too (torch.utils.data.get_worker_info())" : "");
+      record(loader, v, "stream");
+    } else if (!withRepeats.empty() && l.numWorkers > 0) {
+      Violation v;
+      v.property = std::string(property::kNoDuplicates);
+      v.epoch = k;
+      v.ranks = withRepeats;
+      v.detail = fmt::format("{} (an iterable dataset, {} worker processes): {} consumed {} batches "
+                             "twice or more in one epoch (by their content's fingerprint)",
+                             describeLoader(*ranks[0].trace, loader), l.numWorkers,
+                             rankList(withRepeats), repeated);
+      v.likelyCause =
+          "every DataLoader worker runs the IterableDataset's whole __iter__, so each worker yields "
+          "the same stream; shard it by worker in __iter__ with torch.utils.data.get_worker_info() "
+          "(info.id, info.num_workers), on top of the shard by rank";
+      record(loader, v, "stream");
+    }
+    return true;
+  }
+
+  // The `with-replacement` contract: each rank draws its own indices; ranks that drew the same
+  // ones (the same generator seed on every rank) train on the same samples.
+  void checkDrawsDiffer(std::int64_t loader, std::int64_t k, std::int64_t n,
+                        const std::vector<RankPass>& ranks) {
+    notApplicable(loader, fmt::format("{} draws with replacement: coverage, disjointness and "
+                                      "reshuffle do not apply; judged by ranks-agree",
+                                      samplerName(ranks[0])));
+    const Partition part = partitionOf(ranks, n, k, false);
+    auto v = checkRanksAgree(part);
+    if (!v) return;
+    std::map<std::vector<Index>, std::vector<std::int64_t>> byDraw;
+    for (const auto& rp : ranks) byDraw[*rp.order].push_back(rp.trace->rank);
+    std::vector<std::int64_t> same;
+    for (const auto& [draw, rs] : byDraw) {
+      if (rs.size() > same.size()) same = rs;
+    }
+    v->ranks = same;
+    v->detail = fmt::format("{}, {}: {} drew the same {} indices in this epoch, so they train on "
+                            "the same samples",
+                            describeLoader(*ranks[0].trace, loader), samplerName(ranks[0]),
+                            rankList(same), ranks[0].order->size());
+    v->likelyCause = fmt::format(
+        "{} draws with replacement from a generator seeded alike on every rank (or the global "
+        "seed, set alike); give each rank its own draw: a generator seeded with seed + rank, or "
+        "one draw of world_size x num_samples indices shared by all and indices[rank::world_size]",
+        samplerClass(ranks[0]));
+    record(loader, *v);
+  }
+
+  void notApplicable(std::int64_t loader, const std::string& why) {
+    const std::string note = fmt::format("{}: {}", describeLoader(*firstTrace(), loader), why);
+    if (std::find(notes_.begin(), notes_.end(), note) == notes_.end()) notes_.push_back(note);
+  }
+
+  static std::string samplerClass(const RankPass& rp) {
+    const SamplerRecord* s = samplerOf(*rp.trace, rp.pass->loader);
+    if (!s) return "its sampler";
+    const auto dot = s->className.rfind('.');
+    return dot == std::string::npos ? s->className : s->className.substr(dot + 1);
+  }
+
   // Why ranks' orders do not split one dataset, from what the samplers say about themselves.
   static std::string partitionCause(const std::vector<RankPass>& ranks) {
     std::set<std::int64_t> seeds, replicas, samplerRanks;
@@ -310,6 +470,15 @@ class DataChecker {
       if (rp.pass->rank) samplerRanks.insert(*rp.pass->rank);
     }
     const auto w = static_cast<std::int64_t>(ranks.size());
+    if (isWholeDatasetSampler(samplerOf(*ranks[0].trace, ranks[0].pass->loader))) {
+      return fmt::format(
+          "the loader has no DistributedSampler: its {} (what DataLoader(shuffle=True) or "
+          "DataLoader() makes) draws from the whole dataset on every rank, so the ranks train on "
+          "the same samples and an epoch is {} epochs' work; pass "
+          "sampler=DistributedSampler(dataset) with shuffle=False on the loader, and call "
+          "sampler.set_epoch(epoch) every epoch",
+          samplerClass(ranks[0]), w);
+    }
     if (seeds.size() > 1) {
       return fmt::format("the ranks' samplers have different seeds ({}), so each shuffles its own "
                          "order and their shards overlap and leave samples out; give every rank "
@@ -333,6 +502,16 @@ class DataChecker {
     return fmt::format("sampler {} ({})", s->id, s->className);
   }
 
+  // A set_epoch call on `s` made while pass `p` ran (after its iter()), to a value that is not the
+  // epoch its order was drawn with: it came too late for this pass.
+  static const SetEpochCall* setEpochInside(const SamplerRecord& s, const PassRecord& p) {
+    for (const auto& c : s.setEpochCalls) {
+      if (c.line > p.startLine && c.line < p.endLine && c.epoch != p.samplerEpoch.value_or(c.epoch))
+        return &c;
+    }
+    return nullptr;
+  }
+
   void checkNewOrder(std::int64_t loader, const std::vector<RankPass>& before,
                       const std::vector<RankPass>& after) {
     if (!allKnown(before, false) || !allKnown(after, false)) return;
@@ -354,6 +533,21 @@ class DataChecker {
       why = fmt::format("set_epoch is never called on {}", samplerName(before[0]));
       v->likelyCause = "set_epoch(epoch) is not called before each epoch, so every epoch repeats "
                        "epoch 0's order; call sampler.set_epoch(epoch) at the start of every epoch";
+    } else if (const SetEpochCall* late = s ? setEpochInside(*s, *after[0].pass) : nullptr;
+               late && e1) {
+      const LoaderRecord& l = after[0].trace->loaders.at(loader);
+      why = fmt::format("set_epoch({}) was called after iter(loader) had begun epoch {}, whose "
+                        "order was drawn with epoch {}",
+                        late->epoch, k + 1, *e1);
+      v->likelyCause = fmt::format(
+          "set_epoch(epoch) runs after the epoch's iterator was made{}, so each epoch is drawn "
+          "with the previous epoch's value; call sampler.set_epoch(epoch) before iter(loader) "
+          "(before the for loop over the loader)",
+          l.numWorkers > 0
+              ? fmt::format(" and its {} worker processes were handed their first indices "
+                            "inside iter() (DataLoader prefetches)",
+                            l.numWorkers)
+              : " and its first batch drawn");
     } else if (e0 && e1 && *e0 == *e1) {
       why = fmt::format("set_epoch({}) was in force for both epochs", *e0);
       v->likelyCause = "set_epoch is called with the same value every epoch (e.g. a constant or "
@@ -426,6 +620,46 @@ class DataChecker {
     record(loader, *v, "consumed");
   }
 
+  // An evaluation pass scores every sample: samples no rank evaluated (DistributedSampler's
+  // drop_last cutting N to a multiple of W) are left out of the metric. Reported under coverage.
+  void checkEvaluatedOnce(std::int64_t loader, std::int64_t k, const std::vector<RankPass>& ranks,
+                          const Partition& consumed) {
+    std::set<Index> distinct;
+    for (const auto& shard : consumed.ranks) distinct.insert(shard.begin(), shard.end());
+    const auto missing = consumed.datasetSize - static_cast<std::int64_t>(distinct.size());
+    if (missing <= 0) return;
+    std::vector<Index> never;
+    for (Index i = 0; i < consumed.datasetSize && never.size() < 8; ++i) {
+      if (!distinct.count(i)) never.push_back(i);
+    }
+    const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+    const bool cut = s && s->order == OrderKind::kTorchDistributed &&
+                     ranks[0].pass->dropLast.value_or(s->dropLast.value_or(false));
+    const LoaderRecord& l = ranks[0].trace->loaders.at(loader);
+    Violation v;
+    v.property = std::string(property::kCoverage);
+    v.epoch = k;
+    v.detail = fmt::format(
+        "evaluation pass (every batch under no_grad) over {}: {} of its {} samples were never "
+        "evaluated ({}{}){}",
+        describeLoader(*ranks[0].trace, loader), missing, consumed.datasetSize,
+        fmt::join(never, ", "), missing > static_cast<std::int64_t>(never.size()) ? ", …" : "",
+        cut ? fmt::format(", DistributedSampler(drop_last=True) cuts {} samples to {} ranks x {}",
+                          consumed.datasetSize, ranks.size(),
+                          distributedNumSamples(consumed.datasetSize,
+                                                static_cast<std::int64_t>(ranks.size()), true))
+            : (l.dropLast ? ", the loader's drop_last=True drops each rank's last partial batch"
+                          : ""));
+    v.likelyCause =
+        cut ? "drop_last=True in the evaluation sampler drops N % W samples so that every rank "
+              "gets the same number, and the metric never sees them; evaluate every sample once: "
+              "an unpadded shard (indices[rank::world_size], summing counts with all_reduce) or "
+              "the whole set on rank 0"
+            : "the evaluation loop leaves samples out (the loader's drop_last=True, or a break); "
+              "an evaluation must score every sample once";
+    record(loader, v, "evaluated");
+  }
+
   void checkEvaluation(std::int64_t loader, std::int64_t k, const std::vector<RankPass>& ranks) {
     for (const auto& rp : ranks) {
       if (!rp.pass->ended || rp.pass->batches.empty()) return;
@@ -437,6 +671,7 @@ class DataChecker {
     const auto n = commonDatasetLen(loader, k, ranks);
     if (!n) return;
     const Partition consumed = partitionOf(ranks, *n, k, true);
+    checkEvaluatedOnce(loader, k, ranks, consumed);
     auto v = checkNoDuplicates(consumed);
     if (!v) return;
     std::int64_t total = 0;

@@ -161,11 +161,67 @@ void checkProcessGroup(const Trace& trace, std::vector<Violation>& out) {
   out.push_back(std::move(v));
 }
 
+// "raised ValueError: corrupt sample 28 (in a DataLoader worker) at train.py:28 in __getitem__":
+// the error's own line first, where the program raised it, the wrapped traceback left out.
+std::string raisedText(const RankTrace& t) {
+  std::string what = t.errorLastLine ? *t.errorLastLine
+                                     : fmt::format("{}: {}", *t.errorType, t.errorMessage.value_or(""));
+  if (t.errorLastLine && t.errorMessage && t.errorMessage->rfind("Caught ", 0) == 0 &&
+      t.errorMessage->find("DataLoader worker") != std::string::npos) {
+    what += " (in a DataLoader worker process)";
+  }
+  if (t.errorWhere) what += " at " + *t.errorWhere;
+  return "raised " + what;
+}
+
+bool isPeerLost(const RankTrace& t) {
+  if (!t.errorMessage) return false;
+  for (const auto& known : kKnownErrors) {
+    if (known.cause == kPeerLost && t.errorMessage->find(known.part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Errors whose type alone says the program could not start its work: not a distributed bug.
+std::string startupCause(const RankTrace& t) {
+  if (*t.errorType == "ModuleNotFoundError" || *t.errorType == "ImportError") {
+    return "the program failed at an import, before any distributed work: the module is missing "
+           "from this interpreter or misspelt (install it, or run the program with the "
+           "interpreter that has it); not a distributed bug";
+  }
+  if (*t.errorType == "FileNotFoundError" || *t.errorType == "PermissionError") {
+    return "the program failed to open a file it needs on this machine (a path or a permission); "
+           "not a distributed bug";
+  }
+  return {};
+}
+
+// Every rank that raised raised the same error at the same place: the program's own error.
+std::string sameErrorCause(const RankTrace& t) {
+  if (std::string cause = startupCause(t); !cause.empty()) return cause;
+  return "the ranks raised the same error at the same place, so it comes from the program's own "
+         "code, data or environment, not from one rank's state or from the distribution: fix it "
+         "there (the program run once on its own shows the full traceback)";
+}
+
+int raisedCount(const Trace& trace) {
+  return static_cast<int>(std::count_if(trace.ranks.begin(), trace.ranks.end(),
+                                        [](const auto& t) { return t && t->errorType; }));
+}
+
+struct RankFinding {
+  Violation v;
+  std::string key;     ///< what must agree for ranks to share one finding (empty: never shared)
+  std::string shared;  ///< the shared finding's text after its list of ranks
+  int order = 1;       ///< 0 the first rank to raise, 1 the others, 2 consequences (peer lost)
+};
+
 }  // namespace
 
 void checkRanks(const Trace& trace, std::vector<Violation>& out) {
   checkProcessGroup(trace, out);
   const FirstRaised first = firstRaised(trace);
+  std::vector<RankFinding> found;
   for (int r = 0; r < trace.worldSize; ++r) {
     const LaunchedRank* l = launched(trace, r);
     const std::string byLauncher = launcherFailure(trace, l);
@@ -173,28 +229,25 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
     v.property = std::string(property::kRankFailure);
     v.ranks = {r};
     const auto& t = trace.ranks[static_cast<std::size_t>(r)];
+    // A rank the launcher stopped because another failed is that failure's consequence, not a
+    // finding of its own (whether it had finished its work, or even opened its trace, first is a
+    // race): only a rank that raised an error itself is reported.
+    const bool stoppedByOthers = l && l->outcome == "stopped" && trace.launch->interruptedBy == 0;
+    if (!t && stoppedByOthers) continue;
     if (!t) {
       v.detail = fmt::format(
           "rank {} left no trace{}: it never ran the recorder (it failed before importing torch, "
           "or is not a program the audit watches) or its trace folder is not the others'",
           r, byLauncher.empty() ? "" : "; it " + byLauncher);
-      out.push_back(std::move(v));
+      found.push_back({std::move(v), {}, {}, 1});
       continue;
     }
-    // A rank the launcher stopped because another failed is that failure's consequence, not a
-    // finding of its own (whether it had finished its work first is a race): only a rank that
-    // raised an error itself is reported.
-    const bool stoppedByOthers = l && l->outcome == "stopped" && trace.launch->interruptedBy == 0;
     if (stoppedByOthers && !t->errorType) continue;
     const bool failed = !t->endedNormally() || !byLauncher.empty();
     if (!failed) continue;
     std::string how;
     if (t->errorType) {
-      how = fmt::format("raised {}: {}", *t->errorType, t->errorMessage.value_or(""));
-      if (r == first.rank) {
-        how += fmt::format(" (the first rank to raise, {:.3f} s before rank {})", first.lead,
-                           first.next);
-      }
+      how = raisedText(*t);
     } else if (!byLauncher.empty()) {
       how = byLauncher;
     } else if (t->ended) {
@@ -207,12 +260,21 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
     const CollectiveRecord* last = t->lastCollective();
     v.epoch = last && !last->done ? last->iter : -1;
     v.step = last && !last->done ? last->batchSeq : -1;
-    v.detail = fmt::format("rank {} {}{}; it stood {}; {}", r, how,
-                           t->errorType && !byLauncher.empty() && !stoppedByOthers
-                               ? fmt::format(" ({})", byLauncher)
-                               : "",
-                           whereRankStood(*t), collectiveState(*t));
+    const std::string launcherSide = t->errorType && !byLauncher.empty() && !stoppedByOthers
+                                         ? fmt::format(" ({})", byLauncher)
+                                         : "";
+    const std::string rest =
+        fmt::format("; it stood {}; {}", whereRankStood(*t), collectiveState(*t));
+    const bool peerLost = isPeerLost(*t);
+    const bool raisedFirst = t->errorType && r == first.rank && !peerLost;
+    v.detail = fmt::format("rank {} {}{}{}{}", r, how,
+                           raisedFirst ? fmt::format(" (the first rank to raise, {:.3f} s before "
+                                                     "rank {})",
+                                                     first.lead, first.next)
+                                       : "",
+                           launcherSide, rest);
     v.likelyCause = knownErrorCause(trace, *t);
+    if (v.likelyCause.empty() && t->errorType) v.likelyCause = startupCause(*t);
     if (hungAtExitWithDdpAlive(*t, l)) {
       v.detail += fmt::format("; it had destroyed its process group with DDP module {} still alive",
                               fmt::join(*t->ddpAliveAtDestroy, ", "));
@@ -221,8 +283,52 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
           "last reference to the gloo group, and freeing it deadlocks on the GIL; delete the DDP "
           "module (del model) before dist.destroy_process_group()";
     }
-    out.push_back(std::move(v));
+    // Ranks that lost their peer in the same collective share one finding whatever the address in
+    // their message; other errors when they are the same error at the same place.
+    RankFinding f{std::move(v), {}, {}, raisedFirst ? 0 : (peerLost ? 2 : 1)};
+    if (peerLost) {
+      const std::string at = t->errorWhere ? " at " + *t->errorWhere : "";
+      f.key = "peer lost: " + *t->errorType + at + rest;
+      f.shared = fmt::format("raised {}{}: their connection to a peer closed or reset (rank {}: "
+                             "{}){}",
+                             *t->errorType, at, r, t->errorMessage.value_or(""), rest);
+    } else if (t->errorType) {
+      f.key = f.shared = how + rest;
+    }
+    found.push_back(std::move(f));
   }
+  // The same error, at the same place, on several ranks: one finding naming them all.
+  std::vector<RankFinding> merged;
+  for (auto& f : found) {
+    auto it = std::find_if(merged.begin(), merged.end(), [&](const RankFinding& m) {
+      return !f.key.empty() && m.key == f.key;
+    });
+    if (it == merged.end()) {
+      merged.push_back(std::move(f));
+      continue;
+    }
+    it->v.ranks.push_back(f.v.ranks.front());
+    it->order = std::min(it->order, f.order);
+  }
+  for (auto& m : merged) {
+    if (m.v.ranks.size() < 2) continue;
+    const RankTrace& t = *trace.ranks[static_cast<std::size_t>(m.v.ranks.front())];
+    const auto ranks = m.v.ranks;
+    m.v.detail = fmt::format("{} {}", rankList(ranks), m.shared);  // "it stood": "they stood"
+    for (const auto& [one, all] : {std::pair<std::string, std::string>{"; it stood", "; they stood"},
+                                   {"before its first batch", "before their first batch"},
+                                   {"; it had entered no collective", "; none had entered a collective"},
+                                   {"; it was in collective", "; they were in collective"}}) {
+      if (const auto at = m.v.detail.find(one); at != std::string::npos) m.v.detail.replace(at, one.size(), all);
+    }
+    if (m.v.likelyCause.empty() && static_cast<int>(ranks.size()) == raisedCount(trace)) {
+      m.v.likelyCause = sameErrorCause(t);
+    }
+  }
+  // The failure the others follow from first, the ranks that lost their peer last.
+  std::stable_sort(merged.begin(), merged.end(),
+                   [](const RankFinding& a, const RankFinding& b) { return a.order < b.order; });
+  for (auto& m : merged) out.push_back(std::move(m.v));
 }
 
 }  // namespace ddph::audit

@@ -45,6 +45,26 @@ std::string moduleName(const RankTrace& t, std::int64_t ddp) {
   return fmt::format("DDP module {} ({})", ddp, d->second.module);
 }
 
+// Every forward with gradients ran under no_sync() on every rank: no backward allreduced its
+// gradients, so each rank stepped on its own. The cause then, else empty (the catalogue's).
+std::string noSyncCause(const Trace& trace, std::int64_t ddp, std::string& detail) {
+  std::int64_t unsynced = 0;
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    const auto d = t->ddp.find(ddp);
+    if (d == t->ddp.end() || d->second.syncedGradForwards > 0 || d->second.unsyncedGradForwards == 0)
+      return {};
+    unsynced = std::max(unsynced, d->second.unsyncedGradForwards);
+  }
+  detail += fmt::format("; all {} of its forwards with gradients ran under no_sync(), and no "
+                        "backward allreduced the gradients",
+                        unsynced);
+  return "every backward runs under model.no_sync(), which skips DDP's gradient allreduce, so "
+         "each rank steps on its own gradients and the replicas drift apart; for gradient "
+         "accumulation, run the last micro-batch of each step outside no_sync() (its backward "
+         "allreduces the accumulated gradients) before optimizer.step()";
+}
+
 void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violation>& out) {
   std::map<int, std::vector<Point>> byRank;
   for (const auto& t : trace.ranks) {
@@ -70,6 +90,10 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
       parts.push_back(fmt::format("{} {}", rankList(sides[k].second), shortHash(sides[k].first)));
       if (k > 0) odd.insert(odd.end(), sides[k].second.begin(), sides[k].second.end());
     }
+    if (sides.front().second.size() == 1) {  // no majority: every rank holds its own model
+      odd.clear();
+      for (const auto& [rank, points] : byRank) odd.push_back(rank);
+    }
     std::sort(odd.begin(), odd.end());
     Violation v;
     v.property = std::string(property::kReplicaConsistency);
@@ -78,6 +102,7 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
     v.detail = fmt::format("{} differs across ranks at {}: parameter hashes {}",
                            moduleName(*trace.ranks[static_cast<std::size_t>(byRank.begin()->first)], ddp),
                            reference[i].where, fmt::join(parts, "; "));
+    v.likelyCause = noSyncCause(trace, ddp, v.detail);
     out.push_back(std::move(v));
     return;  // once diverged, every later point differs too
   }
@@ -89,7 +114,10 @@ void checkUpdates(const Trace& trace, std::int64_t ddp, std::vector<Violation>& 
   for (const auto& t : trace.ranks) {
     if (!t) continue;
     const auto points = pointsOf(*t, ddp);
-    for (std::size_t i = 0; i + 1 < points.size(); ++i) {
+    // A rank that failed: its last interval was cut by the failure (an allreduce that raised
+    // leaves the step undone), a consequence of the rank-failure, not a finding of its own.
+    const std::size_t judged = t->endedNormally() || points.empty() ? points.size() : points.size() - 1;
+    for (std::size_t i = 0; i + 1 < judged; ++i) {
       const std::int64_t backwards = points[i + 1].params.backwards - points[i].params.backwards;
       if (backwards <= 0 || points[i].params.hash != points[i + 1].params.hash) continue;
       ranks.push_back(t->rank);

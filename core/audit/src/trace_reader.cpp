@@ -92,11 +92,14 @@ class RankTraceBuilder {
       sampler(e);
     } else if (ev == "set_epoch") {
       const auto id = field<std::int64_t>(e, "sampler");
-      samplerRef(id).setEpochCalls.push_back(field<std::int64_t>(e, "epoch"));
+      samplerRef(id).setEpochCalls.push_back({field<std::int64_t>(e, "epoch"), line});
     } else if (ev == "loader") {
       loader(e);
     } else if (ev == "epoch") {
       pass(e, line);
+    } else if (ev == "draw") {
+      PassRecord& p = passRef(field<std::int64_t>(e, "loader"), field<std::int64_t>(e, "iter"));
+      p.samplerEpoch = field<std::int64_t>(e, "sampler_epoch");
     } else if (ev == "batch") {
       batch(e, line);
     } else if (ev == "epoch_end") {
@@ -110,7 +113,12 @@ class RankTraceBuilder {
       d.parameters = optionalField<std::int64_t>(e, "parameters").value_or(0);
       t_.ddp[d.id] = d;
     } else if (ev == "forward") {
-      ++ddpRef(field<std::int64_t>(e, "ddp")).forwards;
+      DdpRecord& d = ddpRef(field<std::int64_t>(e, "ddp"));
+      ++d.forwards;
+      if (optionalField<bool>(e, "grad").value_or(true)) {
+        ++(optionalField<bool>(e, "sync").value_or(true) ? d.syncedGradForwards
+                                                          : d.unsyncedGradForwards);
+      }
       forwardLines_.push_back(line);
     } else if (ev == "coll") {
       collective(e, line);
@@ -131,6 +139,8 @@ class RankTraceBuilder {
       t_.errorType = optionalField<std::string>(e, "type").value_or("error");
       t_.errorMessage = optionalField<std::string>(e, "message").value_or("");
       t_.errorT = time_;
+      t_.errorWhere = optionalField<std::string>(e, "where");
+      t_.errorLastLine = optionalField<std::string>(e, "last_line");
     } else if (ev == "destroy") {
       if (optionalField<std::string>(e, "group").value_or("0") == "0")
         t_.ddpAliveAtDestroy = field<std::vector<std::int64_t>>(e, "ddp_alive");
@@ -248,6 +258,7 @@ class RankTraceBuilder {
     s.seed = optionalField<std::int64_t>(e, "seed");
     s.shuffle = optionalField<bool>(e, "shuffle");
     s.dropLast = optionalField<bool>(e, "drop_last");
+    s.replacement = optionalField<bool>(e, "replacement");
     DDPH_CHECK(s.datasetLen >= 0, "dataset_len {} is negative", s.datasetLen);
     if (s.order == OrderKind::kTorchDistributed) {
       DDPH_CHECK(s.numReplicas && s.rank && s.seed && s.shuffle && s.dropLast,
@@ -266,10 +277,11 @@ class RankTraceBuilder {
     l.sampler = optionalField<std::int64_t>(e, "sampler").value_or(-1);
     l.dataset = optionalField<std::string>(e, "dataset").value_or("");
     l.datasetLen = optionalField<std::int64_t>(e, "dataset_len").value_or(0);
-    l.batchSize = optionalField<std::int64_t>(e, "batch_size").value_or(1);
+    l.batchSize = optionalField<std::int64_t>(e, "batch_size").value_or(0);
     l.dropLast = optionalField<bool>(e, "drop_last").value_or(false);
     l.torchBatching = optionalField<std::string>(e, "batching").value_or("torch") == "torch";
     l.datasetFingerprint = optionalField<std::string>(e, "dataset_fingerprint").value_or("");
+    l.numWorkers = optionalField<std::int64_t>(e, "num_workers").value_or(0);
     t_.loaders[l.id] = l;
   }
 
@@ -282,6 +294,7 @@ class RankTraceBuilder {
     DDPH_CHECK(!t_.findPass(p.loader, p.iter), "pass {} of loader {} starts twice", p.iter,
                p.loader);
     p.samplerEpoch = optionalField<std::int64_t>(e, "sampler_epoch");
+    p.epochAtIter = p.samplerEpoch;
     p.seed = optionalField<std::int64_t>(e, "seed");
     p.numReplicas = optionalField<std::int64_t>(e, "num_replicas");
     p.rank = optionalField<std::int64_t>(e, "rank");
@@ -313,6 +326,7 @@ class RankTraceBuilder {
     b.seq = field<std::int64_t>(e, "seq");
     b.size = field<std::int64_t>(e, "size");
     b.grad = optionalField<bool>(e, "grad").value_or(true);
+    b.fingerprint = optionalField<std::string>(e, "fp").value_or("");
     b.line = line;
     b.t = time_;
     DDPH_CHECK(b.size >= 0, "batch size {} is negative", b.size);

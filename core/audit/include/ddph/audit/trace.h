@@ -32,6 +32,12 @@ enum class OrderKind {
   kRecorded,          ///< only the indices drawn are known (batch lines carry them)
 };
 
+/// One call of a sampler's set_epoch.
+struct SetEpochCall {
+  std::int64_t epoch = 0;
+  std::int64_t line = 0;
+};
+
 struct SamplerRecord {
   std::int64_t id = 0;
   std::string className;
@@ -39,7 +45,10 @@ struct SamplerRecord {
   OrderKind order = OrderKind::kRecorded;
   std::optional<std::int64_t> numReplicas, rank, seed;
   std::optional<bool> shuffle, dropLast;
-  std::vector<std::int64_t> setEpochCalls;  ///< the values, in call order
+  /// Draws with replacement (RandomSampler(replacement=True), WeightedRandomSampler): judged by
+  /// the `with-replacement` contract, not by coverage (docs/audit.md).
+  std::optional<bool> replacement;
+  std::vector<SetEpochCall> setEpochCalls;  ///< in call order
 };
 
 struct LoaderRecord {
@@ -47,9 +56,10 @@ struct LoaderRecord {
   std::int64_t sampler = -1;
   std::string dataset;
   std::int64_t datasetLen = 0;
-  std::int64_t batchSize = 0;
+  std::int64_t batchSize = 0;  ///< 0: not known (a batch_sampler without a batch_size)
   bool dropLast = false;
   bool torchBatching = true;  ///< batches are consecutive slices of the sampler's order
+  std::int64_t numWorkers = 0;
   std::string datasetFingerprint;  ///< the order the dataset lists its samples in (may be empty)
   /// Iterators that yielded batches no training step used (`next(iter(loader))` for the batch
   /// size): not epochs, and not among the passes (docs/audit.md, "Passes and epochs").
@@ -61,6 +71,7 @@ struct BatchRecord {
   std::int64_t size = 0;
   bool grad = true;
   std::optional<std::vector<Index>> indices;  ///< present for recorded orders / custom batching
+  std::string fingerprint;  ///< content hash of a batch from an iterable dataset ("fp"), or empty
   std::int64_t line = 0;
   std::optional<double> t;  ///< seconds since the rank's recorder started (the line's "t")
 };
@@ -75,8 +86,10 @@ struct ParamsSnapshot {
 struct PassRecord {
   std::int64_t loader = 0;
   std::int64_t iter = 0;  ///< the loader's epoch: its passes counted from 0, peeks left out
-  // The sampler's state when the pass started.
-  std::optional<std::int64_t> samplerEpoch, seed, numReplicas, rank;
+  // The sampler's state when the pass started; samplerEpoch is the epoch its order was drawn with
+  // (a `draw` line: set_epoch called between iter() and the first next() of a single-process
+  // loader), epochAtIter the one at iter().
+  std::optional<std::int64_t> samplerEpoch, epochAtIter, seed, numReplicas, rank;
   std::optional<bool> shuffle, dropLast;
   std::int64_t datasetLen = 0;
   std::optional<std::int64_t> declaredBatches;      ///< len(loader)
@@ -107,6 +120,8 @@ struct DdpRecord {
   std::int64_t parameters = 0;
   std::int64_t forwards = 0;
   std::int64_t backwards = 0;
+  /// Forwards with gradients enabled, outside and inside no_sync() (the `forward` line's "sync").
+  std::int64_t syncedGradForwards = 0, unsyncedGradForwards = 0;
   std::optional<ParamsSnapshot> atEnd;
 };
 
@@ -133,6 +148,9 @@ struct RankTrace {
   std::map<std::string, std::vector<std::int64_t>> groups;           ///< non-default groups
   std::map<std::int64_t, DdpRecord> ddp;
   std::optional<std::string> errorType, errorMessage;
+  /// The innermost frame of the program's own code ("train.py:28 in __getitem__"), and the error's
+  /// own line when the message is a wrapped traceback (a DataLoader worker's).
+  std::optional<std::string> errorWhere, errorLastLine;
   std::optional<double> errorT;     ///< the error line's "t"
   std::optional<double> startUnix;  ///< wall-clock seconds (Unix epoch) at "t" = 0 (header)
   /// DDP modules still alive when the program destroyed its default process group (`destroy`).

@@ -1,0 +1,206 @@
+// The bug patterns users bring, each a real PyTorch script under integration/audit_programs/ run
+// unmodified under `ddp-sim launch --audit -n 4`: the property found, its ranks and epoch, and the
+// cause chosen from the trace's evidence (the program's own construct named). Their healthy
+// counterparts are the audit_healthy.* tests (audit_programs/healthy/, docs/audit.md).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "audited_launch.h"
+#include "test_support.h"
+
+using Json = nlohmann::json;
+
+namespace ddph::test_support {
+namespace {
+
+const std::string kPython = DDPH_PYTHON;
+const std::string kPrograms = DDPH_AUDIT_PROGRAMS_DIR;
+
+std::vector<std::string> python(const std::string& program, std::vector<std::string> args = {}) {
+  std::vector<std::string> argv = {kPython, kPrograms + "/" + program};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+std::string text(const Json& v, const char* key) {
+  return v.contains(key) && v[key].is_string() ? v[key].get<std::string>() : "";
+}
+
+// The one violation of `property`; fails the test when there is not exactly one.
+Json only(const Audited& a, const std::string& property) {
+  const auto found = violationsOf(a, property);
+  EXPECT_EQ(found.size(), 1u) << property << "\n" << shown(a);
+  return found.empty() ? Json::object() : found[0];
+}
+
+TEST(AuditPattern, ShuffleTrueWithoutDistributedSamplerNamesTheMissingSampler) {
+  const auto a = launchAudited(4, python("no_distributed_sampler.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "disjointness");
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_TRUE(has(text(v, "detail"), "RandomSampler")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "no DistributedSampler")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "shuffle=False")) << shown(a);
+  EXPECT_FALSE(has(text(v, "likely_cause"), "same seed")) << shown(a);
+}
+
+TEST(AuditPattern, SetEpochAfterIterWithWorkersIsReshuffleCalledTooLate) {
+  const auto a = launchAudited(4, python("set_epoch_after_iter.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "reshuffle");
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_TRUE(has(text(v, "detail"), "set_epoch(1) was called after iter(loader) had begun epoch 1"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "2 worker processes")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "before iter(loader)")) << shown(a);
+  EXPECT_FALSE(has(text(v, "likely_cause"), "same value every epoch")) << shown(a);
+}
+
+TEST(AuditPattern, SetEpochAfterIterWithoutWorkersIsInTime) {
+  // The same loop without workers: torch draws the order at the first next(), after set_epoch.
+  const auto a = launchAudited(4, python("set_epoch_after_iter.py", {"--workers", "0"}));
+  EXPECT_EQ(a.command.exitCode, 0) << shown(a);
+  EXPECT_TRUE(a.report["passed"].get<bool>()) << shown(a);
+}
+
+TEST(AuditPattern, EarlyStopOnOneRankLeftTheLoopAndIsNotUnevenInputs) {
+  const auto a = launchAudited(4, python("early_stop_rank0.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  const Json m = only(a, "collective-mismatch");
+  EXPECT_EQ(m["ranks"], Json::array({1, 2, 3})) << shown(a);
+  EXPECT_EQ(m["epoch"], 2) << shown(a);
+  EXPECT_TRUE(has(text(m, "detail"), "rank 0 ended normally after epoch 1")) << shown(a);
+  EXPECT_TRUE(has(text(m, "detail"), "never began epoch 2")) << shown(a);
+  EXPECT_TRUE(has(text(m, "likely_cause"), "all_reduce the stop flag")) << shown(a);
+  EXPECT_FALSE(has(text(m, "likely_cause"), "ran out of batches")) << shown(a);
+  // The others' failed allreduce leaves their last step undone: a consequence, not a finding.
+  EXPECT_TRUE(violationsOf(a, "parameter-updates").empty()) << shown(a);
+  EXPECT_TRUE(violationsOf(a, "replica-consistency").empty()) << shown(a);
+}
+
+TEST(AuditPattern, EveryBackwardUnderNoSyncIsReplicaConsistencyNamingNoSync) {
+  const auto a = launchAudited(4, python("no_sync_always.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_EQ(v["epoch"], 1) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "ran under no_sync()")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "last micro-batch")) << shown(a);
+}
+
+TEST(AuditPattern, WeightedSamplerSeededAlikeOnEveryRankIsRanksAgree) {
+  const auto a = launchAudited(4, python("weighted_same_seed.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "ranks-agree");
+  EXPECT_EQ(v["ranks"], Json::array({0, 1, 2, 3})) << shown(a);
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_TRUE(has(text(v, "detail"), "drew the same 200 indices")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "seed + rank")) << shown(a);
+  // Coverage does not apply to a draw with replacement, and the report says so.
+  bool said = false;
+  for (const auto& n : a.report["notes"]) said = said || has(n.get<std::string>(), "do not apply");
+  EXPECT_TRUE(said) << shown(a);
+}
+
+TEST(AuditPattern, EvaluationSamplerWithDropLastLeavesSamplesUnscored) {
+  const auto a = launchAudited(4, python("eval_drop_last.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_TRUE(has(text(v, "detail"), "2 of its 402 samples were never evaluated (400, 401)"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "drop_last=True")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "indices[rank::world_size]")) << shown(a);
+}
+
+TEST(AuditPattern, RandomSplitAfterAPerRankSeedGivesEachRankAnotherTrainingSet) {
+  const auto a = launchAudited(4, python("random_split_per_rank_seed.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_TRUE(has(text(v, "detail"), "different Subsets of their base dataset")) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "rank 0 in order A")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "random_split")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "generator=torch.Generator().manual_seed(0)")) << shown(a);
+}
+
+TEST(AuditPattern, AnUnshardedIterableDatasetGivesEveryRankTheSameBatches) {
+  const auto a = launchAudited(4, python("iterable_unsharded.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "disjointness");
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_EQ(v["ranks"], Json::array({0, 1, 2, 3})) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "128 of the 128 batches of this epoch are on more than one rank"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "shard it in __iter__ by rank")) << shown(a);
+}
+
+TEST(AuditPattern, WorkersOfAnIterableDatasetShardedByRankOnlyRepeatEveryBatch) {
+  const auto a = launchAudited(4, python("iterable_unsharded.py", {"--shard-by-rank", "--workers", "2"}));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "no-duplicates");
+  EXPECT_EQ(v["ranks"], Json::array({0, 1, 2, 3})) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "2 worker processes")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "get_worker_info()")) << shown(a);
+}
+
+TEST(AuditPattern, ACorruptSampleOnOneRankIsNamedFirstWithItsLine) {
+  for (const char* workers : {"0", "2"}) {
+    const auto a = launchAudited(4, python("corrupt_sample.py", {"--workers", workers}));
+    EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+    const auto failures = violationsOf(a, "rank-failure");
+    ASSERT_FALSE(failures.empty()) << shown(a);
+    const Json& first = failures.front();
+    EXPECT_EQ(first["ranks"], Json::array({0})) << workers << "\n" << shown(a);
+    EXPECT_TRUE(has(text(first, "detail"),
+                    "raised ValueError: corrupt sample 28"))
+        << workers << "\n" << shown(a);
+    EXPECT_TRUE(has(text(first, "detail"), "at corrupt_sample.py:"))
+        << workers << "\n" << shown(a);
+    EXPECT_TRUE(has(text(first, "detail"), "in __getitem__")) << workers << "\n" << shown(a);
+    for (std::size_t i = 1; i < failures.size(); ++i) {
+      EXPECT_TRUE(has(text(failures[i], "likely_cause"), "consequence")) << shown(a);
+    }
+  }
+}
+
+TEST(AuditPattern, AnImportErrorOnEveryRankIsOneFindingWithItsCause) {
+  const auto a = launchAudited(4, python("import_error.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  // Every rank that raised before the launcher stopped the rest: one finding (how many raised
+  // first is a race; the ranks stopped before they raised are the failure's consequence).
+  const Json v = only(a, "rank-failure");
+  EXPECT_FALSE(v["ranks"].empty()) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"),
+                  "raised ModuleNotFoundError: No module named 'wandb_logger_of_our_team'"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "at import_error.py:8 in <module>")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "failed at an import")) << shown(a);
+  EXPECT_FALSE(has(text(v, "likely_cause"), "OOM")) << shown(a);
+  if (v["ranks"].size() > 1) EXPECT_FALSE(has(text(v, "detail"), "the first rank to raise")) << shown(a);
+}
+
+TEST(AuditPattern, AScriptThatDoesNotExistIsExitTwoWithOneLine) {
+  TempDir dir("ddph-audit-missing");
+  const auto r = runCommand({DDPH_DDP_SIM, "launch", "--audit", "-n", "2", "--", kPython,
+                             dir.path() + "/trian.py"},
+                            std::chrono::seconds(120));
+  EXPECT_EQ(r.exitCode, 2) << r.out << r.err;
+  EXPECT_TRUE(has(r.err, "trian.py does not exist")) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+}  // namespace
+}  // namespace ddph::test_support

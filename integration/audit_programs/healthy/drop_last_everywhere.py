@@ -1,0 +1,30 @@
+"""drop_last=True in both the DistributedSampler and the DataLoader: equal steps on every rank."""
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+
+def main():
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    x = torch.randn(1001, 8)
+    ds = TensorDataset(x, (x[:, 1] > 0).long())
+    sampler = DistributedSampler(ds, drop_last=True)
+    loader = DataLoader(ds, batch_size=32, sampler=sampler, drop_last=True)
+    model = DDP(nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        for xb, yb in loader:
+            opt.zero_grad()
+            F.cross_entropy(model(xb), yb).backward()
+            opt.step()
+    del model
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""set_epoch after iter(loader) without worker processes: still in time.
+
+A single-process DataLoader draws its sampler's order at the first next(), not at iter(), so a
+set_epoch between the two takes effect. (With workers it does not: set_epoch_after_iter.py.)
+"""
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+
+def main():
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    x = torch.randn(400, 8)
+    ds = TensorDataset(x, x[:, :2].sum(1, keepdim=True))
+    sampler = DistributedSampler(ds, seed=42)
+    loader = DataLoader(ds, batch_size=20, sampler=sampler)
+    model = DDP(nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for epoch in range(3):
+        batches = iter(loader)
+        sampler.set_epoch(epoch)
+        for xb, yb in batches:
+            opt.zero_grad()
+            F.mse_loss(model(xb), yb).backward()
+            opt.step()
+    del model
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
