@@ -1,0 +1,71 @@
+// checkPythonProgram: what `ddp-sim launch` checks before starting W ranks of a Python program.
+#include "ddph/launch/python_program.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "ddph/common/error.h"
+#include "test_support.h"
+
+namespace ddph::test_support {
+namespace {
+
+TEST(PythonProgram, InterpretersAreKnownByName) {
+  for (const char* p : {"python", "python3", "python3.11", "/usr/bin/python3", "./venv/bin/python"})
+    EXPECT_TRUE(isPythonInterpreter(p)) << p;
+  for (const char* p : {"ddp-train", "pythonista", "/usr/bin/env", "python3-config", "ipython"})
+    EXPECT_FALSE(isPythonInterpreter(p)) << p;
+}
+
+TEST(PythonProgram, TheScriptIsTheFirstArgumentThatIsNoOption) {
+  EXPECT_EQ(pythonScript({"python3", "train.py", "--epochs", "3"}), "train.py");
+  EXPECT_EQ(pythonScript({"python3", "-u", "-W", "ignore", "-X", "dev", "train.py"}), "train.py");
+  EXPECT_EQ(pythonScript({"python3", "-m", "ddph_audit", "train.py"}), std::nullopt);
+  EXPECT_EQ(pythonScript({"python3", "-mtorch.distributed.run", "train.py"}), std::nullopt);
+  EXPECT_EQ(pythonScript({"python3", "-c", "print(1)"}), std::nullopt);
+  EXPECT_EQ(pythonScript({"python3", "-"}), std::nullopt);
+  EXPECT_EQ(pythonScript({"python3"}), std::nullopt);
+  EXPECT_EQ(pythonScript({"ddp-train", "train.py"}), std::nullopt);
+}
+
+TEST(PythonProgram, AMissingScriptIsOneLineNamingIt) {
+  TempDir dir("ddph-python-program");
+  try {
+    checkPythonProgram({"python3", dir.path() + "/trian.py"}, /*needsTorch=*/false);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("trian.py does not exist"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+  std::ofstream(dir.path() + "/train.py") << "print(1)\n";
+  EXPECT_NO_THROW(checkPythonProgram({"python3", dir.path() + "/train.py"}, false));
+  EXPECT_NO_THROW(checkPythonProgram({"/bin/sh", dir.path() + "/none.sh"}, true));  // not Python
+}
+
+TEST(PythonProgram, AnInterpreterWithoutTorchIsNamedWithOneThatHasIt) {
+  // A "python3" whose find_spec('torch') answers no (exit 3), first on PATH, as a pyenv shim is.
+  TempDir dir("ddph-python-program");
+  const std::string fake = dir.path() + "/python3";
+  std::ofstream(fake) << "#!/bin/sh\nexit 3\n";
+  ASSERT_EQ(::chmod(fake.c_str(), 0700), 0);
+  std::ofstream(dir.path() + "/train.py") << "print(1)\n";
+  try {
+    checkPythonProgram({fake, dir.path() + "/train.py"}, /*needsTorch=*/true);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(fake + ") cannot import torch"), std::string::npos) << what;
+    // This machine's system Python has torch (DDPH_PYTHON is the one the tests use).
+    EXPECT_NE(what.find(" can: run the program with it"), std::string::npos) << what;
+  }
+  EXPECT_NO_THROW(checkPythonProgram({fake, dir.path() + "/train.py"}, /*needsTorch=*/false));
+  EXPECT_NO_THROW(checkPythonProgram({DDPH_PYTHON, dir.path() + "/train.py"}, true));
+}
+
+}  // namespace
+}  // namespace ddph::test_support
