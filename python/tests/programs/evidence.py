@@ -1,5 +1,4 @@
 """One rank that leaves each piece of evidence the audit's causes are chosen from (test_evidence)."""
-import itertools
 
 import torch
 import torch.distributed as dist
