@@ -104,6 +104,34 @@ TEST(CheckSampler, BuggyExampleIsRightForEvaluation) {
   EXPECT_EQ(r.exitCode, 0) << diagnostics(r);
 }
 
+TEST(CheckSampler, APythonSamplerClassIsServedByTheHelperAndShownWhole) {
+  REQUIRE_TORCH_PYTHON();
+  // `python3 -m ddph_audit.serve_sampler FILE:Class`: no adapter loop of the user's own. The
+  // class loses position 30 of a 31-index shard to a copy: the answer of the minimal case is
+  // shown whole, so the copy can be seen in the report.
+  test_support::TempDir dir("ddph-check-sampler");
+  const std::string file = dir.path() + "/late_copy.py";
+  std::FILE* f = std::fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("class LateCopy:\n"
+             "    def __init__(self, data, num_replicas, rank):\n"
+             "        self.idx = list(range(len(data)))[rank::num_replicas]\n"
+             "        if len(self.idx) > 30:\n"
+             "            self.idx[30] = self.idx[17]\n"
+             "    def __iter__(self):\n"
+             "        return iter(self.idx)\n"
+             "    def __len__(self):\n"
+             "        return len(self.idx)\n",
+             f);
+  std::fclose(f);
+  const auto r = runCommand({kDdpSim, "check-sampler", "--contract", "exactly-once", "--", kPython,
+                             "-m", "ddph_audit.serve_sampler", file + ":LateCopy"},
+                            240s, "", {{"PYTHONPATH", DDPH_PYTHON_PACKAGE_DIR}});
+  EXPECT_EQ(r.exitCode, 1) << diagnostics(r);
+  EXPECT_NE(r.out.find("FAIL no-duplicates"), std::string::npos) << diagnostics(r);
+  EXPECT_NE(r.out.find("26,27,28,29,17]"), std::string::npos) << diagnostics(r);
+}
+
 TEST(CheckSampler, BuiltinsNeedNoCommand) {
   CommandResult r = checkSampler({"--builtin", "pytorch"});
   EXPECT_EQ(r.exitCode, 0) << diagnostics(r);

@@ -48,7 +48,8 @@ struct CheckSamplerArgs {
   std::vector<std::string> command;
 };
 
-constexpr std::size_t kShownIndices = 24;
+constexpr std::size_t kShownIndices = 24;  // the head of a long answer
+constexpr std::size_t kShownWhole = 64;    // answers up to this long are shown whole
 
 // RapidCheck writes to std::cerr on its own: its global configuration ("Using configuration:
 // seed=…") on first use and, at exit, an RC_PARAMS="reproduce=…" line for every failed search.
@@ -57,10 +58,35 @@ constexpr std::size_t kShownIndices = 24;
 // messages go through stdio and are unaffected.
 void silenceRapidCheck() { std::cerr.rdbuf(nullptr); }  // badbit: every write is dropped
 
-// An answer as the protocol line it came as, cut after kShownIndices indices.
-std::string shownResponse(const Exchange& x) {
-  if (x.indices.size() <= kShownIndices) return responseJson(x.indices, x.declaredLength);
+// An answer as the protocol line it came as, whole up to kShownWhole indices, else cut after
+// kShownIndices. When it differs
+// from `previous` (the same rank's answer before it) only past the cut, the indices around the
+// first difference are shown too, so the failure can be seen in the report.
+std::string shownResponse(const Exchange& x, const Exchange* previous) {
+  if (x.indices.size() <= kShownWhole) return responseJson(x.indices, x.declaredLength);
   std::vector<Index> head(x.indices.begin(), x.indices.begin() + kShownIndices);
+  std::string around;
+  if (previous && previous->indices != x.indices) {
+    const auto at = static_cast<std::size_t>(
+        std::mismatch(x.indices.begin(), x.indices.end(), previous->indices.begin(),
+                      previous->indices.end())
+            .first -
+        x.indices.begin());
+    if (at >= kShownIndices && at < x.indices.size()) {
+      const std::size_t from = std::max(at - 4, kShownIndices);
+      const std::size_t to = std::min(at + 12, x.indices.size());
+      std::vector<Index> window(x.indices.begin() + static_cast<std::ptrdiff_t>(from),
+                                x.indices.begin() + static_cast<std::ptrdiff_t>(to));
+      around = fmt::format(",…[{}:] {}", from, fmt::join(window, ","));
+    }
+    if (at >= kShownIndices) {
+      return fmt::format(R"({{"indices":[{}{},…]}}  ({} indices{}; first differs from rank {}'s )"
+                         R"(previous answer at position {}))",
+                         fmt::join(head, ","), around, x.indices.size(),
+                         x.declaredLength ? fmt::format(", length {}", *x.declaredLength) : "",
+                         x.request.rank, at);
+    }
+  }
   return fmt::format(R"({{"indices":[{},…]}}  ({} indices{}))", fmt::join(head, ","),
                      x.indices.size(),
                      x.declaredLength ? fmt::format(", length {}", *x.declaredLength) : "");
@@ -147,8 +173,16 @@ report::Counterexample printMinimalCase(Sampler& sampler, const CheckSamplerArgs
                "deterministic)\n");
   }
   fmt::print("       requests and responses ({}):\n", exchanges.size());
-  for (const auto& x : exchanges) {
-    fmt::print("         {}\n           -> {}\n", requestJson(x.request), shownResponse(x));
+  for (std::size_t i = 0; i < exchanges.size(); ++i) {
+    const Exchange* previous = nullptr;  // the same rank's answer before this one
+    for (std::size_t j = i; j-- > 0;) {
+      if (exchanges[j].request.rank == exchanges[i].request.rank) {
+        previous = &exchanges[j];
+        break;
+      }
+    }
+    fmt::print("         {}\n           -> {}\n", requestJson(exchanges[i].request),
+               shownResponse(exchanges[i], previous));
   }
   std::string replay = replayCommand(a, contract, *r.counterexample, exchanges);
   fmt::print("       replay: {}\n", replay);
