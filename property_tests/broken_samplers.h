@@ -73,7 +73,7 @@ inline std::vector<BrokenCase> brokenSamplers() {
          });
        },
        {{"reshuffle", "the epoch does not reach the shuffle"},
-        {"determinism", "have the same seed + epoch but rank 0 gets different indices"}}},
+        {"seed-plus-epoch", "have the same seed + epoch but rank 0 gets different indices"}}},
       {"per-rank-seed", property::kDisjointness,
        [] {
          return std::make_unique<P>("per-rank-seed", [](ShardRequest r, int) {
@@ -156,15 +156,16 @@ inline std::vector<BrokenCase> brokenSamplers() {
        {{"coverage", "indices are on no rank"},
         {"disjointness", "extra copies across ranks where padding allows 0"},
         {"padding", "(the head of the epoch's order, tiled)"},
-        {"determinism", "the sampler answered two different lists"}}},
-      {"seed-ignored", property::kDeterminism,
+        {"determinism", "the sampler answered two different lists"},
+        {"seed-plus-epoch", "have the same seed + epoch but rank 0 gets different indices"}}},
+      {"seed-ignored", property::kSeedPlusEpoch,
        [] {
          return std::make_unique<P>("seed-ignored", [](ShardRequest r, int) {
            r.seed = 0;  // the user's seed never reaches the generator
            return pytorchShard(r);
          });
        },
-       {{"determinism", "have the same seed + epoch but rank 0 gets different indices"}}},
+       {{"seed-plus-epoch", "have the same seed + epoch but rank 0 gets different indices"}}},
       {"wrong-declared-length", property::kEqualLength,
        [] {
          return std::make_unique<P>(

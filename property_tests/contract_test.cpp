@@ -94,7 +94,7 @@ TEST(Contract, BuiltinContractsNameKnownProperties) {
   }
   EXPECT_EQ(findContract("pytorch").properties,
             (std::vector<std::string>{"valid-range", "equal-length", "coverage", "disjointness",
-                                      "reshuffle", "determinism"}));
+                                      "reshuffle", "determinism", "seed-plus-epoch"}));
   EXPECT_TRUE(findContract("drop-last").expectations.dropLast);
   EXPECT_THROW(findContract("no-such-contract"), ConfigError);
   EXPECT_THROW(validateContract({"mine", "", {"coverage", "typo"}, {}}), ConfigError);
@@ -195,11 +195,16 @@ TEST(Contract, RecordCaseReplaysWhatThePropertyAsked) {
   ASSERT_EQ(exchanges.size(), 3u);
   EXPECT_EQ(exchanges[2].request.rank, 2);
   EXPECT_EQ(exchanges[2].indices, (std::vector<Index>{0, 1}));
-  // Determinism asks the same partition twice and the seed + 1 / epoch - 1 one.
+  // Determinism asks the same partition twice; seed-plus-epoch the seed + 1 / epoch - 1 one too.
   DistributedSampler port;
   const auto asked = recordCase(port, {5, 2, 1, 7}, Expectations{}, "determinism", &v);
   EXPECT_FALSE(v.has_value());
-  EXPECT_EQ(asked.size(), 6u);
+  EXPECT_EQ(asked.size(), 4u);
+  const auto shifted = recordCase(port, {5, 2, 1, 7}, Expectations{}, "seed-plus-epoch", &v);
+  EXPECT_FALSE(v.has_value());
+  EXPECT_EQ(shifted.size(), 4u);
+  EXPECT_EQ(shifted[2].request.seed, 8);
+  EXPECT_EQ(shifted[2].request.epoch, 0);
 }
 
 }  // namespace

@@ -52,8 +52,8 @@ TEST_P(LibTorchFindings, violatesExactlyTheDocumentedProperties) {
 INSTANTIATE_TEST_SUITE_P(
     LibTorch113, LibTorchFindings,
     ::testing::Values(
-        Finding{LibTorchSamplerKind::kRandom, true, {"valid-range", "padding", "determinism"}},
-        Finding{LibTorchSamplerKind::kRandom, false, {"determinism"}},
+        Finding{LibTorchSamplerKind::kRandom, true, {"valid-range", "padding", "seed-plus-epoch"}},
+        Finding{LibTorchSamplerKind::kRandom, false, {"seed-plus-epoch"}},
         Finding{LibTorchSamplerKind::kSequential, true, {"padding", "reshuffle"}},
         Finding{LibTorchSamplerKind::kSequential, false, {"reshuffle"}}),
     [](const auto& info) {

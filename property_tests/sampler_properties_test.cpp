@@ -36,6 +36,7 @@ RC_GTEST_PROP(DistributedSamplerProperties, disjointness, ()) { holdsForPytorchP
 RC_GTEST_PROP(DistributedSamplerProperties, padding, ()) { holdsForPytorchPort(property::kPadding); }
 RC_GTEST_PROP(DistributedSamplerProperties, reshuffle, ()) { holdsForPytorchPort(property::kReshuffle); }
 RC_GTEST_PROP(DistributedSamplerProperties, determinism, ()) { holdsForPytorchPort(property::kDeterminism); }
+RC_GTEST_PROP(DistributedSamplerProperties, seedPlusEpoch, ()) { holdsForPytorchPort(property::kSeedPlusEpoch); }
 
 // One rank's indices() and the all-rank partition() (one shared order) agree.
 RC_GTEST_PROP(DistributedSamplerProperties, rankShardMatchesPartition, ()) {

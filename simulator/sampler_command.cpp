@@ -217,9 +217,9 @@ int run(const SamplerArgs& a) {
           if (v.property == name) found = &v;
         }
         if (found) {
-          fmt::print("  FAIL {:<13} {}\n", name, found->detail);
+          fmt::print("  FAIL {:<15} {}\n", name, found->detail);
         } else {
-          fmt::print("  ok   {:<13} {}\n", name, findProperty(name)->summary);
+          fmt::print("  ok   {:<15} {}\n", name, findProperty(name)->summary);
         }
       }
     }

@@ -14,7 +14,8 @@ std::vector<Contract> makeBuiltinContracts() {
   const std::vector<std::string> pytorchProperties = {
       std::string(property::kValidRange),   std::string(property::kEqualLength),
       std::string(property::kCoverage),     std::string(property::kDisjointness),
-      std::string(property::kReshuffle),    std::string(property::kDeterminism)};
+      std::string(property::kReshuffle),    std::string(property::kDeterminism),
+      std::string(property::kSeedPlusEpoch)};
 
   Expectations pytorch;  // DistributedSampler's defaults: shuffle, no drop_last
   contracts.push_back({"pytorch",
@@ -41,7 +42,6 @@ std::vector<Contract> makeBuiltinContracts() {
   // one (the ranks' metrics are all-reduced as sums, not per step).
   Expectations exactlyOnce;
   exactlyOnce.pytorchLengths = false;
-  exactlyOnce.orderDependsOnSeedPlusEpoch = false;
   contracts.push_back({"exactly-once",
                        "evaluation sharding: every index on exactly one rank, lengths within one",
                        {std::string(property::kValidRange), std::string(property::kCoverage),
@@ -54,7 +54,6 @@ std::vector<Contract> makeBuiltinContracts() {
   // steps, the same request gives the same answer, and the ranks split one draw.
   Expectations withReplacement;
   withReplacement.pytorchLengths = false;
-  withReplacement.orderDependsOnSeedPlusEpoch = false;
   contracts.push_back({"with-replacement",
                        "weighted or balanced sampling with replacement, split across ranks",
                        {std::string(property::kValidRange), std::string(property::kEqualLength),

@@ -223,8 +223,7 @@ std::optional<Violation> checkReshuffle(const Partition& p, const Partition& nex
   return std::nullopt;
 }
 
-std::optional<Violation> checkDeterminism(const Partition& p, const Partition& again,
-                                          const Partition* shifted) {
+std::optional<Violation> checkDeterminism(const Partition& p, const Partition& again) {
   for (std::int64_t r = 0; r < p.numReplicas() && r < again.numReplicas(); ++r) {
     if (p.ranks[r] != again.ranks[r]) {
       return violation(property::kDeterminism, p,
@@ -234,15 +233,17 @@ std::optional<Violation> checkDeterminism(const Partition& p, const Partition& a
                        {r});
     }
   }
-  if (shifted != nullptr) {
-    for (std::int64_t r = 0; r < p.numReplicas() && r < shifted->numReplicas(); ++r) {
-      if (p.ranks[r] != shifted->ranks[r]) {
-        return violation(property::kDeterminism, p,
-                         fmt::format("seed {} epoch {} and seed {} epoch {} have the same seed + "
-                                     "epoch but rank {} gets different indices",
-                                     p.seed, p.epoch, shifted->seed, shifted->epoch, r),
-                         {r});
-      }
+  return std::nullopt;
+}
+
+std::optional<Violation> checkSeedPlusEpoch(const Partition& p, const Partition& shifted) {
+  for (std::int64_t r = 0; r < p.numReplicas() && r < shifted.numReplicas(); ++r) {
+    if (p.ranks[r] != shifted.ranks[r]) {
+      return violation(property::kSeedPlusEpoch, p,
+                       fmt::format("seed {} epoch {} and seed {} epoch {} have the same seed + "
+                                   "epoch but rank {} gets different indices",
+                                   p.seed, p.epoch, shifted.seed, shifted.epoch, r),
+                       {r});
     }
   }
   return std::nullopt;

@@ -27,10 +27,15 @@ const std::vector<PropertyInfo>& samplerProperties() {
       {property::kReshuffle,
        "with shuffle, consecutive epochs give different orders; without it the order is 0..N-1",
        "set_epoch(epoch) is not called before each epoch, so every epoch repeats the same order"},
-      {property::kDeterminism,
-       "the same seed and epoch give the same indices, and the order depends only on seed + epoch",
-       "the sampler draws from an unseeded or global generator; seed a private generator with "
-       "seed + epoch"},
+      {property::kDeterminism, "the same request (seed, epoch, rank) gives the same indices",
+       "the sampler draws from an unseeded or global generator; seed a private generator from "
+       "the seed and the epoch"},
+      {property::kSeedPlusEpoch,
+       "the order depends on seed and epoch only through seed + epoch, as torch's "
+       "DistributedSampler seeds its generator",
+       "the sampler mixes seed and epoch otherwise (a hash, seed * K + epoch, or the epoch "
+       "alone), so it is not bit-exact with torch's order; seed the generator with seed + epoch "
+       "where torch's order is what is promised"},
       // The three below are not DistributedSampler's promises: they make the `exactly-once`
       // (evaluation sharding) and `with-replacement` contracts (see ddph/contract/contract.h).
       {property::kNoDuplicates, "no index appears twice, on one rank or across ranks",

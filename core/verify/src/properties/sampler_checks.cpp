@@ -29,7 +29,7 @@ std::vector<std::string> distributedSamplerPropertyNames() {
   std::vector<std::string> names;
   for (auto name : {property::kValidRange, property::kEqualLength, property::kCoverage,
                     property::kDisjointness, property::kPadding, property::kReshuffle,
-                    property::kDeterminism}) {
+                    property::kDeterminism, property::kSeedPlusEpoch}) {
     names.emplace_back(name);
   }
   return names;
@@ -89,10 +89,9 @@ std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, cons
     } else if (name == property::kReshuffle) {
       add(checkReshuffle(p, get(next, c.epoch + 1, c.seed), e));
     } else if (name == property::kDeterminism) {
-      const Partition& twice = get(again, c.epoch, c.seed);
-      const Partition* shift = nullptr;
-      if (e.orderDependsOnSeedPlusEpoch && c.epoch >= 1) shift = &get(shifted, c.epoch - 1, c.seed + 1);
-      add(checkDeterminism(p, twice, shift));
+      add(checkDeterminism(p, get(again, c.epoch, c.seed)));
+    } else if (name == property::kSeedPlusEpoch) {
+      if (c.epoch >= 1) add(checkSeedPlusEpoch(p, get(shifted, c.epoch - 1, c.seed + 1)));
     } else if (name == property::kNoDuplicates) {
       add(checkNoDuplicates(p));
     } else if (name == property::kBalancedLength) {

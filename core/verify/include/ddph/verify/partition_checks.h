@@ -20,8 +20,6 @@ struct Expectations {
   bool shuffle = true;    ///< the order is a fresh permutation each epoch (else 0..N-1)
   /// Shard lengths follow PyTorch's num_samples formula (not just equal to each other).
   bool pytorchLengths = true;
-  /// The order depends only on seed + epoch, as in PyTorch.
-  bool orderDependsOnSeedPlusEpoch = true;
   /// Padding copies are allowed (training). Evaluation needs every sample exactly once: false
   /// makes every extra copy a disjointness violation.
   bool allowPadding = true;
@@ -39,10 +37,11 @@ std::optional<Violation> checkPadding(const Partition& p, const Expectations& e)
 /// `next` is the partition of the epoch after `p`'s, same seed and world.
 std::optional<Violation> checkReshuffle(const Partition& p, const Partition& next,
                                         const Expectations& e);
-/// `again` is the same request asked a second time; `shifted`, when given, is the partition for
-/// (seed + 1, epoch - 1), which PyTorch's seeding makes identical to `p`.
-std::optional<Violation> checkDeterminism(const Partition& p, const Partition& again,
-                                          const Partition* shifted);
+/// `again` is the same request asked a second time.
+std::optional<Violation> checkDeterminism(const Partition& p, const Partition& again);
+/// `shifted` is the partition for (seed + 1, epoch - 1), which PyTorch's seeding (seed + epoch)
+/// makes identical to `p`.
+std::optional<Violation> checkSeedPlusEpoch(const Partition& p, const Partition& shifted);
 
 /// Every index at most once over all ranks (evaluation sharding).
 std::optional<Violation> checkNoDuplicates(const Partition& p);

@@ -19,6 +19,8 @@ inline constexpr std::string_view kDisjointness = "disjointness";
 inline constexpr std::string_view kPadding = "padding";
 inline constexpr std::string_view kReshuffle = "reshuffle";
 inline constexpr std::string_view kDeterminism = "determinism";
+/// PyTorch's seeding: the order depends on seed and epoch only through seed + epoch.
+inline constexpr std::string_view kSeedPlusEpoch = "seed-plus-epoch";
 inline constexpr std::string_view kNoDuplicates = "no-duplicates";
 inline constexpr std::string_view kBalancedLength = "balanced-length";
 inline constexpr std::string_view kRanksAgree = "ranks-agree";
