@@ -40,7 +40,7 @@ TEST(CheckSampler, TorchDistributedSamplerKeepsPytorchContract) {
   // The default run: 100 cases a property (its time is a benchmark's figure: benchmarks.md).
   const CommandResult r = checkSampler({"--", kPython, kExamples + "/python/torch_sampler.py"});
   ASSERT_EQ(r.exitCode, 0) << diagnostics(r);
-  EXPECT_EQ(countLines(r.out, "  ok   "), 6) << r.out;
+  EXPECT_EQ(countLines(r.out, "  ok   "), 7) << r.out;
   EXPECT_NE(r.out.find("check-sampler: PASSED: contract 'pytorch' holds"), std::string::npos);
   std::printf("default pytorch-contract run against torch's DistributedSampler: %.1f s\n", r.seconds);
 }
@@ -78,7 +78,7 @@ TEST(CheckSampler, BuggyExampleFailsWithMinimalCounterexampleAndReplay) {
   const std::string req1 = R"({"dataset_size":1,"num_replicas":2,"rank":1,"epoch":0,"seed":0})";
   EXPECT_NE(r.out.find(req0 + "\n           -> {\"indices\":[0]}"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(req1 + "\n           -> {\"indices\":[]}"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("check-sampler: FAILED: 1 of 6 properties of contract 'pytorch' violated "
+  EXPECT_NE(r.out.find("check-sampler: FAILED: 1 of 7 properties of contract 'pytorch' violated "
                        "(equal-length)"),
             std::string::npos)
       << r.out;
@@ -144,6 +144,14 @@ TEST(CheckSampler, BuiltinsNeedNoCommand) {
     EXPECT_EQ(r.exitCode, 1) << name << "\n" << diagnostics(r);
     EXPECT_NE(r.out.find("replay: ddp-sim sampler --sampler " + name), std::string::npos) << r.out;
   }
+  // A sampler asked for an epoch that it ignores: its own fault, not a program's set_epoch, and
+  // the seed + epoch rule is seed-plus-epoch's, not determinism's.
+  EXPECT_NE(r.out.find("likely cause: the sampler's order does not follow the epoch it is asked for"),
+            std::string::npos)
+      << r.out;
+  r = checkSampler({"--builtin", "libtorch-random"});
+  EXPECT_NE(r.out.find("  FAIL seed-plus-epoch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  ok   determinism"), std::string::npos) << r.out;
   // Composing: the port pads, so no-duplicates fails and padding holds.
   r = checkSampler({"--builtin", "pytorch", "--properties", "padding,no-duplicates"});
   EXPECT_EQ(r.exitCode, 1) << diagnostics(r);

@@ -42,7 +42,7 @@ TEST(ElasticCheck, PythonElasticSamplerKeepsTheContract) {
   REQUIRE_TORCH_PYTHON();
   const CommandResult r = checkSampler({"--", kPython, "-m", "ddph_elastic"});
   ASSERT_EQ(r.exitCode, 0) << shown(r);
-  EXPECT_EQ(countLines(r.out, "  ok   "), 9) << r.out;
+  EXPECT_EQ(countLines(r.out, "  ok   "), 10) << r.out;
   EXPECT_NE(r.out.find("  ok   resume-exactly-once 100 cases"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("PASSED: contract 'elastic' holds"), std::string::npos) << r.out;
 }
@@ -97,7 +97,7 @@ TEST(ElasticCheck, TorchDistributedSamplerIsReportedAsNotElastic) {
       checkSampler({"--cases", "25", "--", kPython, kExamples + "/python/torch_sampler.py"});
   ASSERT_EQ(r.exitCode, 1) << shown(r);
   // DistributedSampler's own promises hold; resuming is what it cannot do.
-  EXPECT_EQ(countLines(r.out, "  ok   "), 7) << r.out;  // six of pytorch's and resume-balance
+  EXPECT_EQ(countLines(r.out, "  ok   "), 8) << r.out;  // seven of pytorch's and resume-balance
   EXPECT_NE(r.out.find("  FAIL resume-exactly-once minimal case"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  FAIL resume-order        minimal case"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ignores the resume and restarts the epoch"), std::string::npos) << r.out;

@@ -269,11 +269,11 @@ int run(const CheckSamplerArgs& a) {
           fmt::print("  FAIL {:<{}} minimal case {} (after {} passing cases)\n", property, width,
                      formatCase(*r.counterexample), r.casesPassed);
           fmt::print("       {}\n", formatViolation(*r.violation));
-          fmt::print("       likely cause: {}\n", findProperty(property)->likelyCause);
+          fmt::print("       likely cause: {}\n", likelyCauseOf(*r.violation));
           page.counterexamples.push_back(printMinimalCase(*sampler, a, contract, r));
           page.verdict.violations.push_back({property, r.violation->ranks, r.violation->epoch,
                                              r.violation->step, r.violation->detail,
-                                             std::string(findProperty(property)->likelyCause)});
+                                             likelyCauseOf(*r.violation)});
         }
         std::fflush(stdout);
       });

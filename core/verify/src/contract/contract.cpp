@@ -136,9 +136,9 @@ std::string formatContractResult(const ContractResult& result) {
     }
     out += fmt::format("  FAIL {:<15} minimal case {} (after {} passing cases)\n", r.property,
                        r.counterexample ? formatCase(*r.counterexample) : "?", r.casesPassed);
-    if (r.violation) out += fmt::format("       {}\n", formatViolation(*r.violation));
-    if (const PropertyInfo* info = findProperty(r.property)) {
-      out += fmt::format("       likely cause: {}\n", info->likelyCause);
+    if (r.violation) {
+      out += fmt::format("       {}\n", formatViolation(*r.violation));
+      out += fmt::format("       likely cause: {}\n", likelyCauseOf(*r.violation));
     }
   }
   const auto failed = result.failures();

@@ -87,7 +87,16 @@ std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, cons
     } else if (name == property::kPadding) {
       add(checkPadding(p, e));
     } else if (name == property::kReshuffle) {
-      add(checkReshuffle(p, get(next, c.epoch + 1, c.seed), e));
+      // A sampler asked for epoch E (the protocol's "epoch", Sampler::partition) was given it:
+      // the cause is the sampler's, not a missing set_epoch of a program.
+      auto v = checkReshuffle(p, get(next, c.epoch + 1, c.seed), e);
+      if (v) {
+        v->likelyCause =
+            "the sampler's order does not follow the epoch it is asked for: it ignores the "
+            "epoch (seed its generator with seed + epoch; an adapter around torch's "
+            "DistributedSampler must call set_epoch(epoch) on it before iterating)";
+      }
+      add(std::move(v));
     } else if (name == property::kDeterminism) {
       add(checkDeterminism(p, get(again, c.epoch, c.seed)));
     } else if (name == property::kSeedPlusEpoch) {
