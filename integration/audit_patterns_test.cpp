@@ -108,6 +108,10 @@ TEST(AuditPattern, WeightedSamplerSeededAlikeOnEveryRankIsRanksAgree) {
   bool said = false;
   for (const auto& n : a.report["notes"]) said = said || has(n.get<std::string>(), "do not apply");
   EXPECT_TRUE(said) << shown(a);
+  // Nothing else in the run was judged by them: "n/a", never "ok".
+  EXPECT_EQ(a.report["not_applicable"],
+            Json::array({"coverage", "disjointness", "no-duplicates", "reshuffle"}))
+      << shown(a);
 }
 
 TEST(AuditPattern, EvaluationSamplerWithDropLastLeavesSamplesUnscored) {

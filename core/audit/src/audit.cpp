@@ -108,7 +108,19 @@ AuditReport auditTrace(const Trace& trace) {
   report.emulated = emulatedLine(trace);
   for (const auto& folder : trace.laterAttempts) report.laterAttempts.push_back(folder.string());
   checkCollectives(trace, report.violations);
-  checkData(trace, report.violations, report.notes);
+  std::set<std::string> judged;
+  checkData(trace, report.violations, report.notes, judged);
+  // What nothing in the run could be judged by: "n/a" on the page, never "ok".
+  for (auto p : {property::kValidRange, property::kCoverage, property::kDisjointness,
+                 property::kReshuffle, property::kNoDuplicates}) {
+    if (!judged.count(std::string(p))) report.notApplicable.insert(std::string(p));
+  }
+  bool ddp = false;
+  for (const auto& t : trace.ranks) ddp = ddp || (t && !t->ddp.empty());
+  if (!ddp) {
+    report.notApplicable.insert(std::string(property::kReplicaConsistency));
+    report.notApplicable.insert(std::string(property::kParameterUpdates));
+  }
   checkReplicas(trace, report.violations);
   checkRanks(trace, report.violations);
   for (const auto& t : trace.ranks) {

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -22,7 +23,9 @@ void checkCollectives(const Trace& trace, std::vector<Violation>& out);
 
 /// data_checks.cpp: the samplers' partitions (coverage, disjointness, reshuffle), what was
 /// consumed (coverage), evaluation duplicates (no-duplicates).
-void checkData(const Trace& trace, std::vector<Violation>& out, std::vector<std::string>& notes);
+/// `judged` gets the name of every property some loader's pass was judged by.
+void checkData(const Trace& trace, std::vector<Violation>& out, std::vector<std::string>& notes,
+               std::set<std::string>& judged);
 
 /// replica_checks.cpp: replica-consistency and parameter-updates.
 void checkReplicas(const Trace& trace, std::vector<Violation>& out);

@@ -151,12 +151,14 @@ const std::vector<std::string_view>& auditedProperties() {
 
 report::Verdict verdictOf(bool passed, const std::vector<Violation>& violations,
                           const std::vector<std::string>& notes,
-                          const std::vector<std::string_view>& checked) {
+                          const std::vector<std::string_view>& checked,
+                          const std::set<std::string>& notApplicable) {
   report::Verdict v;
   v.passed = passed;
   for (const auto name : checked) {
     const PropertyInfo* info = findProperty(name);
-    v.properties.push_back({std::string(name), info ? std::string(info->summary) : std::string()});
+    v.properties.push_back({std::string(name), info ? std::string(info->summary) : std::string(),
+                            notApplicable.count(std::string(name)) == 0});
   }
   for (const auto& violation : violations) {
     v.violations.push_back({violation.property, violation.ranks, violation.epoch, violation.step,
@@ -233,7 +235,7 @@ report::Page auditPage(const Trace& trace, const AuditReport& r) {
   page.subtitle = fmt::format("{} of {} ranks traced; {}{}", r.ranksTraced, r.worldSize,
                               r.passed ? "PASSED" : "FAILED",
                               r.emulated.empty() ? "" : "; emulated: " + r.emulated);
-  page.verdict = verdictOf(r.passed, r.violations, r.notes, auditedProperties());
+  page.verdict = verdictOf(r.passed, r.violations, r.notes, auditedProperties(), r.notApplicable);
   page.coverage = coverageOf(trace);
   page.timeline = timelineOf(trace, r.violations);
   return page;

@@ -19,6 +19,7 @@ std::string auditReportJson(const AuditReport& r) {
   auto& violations = j["violations"] = nlohmann::ordered_json::array();
   for (const auto& v : r.violations) violations.push_back(violationJson(v));
   j["notes"] = r.notes;
+  j["not_applicable"] = r.notApplicable;  // properties nothing in the run was judged by
   nlohmann::ordered_json byOp = nlohmann::ordered_json::object();
   for (const auto& [op, n] : r.seen.collectivesByOp) byOp[op] = n;
   j["seen"] = {{"samplers", r.seen.samplers},

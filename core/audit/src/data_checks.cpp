@@ -167,7 +167,8 @@ struct Finding {
 
 class DataChecker {
  public:
-  DataChecker(const Trace& trace, std::vector<std::string>& notes) : trace_(trace), notes_(notes) {}
+  DataChecker(const Trace& trace, std::vector<std::string>& notes, std::set<std::string>& judged)
+      : trace_(trace), notes_(notes), judged_(judged) {}
 
   void run(std::vector<Violation>& out) {
     std::set<std::int64_t> loaders;
@@ -338,6 +339,7 @@ class DataChecker {
     Expectations e;
     e.dropLast = ranks[0].pass->dropLast.value_or(s && s->dropLast.value_or(false));
     const Partition part = partitionOf(ranks, *n, k, false);
+    for (auto p : {property::kValidRange, property::kCoverage, property::kDisjointness}) judged(p);
     auto v = checkValidRange(part);
     if (!v) v = checkCoverage(part, e);
     if (!v) v = checkDisjointness(part, e);
@@ -385,6 +387,8 @@ class DataChecker {
       }
     }
     const LoaderRecord& l = ranks[0].trace->loaders.at(loader);
+    judged(property::kDisjointness);
+    judged(property::kNoDuplicates);
     // More than half of the batches on more than one rank: not a coincidence of equal samples.
     if (shared * 2 > total && sharing.size() > 1) {
       Violation v;
@@ -428,6 +432,8 @@ class DataChecker {
                                       "reshuffle do not apply; judged by ranks-agree",
                                       samplerName(ranks[0])));
     const Partition part = partitionOf(ranks, n, k, false);
+    judged(property::kValidRange);
+    judged(property::kRanksAgree);
     auto v = checkRanksAgree(part);
     if (!v) return;
     std::map<std::vector<Index>, std::vector<std::int64_t>> byDraw;
@@ -522,6 +528,7 @@ class DataChecker {
     if (!(shuffle.value_or(false) || (!shuffle && epochsSet))) return;
     Expectations e;
     e.shuffle = true;
+    judged(property::kReshuffle);
     const std::int64_t k = before[0].pass->iter;
     const Partition a = partitionOf(before, before[0].pass->datasetLen, k, false);
     const Partition b = partitionOf(after, after[0].pass->datasetLen, k + 1, false);
@@ -671,6 +678,8 @@ class DataChecker {
     const auto n = commonDatasetLen(loader, k, ranks);
     if (!n) return;
     const Partition consumed = partitionOf(ranks, *n, k, true);
+    judged(property::kNoDuplicates);
+    judged(property::kCoverage);
     checkEvaluatedOnce(loader, k, ranks, consumed);
     auto v = checkNoDuplicates(consumed);
     if (!v) return;
@@ -709,16 +718,20 @@ class DataChecker {
     }
   }
 
+  void judged(std::string_view property) { judged_.insert(std::string(property)); }
+
   const Trace& trace_;
   std::vector<std::string>& notes_;
+  std::set<std::string>& judged_;
   OrderCache cache_;
   std::map<std::tuple<std::int64_t, std::string, std::string>, Finding> findings_;
 };
 
 }  // namespace
 
-void checkData(const Trace& trace, std::vector<Violation>& out, std::vector<std::string>& notes) {
-  DataChecker(trace, notes).run(out);
+void checkData(const Trace& trace, std::vector<Violation>& out, std::vector<std::string>& notes,
+               std::set<std::string>& judged) {
+  DataChecker(trace, notes, judged).run(out);
 }
 
 }  // namespace ddph::audit

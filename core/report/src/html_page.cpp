@@ -23,7 +23,7 @@ h2{font-size:16px;margin:4px 0 6px}
 h3{font-size:14px;margin:12px 0 4px}
 .reading{margin:0 0 10px;color:#39404f;font-style:italic}
 .badge{display:inline-block;font-weight:700;border-radius:4px;padding:2px 10px;margin-right:8px}
-.pass{background:#d8f3dc;color:#1b5e20}.fail{background:#fde2e1;color:#a11}
+.pass{background:#d8f3dc;color:#1b5e20}.fail{background:#fde2e1;color:#a11}.na{background:#eceff1;color:#455a64}
 table{border-collapse:collapse;margin:6px 0}
 td,th{border:1px solid #dde1e8;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f0f2f5}

@@ -48,8 +48,9 @@ std::string verdictSection(const Verdict& verdict) {
     const auto f = failures.find(p.name);
     const bool failed = f != failures.end();
     body += fmt::format("<tr><td>{}</td><td><span class=\"badge {}\">{}</span></td><td>{}</td></tr>\n",
-                        escape(p.name), failed ? "fail" : "pass",
-                        failed ? fmt::format("FAIL ({})", f->second) : std::string("ok"),
+                        escape(p.name), failed ? "fail" : (p.applies ? "pass" : "na"),
+                        failed ? fmt::format("FAIL ({})", f->second)
+                               : std::string(p.applies ? "ok" : "n/a"),
                         escape(p.summary));
   }
   body += "</table>\n";

@@ -12,6 +12,7 @@
 //  - the replicas' parameters (replica-consistency, parameter-updates).
 // See docs/audit.md for each finding with real output.
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,9 @@ struct AuditReport {
   std::string emulated;
   int attempt = 0;        ///< which attempt of a torchrun-restarted run (Trace::attempt)
   std::vector<std::string> laterAttempts;  ///< the later attempts' folders
+  /// Properties nothing in this run could be judged by (no loader's partition known, no
+  /// evaluation pass, no DDP module): shown as "n/a" on the page, never as "ok".
+  std::set<std::string> notApplicable;
 };
 
 /// Runs every check on `trace`. Never throws for what a trace says (only for internal errors).

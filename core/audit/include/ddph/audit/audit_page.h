@@ -18,10 +18,12 @@ namespace ddph::audit {
 /// The properties the audit judges, in the order the page lists them.
 const std::vector<std::string_view>& auditedProperties();
 
-/// The verdict: `checked` with their catalogue summaries, each violation with its likely cause.
+/// The verdict: `checked` with their catalogue summaries (those in `notApplicable` as "n/a"),
+/// each violation with its likely cause.
 report::Verdict verdictOf(bool passed, const std::vector<Violation>& violations,
                           const std::vector<std::string>& notes,
-                          const std::vector<std::string_view>& checked);
+                          const std::vector<std::string_view>& checked,
+                          const std::set<std::string>& notApplicable = {});
 
 /// Per loader and epoch, what each traced rank consumed (padding copies of torch's
 /// DistributedSampler marked). Loaders whose consumed indices are unknown are left out.

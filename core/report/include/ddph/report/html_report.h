@@ -21,6 +21,7 @@ namespace ddph::report {
 struct PropertyRow {
   std::string name;     ///< the catalogue's name ("coverage", "collective-mismatch", …)
   std::string summary;  ///< what holds when it holds (may be empty)
+  bool applies = true;  ///< false: nothing in the run was judged by it ("n/a", never "ok")
 };
 
 /// One violation, as the text report shows it.
