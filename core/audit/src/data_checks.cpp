@@ -395,7 +395,7 @@ class DataChecker {
       v.property = std::string(property::kDisjointness);
       v.epoch = k;
       v.ranks.assign(sharing.begin(), sharing.end());
-      v.detail = fmt::format("{} (an iterable dataset, no sampler): {} consumed the same batches, "
+      v.detail = fmt::format("{}: {} consumed the same batches, "
                              "{} of the {} batches of this epoch are on more than one rank (by "
                              "their content's fingerprint)",
                              describeLoader(*ranks[0].trace, loader), rankList(v.ranks), shared,
@@ -411,8 +411,8 @@ class DataChecker {
       v.property = std::string(property::kNoDuplicates);
       v.epoch = k;
       v.ranks = withRepeats;
-      v.detail = fmt::format("{} (an iterable dataset, {} worker processes): {} consumed {} batches "
-                             "twice or more in one epoch (by their content's fingerprint)",
+      v.detail = fmt::format("{}, {} worker processes: {} consumed {} batches twice or more in "
+                             "one epoch (by their content's fingerprint)",
                              describeLoader(*ranks[0].trace, loader), l.numWorkers,
                              rankList(withRepeats), repeated);
       v.likelyCause =

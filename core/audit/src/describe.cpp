@@ -33,6 +33,10 @@ std::string describeLoader(const RankTrace& t, std::int64_t loader) {
   const auto it = t.loaders.find(loader);
   if (it == t.loaders.end()) return fmt::format("loader {}", loader);
   const LoaderRecord& l = it->second;
+  if (l.sampler < 0 && l.datasetLen == 0) {  // an iterable dataset: no sampler, no length
+    return fmt::format("loader {} ({}an iterable dataset)", loader,
+                       l.dataset.empty() ? "" : l.dataset + ", ");
+  }
   return l.dataset.empty()
              ? fmt::format("loader {} ({} samples)", loader, l.datasetLen)
              : fmt::format("loader {} ({}, {} samples)", loader, l.dataset, l.datasetLen);
