@@ -216,6 +216,37 @@ struct RankFinding {
   int order = 1;       ///< 0 the first rank to raise, 1 the others, 2 consequences (peer lost)
 };
 
+// The same error, at the same place, on several ranks: one finding naming them all.
+std::vector<RankFinding> mergeSameFailures(std::vector<RankFinding> found, const Trace& trace) {
+  std::vector<RankFinding> merged;
+  for (auto& f : found) {
+    auto it = std::find_if(merged.begin(), merged.end(), [&](const RankFinding& m) {
+      return !f.key.empty() && m.key == f.key;
+    });
+    if (it == merged.end()) {
+      merged.push_back(std::move(f));
+      continue;
+    }
+    it->v.ranks.push_back(f.v.ranks.front());
+    it->order = std::min(it->order, f.order);
+  }
+  for (auto& m : merged) {
+    if (m.v.ranks.size() < 2) continue;
+    const RankTrace& t = *trace.ranks[static_cast<std::size_t>(m.v.ranks.front())];
+    m.v.detail = fmt::format("{} {}", rankList(m.v.ranks), m.shared);  // "it stood": "they stood"
+    for (const auto& [one, all] : {std::pair<std::string, std::string>{"; it stood", "; they stood"},
+                                   {"before its first batch", "before their first batch"},
+                                   {"; it had entered no collective", "; none had entered a collective"},
+                                   {"; it was in collective", "; they were in collective"}}) {
+      if (const auto at = m.v.detail.find(one); at != std::string::npos) m.v.detail.replace(at, one.size(), all);
+    }
+    if (m.v.likelyCause.empty() && static_cast<int>(m.v.ranks.size()) == raisedCount(trace)) {
+      m.v.likelyCause = sameErrorCause(t);
+    }
+  }
+  return merged;
+}
+
 }  // namespace
 
 void checkRanks(const Trace& trace, std::vector<Violation>& out) {
@@ -297,34 +328,7 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
     }
     found.push_back(std::move(f));
   }
-  // The same error, at the same place, on several ranks: one finding naming them all.
-  std::vector<RankFinding> merged;
-  for (auto& f : found) {
-    auto it = std::find_if(merged.begin(), merged.end(), [&](const RankFinding& m) {
-      return !f.key.empty() && m.key == f.key;
-    });
-    if (it == merged.end()) {
-      merged.push_back(std::move(f));
-      continue;
-    }
-    it->v.ranks.push_back(f.v.ranks.front());
-    it->order = std::min(it->order, f.order);
-  }
-  for (auto& m : merged) {
-    if (m.v.ranks.size() < 2) continue;
-    const RankTrace& t = *trace.ranks[static_cast<std::size_t>(m.v.ranks.front())];
-    const auto ranks = m.v.ranks;
-    m.v.detail = fmt::format("{} {}", rankList(ranks), m.shared);  // "it stood": "they stood"
-    for (const auto& [one, all] : {std::pair<std::string, std::string>{"; it stood", "; they stood"},
-                                   {"before its first batch", "before their first batch"},
-                                   {"; it had entered no collective", "; none had entered a collective"},
-                                   {"; it was in collective", "; they were in collective"}}) {
-      if (const auto at = m.v.detail.find(one); at != std::string::npos) m.v.detail.replace(at, one.size(), all);
-    }
-    if (m.v.likelyCause.empty() && static_cast<int>(ranks.size()) == raisedCount(trace)) {
-      m.v.likelyCause = sameErrorCause(t);
-    }
-  }
+  std::vector<RankFinding> merged = mergeSameFailures(std::move(found), trace);
   // The failure the others follow from first, the ranks that lost their peer last.
   std::stable_sort(merged.begin(), merged.end(),
                    [](const RankFinding& a, const RankFinding& b) { return a.order < b.order; });
