@@ -42,16 +42,24 @@ std::optional<std::string> pythonScript(const std::vector<std::string>& command)
 
 namespace {
 
-// The file `program` runs as: itself when it has a '/', else the first match on PATH.
-std::optional<fs::path> onPath(const std::string& program) {
-  if (program.find('/') != std::string::npos) return fs::path(program);
+// The folders of PATH, in order.
+std::vector<fs::path> pathDirs() {
+  std::vector<fs::path> out;
   const char* path = std::getenv("PATH");
   std::stringstream dirs(path ? path : "");
   std::string dir;
   while (std::getline(dirs, dir, ':')) {
-    if (dir.empty()) continue;
+    if (!dir.empty()) out.emplace_back(dir);
+  }
+  return out;
+}
+
+// The file `program` runs as: itself when it has a '/', else the first match on PATH.
+std::optional<fs::path> onPath(const std::string& program) {
+  if (program.find('/') != std::string::npos) return fs::path(program);
+  for (const auto& dir : pathDirs()) {
     std::error_code ec;
-    const fs::path candidate = fs::path(dir) / program;
+    const fs::path candidate = dir / program;
     if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return std::nullopt;
@@ -80,12 +88,7 @@ std::optional<bool> importsTorch(const std::string& interpreter) {
 // An interpreter that imports torch: python3 elsewhere on PATH, then the system's.
 std::optional<std::string> interpreterWithTorch(const fs::path& without) {
   std::vector<fs::path> candidates;
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    if (!dir.empty()) candidates.push_back(fs::path(dir) / "python3");
-  }
+  for (const auto& dir : pathDirs()) candidates.push_back(dir / "python3");
   candidates.emplace_back("/usr/bin/python3");
   candidates.emplace_back("/usr/local/bin/python3");
   std::set<fs::path> tried;
