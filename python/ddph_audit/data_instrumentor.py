@@ -235,12 +235,7 @@ def _announce(loader, info):
     if n is not None:
         fields["dataset_len"] = n
     if info.mapstyle:
-        try:
-            listing = dataset_fingerprint.fingerprint(loader.dataset)
-        except Exception:  # a dataset's attributes are the program's business: never fail on them
-            listing = None
-        if listing is not None:
-            fields["dataset_fingerprint"] = listing
+        fields.update(dataset_fingerprint.describe(loader.dataset))
     batch_size = loader.batch_size
     if batch_size is None:  # DataLoader(batch_sampler=…): the batch sampler's own, when it says
         batch_size = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)

@@ -9,9 +9,16 @@ Only cheap, side-effect-free attributes are read: the first of the well-known li
 (torchvision's ``samples``/``imgs``, and the usual ``files``, ``paths``, …) that is a list or tuple
 of strings, paths or tuples of them. ``__getitem__`` is never called. Subset and ConcatDataset are
 followed to the datasets they wrap.
+
+``describe`` gives every field of the loader line about its dataset: this listing fingerprint, a
+TensorDataset's items and content (``dataset_items``), and a ConcatDataset's parts in their order,
+each with its class, length, listing, items and name, so that ranks composed of other parts, of
+the same parts in another order, or of parts of other lengths can be told apart and named.
 """
 import hashlib
 import os
+
+from . import dataset_items
 
 _LISTINGS = ("samples", "imgs", "files", "file_list", "filenames", "file_names", "paths",
              "image_paths", "img_paths", "image_files", "items")
@@ -76,3 +83,71 @@ def fingerprint(dataset, depth=0):
         h.update((e if e is not None else repr(x)).encode("utf-8", "replace"))
         h.update(b"\n")
     return "%s:%s" % (name, h.hexdigest())
+
+
+_NAMES = ("name", "split", "source", "path", "file", "filename", "root")
+_NAME_CHARS = 80
+
+
+def _name(dataset):
+    """A short name the program gave the dataset (its ``name``, ``path``, … string), or None."""
+    fields = getattr(dataset, "__dict__", None) or {}
+    for attribute in _NAMES:
+        value = fields.get(attribute)
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if isinstance(value, str) and value:
+            base = os.path.basename(value.rstrip("/\\")) or value  # a file name, never a machine path
+            return base[:_NAME_CHARS]
+    return None
+
+
+def _identity(dataset):
+    """The fields that tell this dataset apart from another: listing, items, content."""
+    out = {}
+    for key, read in (("fingerprint", fingerprint), ("items", dataset_items.items),
+                      ("content", dataset_items.content)):
+        value = _read(read, dataset)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+_MAX_PARTS = 256
+
+
+def parts(dataset):
+    """A ConcatDataset's parts in order: [{"dataset", "len", "name"?, "fingerprint"?, "items"?,
+    "content"?}, …], or None for another dataset."""
+    found = getattr(dataset, "datasets", None)
+    if not isinstance(found, (list, tuple)) or not found or len(found) > _MAX_PARTS:
+        return None
+    if getattr(dataset, "cumulative_sizes", None) is None:  # not torch's ConcatDataset shape
+        return None
+    out = []
+    for part in found:
+        entry = {"dataset": type(part).__name__, "len": _sized(part)}
+        name = _name(part)
+        if name is not None:
+            entry["name"] = name
+        entry.update(_identity(part))
+        out.append(entry)
+    return out
+
+
+def _read(read, dataset):
+    try:
+        return read(dataset)
+    except Exception:  # a dataset's attributes are the program's business: never fail on them
+        return None
+
+
+def describe(dataset):
+    """The loader line's fields about ``dataset`` (trace-format.md, ``loader``): only those known."""
+    fields = {}
+    for key, read in (("dataset_fingerprint", fingerprint), ("dataset_items", dataset_items.items),
+                      ("dataset_content", dataset_items.content), ("dataset_parts", parts)):
+        value = _read(read, dataset)
+        if value is not None:
+            fields[key] = value
+    return fields

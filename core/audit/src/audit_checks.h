@@ -58,6 +58,23 @@ std::optional<std::vector<Index>> samplerOrder(const RankTrace& t, const PassRec
 std::optional<std::vector<Index>> consumedIndices(const RankTrace& t, const PassRecord& p,
                                                   const std::optional<std::vector<Index>>& order);
 
+// --- whether the ranks' loaders hold one dataset (dataset_identity.cpp) --------------------------
+
+/// Ranks whose ConcatDatasets differ (other parts, the same parts in another order, parts of other
+/// lengths or items): the coverage finding naming what differs and the likely causes, or nothing
+/// (also when they differ only in a part's file listing, which the listing check names).
+std::optional<Violation> differentComposition(const std::vector<const RankTrace*>& traces,
+                                              std::int64_t loader);
+
+/// Ranks whose TensorDatasets hold other first, middle or last rows: the coverage finding (the
+/// same samples in another order when their content digests agree), or nothing.
+std::optional<Violation> differentItems(const std::vector<const RankTrace*>& traces,
+                                        std::int64_t loader);
+
+/// The likely causes of data that differ across ranks by `kind`: "order", "length", "items" or
+/// "items-or-order".
+std::string differentDataCause(const std::string& kind);
+
 // --- descriptions shared by the checks (describe.cpp) -------------------------------------------
 
 /// "all_reduce float32[101770] (DDP gradient bucket 0 of backward 12)", "barrier (user call)".

@@ -40,6 +40,12 @@ bool isWholeDatasetSampler(const SamplerRecord* s) {
                s->className == "torch.utils.data.sampler.SequentialSampler");
 }
 
+// A sampler that splits one dataset across ranks: torch's DistributedSampler, or one that says how
+// many replicas it splits for. Under another sampler each rank's own dataset is by design.
+bool promisesOneDataset(const SamplerRecord* s) {
+  return s && (s->order == OrderKind::kTorchDistributed || s->numReplicas.has_value());
+}
+
 struct RankPass {
   const RankTrace* trace = nullptr;
   const PassRecord* pass = nullptr;
@@ -253,8 +259,7 @@ class DataChecker {
     if (byLen.size() == 1) return byLen.begin()->first;
     // Only a DistributedSampler promises to split one dataset; other samplers over per-rank
     // datasets (a manual split into Subsets) are each rank's own business.
-    const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
-    if (!s || s->order != OrderKind::kTorchDistributed) return std::nullopt;
+    if (!promisesOneDataset(samplerOf(*ranks[0].trace, loader))) return std::nullopt;
     std::vector<std::string> parts;
     for (const auto& [n, rs] : byLen) parts.push_back(fmt::format("{} {}", rankList(rs), n));
     Violation v;
@@ -263,8 +268,7 @@ class DataChecker {
     v.detail = fmt::format("{}: the ranks' datasets differ in length ({}), so their shards do not "
                            "split one dataset",
                            describeLoader(*ranks[0].trace, loader), fmt::join(parts, ", "));
-    v.likelyCause = "each rank builds its dataset from its own file listing or filter; build the "
-                    "same dataset (same files, same order) on every rank";
+    v.likelyCause = differentDataCause("length");
     record(loader, v);
     return std::nullopt;
   }
@@ -286,7 +290,7 @@ class DataChecker {
     // rank into Subsets): its indices are not one index space, and no partition is judged.
     const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
     const bool split = attribute == "subset-indices" || attribute == "subset";
-    if (attribute == "subset-indices" && (!s || s->order != OrderKind::kTorchDistributed)) return false;
+    if (attribute == "subset-indices" && !promisesOneDataset(s)) return false;
     std::vector<std::pair<std::string, std::vector<std::int64_t>>> sides(byListing.begin(), byListing.end());
     std::sort(sides.begin(), sides.end(), [](const auto& a, const auto& b) {  // most ranks, then rank 0 first
       return a.second.size() != b.second.size() ? a.second.size() > b.second.size()
@@ -326,10 +330,36 @@ class DataChecker {
     return false;
   }
 
-  bool checkPartition(std::int64_t loader, std::int64_t k, const std::vector<RankPass>& ranks) {
-    const auto n = commonDatasetLen(loader, k, ranks);
-    if (!n) return false;
+  // Whether every rank's loader holds one dataset: its parts, length, listing and items. Under a
+  // sampler that promises to split one dataset, a difference is a coverage finding naming it;
+  // under another, each rank's own dataset is by design and no partition across ranks is judged.
+  bool sameDataset(std::int64_t loader, std::int64_t k, const std::vector<RankPass>& ranks) {
+    std::vector<const RankTrace*> traces;
+    for (const auto& rp : ranks) traces.push_back(rp.trace);
+    if (auto v = differentComposition(traces, loader)) return differentData(loader, k, ranks, *v);
+    if (!commonDatasetLen(loader, k, ranks)) return false;
     if (!sameListing(loader, k, ranks)) return false;
+    if (auto v = differentItems(traces, loader)) return differentData(loader, k, ranks, *v);
+    return true;
+  }
+
+  bool differentData(std::int64_t loader, std::int64_t k, const std::vector<RankPass>& ranks,
+                     Violation v) {
+    if (promisesOneDataset(samplerOf(*ranks[0].trace, loader))) {
+      v.epoch = k;
+      record(loader, v, "listing");
+    } else {
+      notApplicable(loader, fmt::format("the ranks hold different datasets under {}, which does "
+                                        "not split one dataset across ranks: each rank's data is "
+                                        "its own, and no partition across ranks is judged",
+                                        samplerClass(ranks[0])));
+    }
+    return false;
+  }
+
+  bool checkPartition(std::int64_t loader, std::int64_t k, const std::vector<RankPass>& ranks) {
+    if (!sameDataset(loader, k, ranks)) return false;
+    const std::optional<std::int64_t> n = ranks[0].pass->datasetLen;
     if (!allKnown(ranks, false)) return true;
     const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
     if (drawsWithReplacement(s)) {
@@ -346,7 +376,7 @@ class DataChecker {
     if (!v) return true;
     v->detail = fmt::format("{}, {}: {}", describeLoader(*ranks[0].trace, loader),
                             samplerName(ranks[0]), v->detail);
-    v->likelyCause = partitionCause(ranks);
+    v->likelyCause = partitionCause(ranks, v->property);
     record(loader, *v);
     return false;
   }
@@ -468,7 +498,7 @@ class DataChecker {
   }
 
   // Why ranks' orders do not split one dataset, from what the samplers say about themselves.
-  static std::string partitionCause(const std::vector<RankPass>& ranks) {
+  static std::string partitionCause(const std::vector<RankPass>& ranks, const std::string& property) {
     std::set<std::int64_t> seeds, replicas, samplerRanks;
     for (const auto& rp : ranks) {
       if (rp.pass->seed) seeds.insert(*rp.pass->seed);
@@ -499,7 +529,45 @@ class DataChecker {
     if (!samplerRanks.empty() && static_cast<std::int64_t>(samplerRanks.size()) != w) {
       return "several ranks give their sampler the same rank; pass rank=dist.get_rank()";
     }
-    return {};  // the catalogue's cause
+    return splitCandidates(ranks, property, seeds);
+  }
+
+  // The sampler's own parameters agree: say what is known and list what remains, never the
+  // catalogue's "seed every rank identically" (their seeds may well agree already).
+  static std::string splitCandidates(const std::vector<RankPass>& ranks, const std::string& property,
+                                     const std::set<std::int64_t>& seeds) {
+    const SamplerRecord* s = samplerOf(*ranks[0].trace, ranks[0].pass->loader);
+    const LoaderRecord& l = ranks[0].trace->loaders.at(ranks[0].pass->loader);
+    if (s && s->datasetLen > 0 && l.datasetLen > 0 && s->datasetLen != l.datasetLen) {
+      return fmt::format("{} was built over {} samples but its loader's dataset has {}: a sampler "
+                         "made for another dataset (the training set's sampler on another "
+                         "loader, or a dataset changed after the sampler was made); build the "
+                         "sampler over the loader's own dataset",
+                         samplerClass(ranks[0]), s->datasetLen, l.datasetLen);
+    }
+    std::vector<std::string> known;
+    if (!s || s->order != OrderKind::kTorchDistributed) {
+      known.push_back(fmt::format("{} is not torch's DistributedSampler", samplerClass(ranks[0])));
+    }
+    if (seeds.size() == 1) known.push_back(fmt::format("its ranks share one seed ({})", *seeds.begin()));
+    const std::string candidates =
+        property == property::kDisjointness
+            ? "its shards overlap: a shard length or offset by rank that reaches into the next "
+              "rank's part, padding taken from other ranks' parts, rank ignored (every rank "
+              "iterating the whole order), or a random state that differs per rank (a generator "
+              "not seeded from the sampler's seed, the global one after a per-rank seed)"
+        : property == property::kCoverage
+            ? "some indices go to no rank: a split that rounds N / W down and drops the rest, an "
+              "offset by rank that skips indices, or a random state that differs per rank (a "
+              "generator not seeded from the sampler's seed, the global one after a per-rank seed)"
+            : "it yields indices outside the dataset: padding or wrap-around computed with another "
+              "length";
+    return fmt::format(
+        "{}{}; the trace cannot single out where its split goes wrong: {}; check the sampler on "
+        "its own with ddp-sim check-sampler -- python3 -m ddph_audit.serve_sampler "
+        "module:Class (or file.py:Class), which shrinks a failure to a minimal request",
+        fmt::join(known, ", "), known.empty() ? "the samplers' own parameters agree" : "",
+        candidates);
   }
 
   static std::string samplerName(const RankPass& rp) {
@@ -514,6 +582,17 @@ class DataChecker {
     for (const auto& c : s.setEpochCalls) {
       if (c.line > p.startLine && c.line < p.endLine && c.epoch != p.samplerEpoch.value_or(c.epoch))
         return &c;
+    }
+    return nullptr;
+  }
+
+  // A sampler whose set_epoch was called and that no loader draws from, or null.
+  static const SamplerRecord* unusedSamplerWithEpochs(const RankTrace& t) {
+    for (const auto& [id, s] : t.samplers) {
+      if (s.setEpochCalls.empty()) continue;
+      const bool used = std::any_of(t.loaders.begin(), t.loaders.end(),
+                                    [&](const auto& l) { return l.second.sampler == id; });
+      if (!used) return &s;
     }
     return nullptr;
   }
@@ -536,7 +615,16 @@ class DataChecker {
     if (!v) return;
     const auto e0 = before[0].pass->samplerEpoch, e1 = after[0].pass->samplerEpoch;
     std::string why;
-    if (s && s->setEpochCalls.empty()) {
+    if (const SamplerRecord* other = s && s->setEpochCalls.empty() ? unusedSamplerWithEpochs(*before[0].trace)
+                                                                     : nullptr) {
+      why = fmt::format("set_epoch is never called on {}, but on sampler {} ({}), which no loader "
+                        "draws from",
+                        samplerName(before[0]), other->id, other->className);
+      v->likelyCause = "set_epoch(epoch) is called on another sampler than the one this DataLoader "
+                       "draws from (a second sampler made for the same data, or a name rebound "
+                       "after the loader was built); call set_epoch on the loader's own sampler "
+                       "(loader.sampler.set_epoch(epoch))";
+    } else if (s && s->setEpochCalls.empty()) {
       why = fmt::format("set_epoch is never called on {}", samplerName(before[0]));
       v->likelyCause = "set_epoch(epoch) is not called before each epoch, so every epoch repeats "
                        "epoch 0's order; call sampler.set_epoch(epoch) at the start of every epoch";
@@ -563,6 +651,16 @@ class DataChecker {
       why = fmt::format("the sampler's epoch went from {} to {} but its order did not change", *e0,
                         *e1);
       v->likelyCause = "the sampler ignores its epoch: seed its generator with seed + epoch";
+    } else {
+      why = s ? fmt::format("set_epoch was called {} times on {}, and the trace has no epoch of "
+                            "the sampler at each pass",
+                            s->setEpochCalls.size(), samplerName(before[0]))
+              : "";
+      v->likelyCause =
+          "the epoch does not reach the sampler's order, and the trace cannot tell why: the "
+          "sampler may not use the epoch it is given (seed its generator with seed + epoch), "
+          "set_epoch may run after the epoch's iterator drew its order (call it before "
+          "iter(loader)), or it may be called with the same value each time (pass the epoch)";
     }
     v->detail = fmt::format("{}: {}{}", describeLoader(*before[0].trace, loader), v->detail,
                             why.empty() ? "" : "; " + why);

@@ -70,6 +70,20 @@ OrderKind orderKind(const std::string& s) {
   throw ConfigError(fmt::format("unknown sampler order \"{}\"", s));
 }
 
+constexpr std::size_t kMaxDatasetParts = 4096;
+
+DatasetPart datasetPart(const json& p) {
+  DDPH_CHECK(p.is_object(), "a \"dataset_parts\" entry must be an object");
+  DatasetPart part;
+  part.dataset = optionalField<std::string>(p, "dataset").value_or("");
+  part.len = optionalField<std::int64_t>(p, "len").value_or(-1);
+  part.name = optionalField<std::string>(p, "name").value_or("");
+  part.fingerprint = optionalField<std::string>(p, "fingerprint").value_or("");
+  part.items = optionalField<std::string>(p, "items").value_or("");
+  part.content = optionalField<std::string>(p, "content").value_or("");
+  return part;
+}
+
 // Builds one RankTrace, line by line; keeps the context the events need (the current batch).
 class RankTraceBuilder {
  public:
@@ -281,6 +295,13 @@ class RankTraceBuilder {
     l.dropLast = optionalField<bool>(e, "drop_last").value_or(false);
     l.torchBatching = optionalField<std::string>(e, "batching").value_or("torch") == "torch";
     l.datasetFingerprint = optionalField<std::string>(e, "dataset_fingerprint").value_or("");
+    l.datasetItems = optionalField<std::string>(e, "dataset_items").value_or("");
+    l.datasetContent = optionalField<std::string>(e, "dataset_content").value_or("");
+    if (const auto parts = e.find("dataset_parts"); parts != e.end() && !parts->is_null()) {
+      DDPH_CHECK(parts->is_array() && parts->size() <= kMaxDatasetParts,
+                 "\"dataset_parts\" must be an array of at most {} parts", kMaxDatasetParts);
+      for (const auto& p : *parts) l.datasetParts.push_back(datasetPart(p));
+    }
     l.numWorkers = optionalField<std::int64_t>(e, "num_workers").value_or(0);
     t_.loaders[l.id] = l;
   }

@@ -51,6 +51,16 @@ struct SamplerRecord {
   std::vector<SetEpochCall> setEpochCalls;  ///< in call order
 };
 
+/// One part of a ConcatDataset, in the order the ConcatDataset holds it ("dataset_parts").
+struct DatasetPart {
+  std::string dataset;      ///< its class
+  std::int64_t len = -1;    ///< -1: not known
+  std::string name;         ///< the name the program gave it (a file name, a split), or empty
+  std::string fingerprint;  ///< its listing's fingerprint, or empty
+  std::string items;        ///< a TensorDataset's first, middle and last rows, hashed, or empty
+  std::string content;      ///< a TensorDataset's rows hashed in no order, or empty
+};
+
 struct LoaderRecord {
   std::int64_t id = 0;
   std::int64_t sampler = -1;
@@ -61,6 +71,9 @@ struct LoaderRecord {
   bool torchBatching = true;  ///< batches are consecutive slices of the sampler's order
   std::int64_t numWorkers = 0;
   std::string datasetFingerprint;  ///< the order the dataset lists its samples in (may be empty)
+  std::string datasetItems;    ///< a TensorDataset's first, middle and last rows, hashed (may be empty)
+  std::string datasetContent;  ///< a TensorDataset's rows hashed in no order (may be empty)
+  std::vector<DatasetPart> datasetParts;  ///< a ConcatDataset's parts in order (empty: not one)
   /// Iterators that yielded batches no training step used (`next(iter(loader))` for the batch
   /// size): not epochs, and not among the passes (docs/audit.md, "Passes and epochs").
   std::int64_t peeks = 0;

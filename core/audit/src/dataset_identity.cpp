@@ -1,0 +1,284 @@
+// Whether the ranks' loaders hold one dataset, beyond its length and file listing: a
+// ConcatDataset's parts (how many, in which order, of which lengths and items) and a
+// TensorDataset's items (its first, middle and last rows, and its rows hashed in no order). A
+// DistributedSampler splits indices: on datasets that differ across ranks, index i names another
+// sample on each rank, and the shards overlap and leave samples out however well it splits.
+// NOTE [Dataset identity] (docs/audit.md): what the recorder reads is cheap and has no side effect
+// (python/ddph_audit/dataset_items.py); the finding names what differs and the likely causes.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "audit_checks.h"
+
+namespace ddph::audit {
+namespace {
+
+// Ranks grouped by a value, the largest group first (then the one with the lowest rank).
+using Groups = std::vector<std::pair<std::string, std::vector<std::int64_t>>>;
+
+Groups groupRanks(const std::map<std::string, std::vector<std::int64_t>>& by) {
+  Groups out(by.begin(), by.end());
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.second.size() != b.second.size() ? a.second.size() > b.second.size()
+                                              : a.second.front() < b.second.front();
+  });
+  return out;
+}
+
+// The ranks that differ from a majority, or every rank when there is none.
+std::vector<std::int64_t> oddRanks(const Groups& groups) {
+  std::vector<std::int64_t> out;
+  const bool majority = groups.front().second.size() > 1 &&
+                        (groups.size() < 2 || groups[1].second.size() < groups[0].second.size());
+  for (std::size_t i = majority ? 1 : 0; i < groups.size(); ++i) {
+    out.insert(out.end(), groups[i].second.begin(), groups[i].second.end());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string partKey(const DatasetPart& p) {
+  return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", p.dataset, p.name, p.len, p.fingerprint,
+                     p.items, p.content);
+}
+
+// "TensorDataset 'books', 300 samples".
+std::string describePart(const DatasetPart& p) {
+  return fmt::format("{}{}{}", p.dataset.empty() ? "a dataset" : p.dataset,
+                     p.name.empty() ? "" : fmt::format(" '{}'", p.name),
+                     p.len >= 0 ? fmt::format(", {} samples", p.len) : "");
+}
+
+constexpr std::size_t kGroupsShown = 4;
+
+// "ranks 0, 2: A B C; rank 1: B A C": each group's parts by letter.
+std::string sequences(const Groups& groups, const std::map<std::string, char>& letter,
+                      const std::map<std::string, std::vector<std::string>>& keysOf) {
+  std::vector<std::string> out;
+  for (std::size_t g = 0; g < groups.size() && g < kGroupsShown; ++g) {
+    std::string seq;
+    for (const auto& key : keysOf.at(groups[g].first)) seq += std::string(seq.empty() ? "" : " ") + letter.at(key);
+    out.push_back(fmt::format("{}: {}", rankList(groups[g].second), seq));
+  }
+  if (groups.size() > kGroupsShown) out.push_back("…");
+  return fmt::format("{}", fmt::join(out, "; "));
+}
+
+// What differs at one position of the ranks' lists of parts (one part per group of ranks): the
+// length, the part itself, its items (or their order), or only its file listing. `kind` says which.
+std::string partDifference(const std::vector<const DatasetPart*>& at, const Groups& groups,
+                           std::string& kind) {
+  std::map<std::string, std::vector<std::int64_t>> byLen;
+  std::set<std::string> items, contents;
+  bool contentKnown = true;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    auto& rs = byLen[fmt::format("{}", at[g]->len)];
+    rs.insert(rs.end(), groups[g].second.begin(), groups[g].second.end());
+    std::sort(rs.begin(), rs.end());
+    items.insert(at[g]->items);
+    contents.insert(at[g]->content);
+    contentKnown = contentKnown && !at[g]->content.empty();
+  }
+  if (byLen.size() > 1) {
+    kind = "length";
+    std::vector<std::string> lens;
+    for (const auto& [len, rs] : groupRanks(byLen)) lens.push_back(fmt::format("{} {}", rankList(rs), len));
+    return fmt::format("{} samples", fmt::join(lens, ", "));
+  }
+  const bool otherPart = std::any_of(at.begin(), at.end(), [&](const DatasetPart* p) {
+    return p->dataset != at[0]->dataset || p->name != at[0]->name;
+  });
+  if (otherPart) {
+    kind = "parts";
+    return "another dataset on some ranks";
+  }
+  if (items.size() > 1 && !items.count("")) {
+    kind = contentKnown ? (contents.size() == 1 ? "order" : "items") : "items-or-order";
+    return kind == "order" ? "the same samples in another order"
+                           : (kind == "items" ? "other samples" : "other items (first, middle or last)");
+  }
+  kind = "listing";
+  return "another file listing";
+}
+
+// "A = TensorDataset 'books', 300 samples; B = …": a letter for each part, the majority's first.
+std::string lettersFor(const Groups& groups, const std::map<std::string, std::vector<std::string>>& keysOf,
+                       const std::map<std::string, const std::vector<DatasetPart>*>& partsOf,
+                       std::map<std::string, char>& letter) {
+  std::vector<std::string> legend;
+  for (const auto& [seq, rs] : groups) {
+    const auto& keys = keysOf.at(seq);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (letter.count(keys[i])) continue;
+      const char c = static_cast<char>('A' + std::min<std::size_t>(letter.size(), 25));
+      letter[keys[i]] = c;
+      legend.push_back(fmt::format("{} = {}", c, describePart((*partsOf.at(seq))[i])));
+    }
+  }
+  return fmt::format("{}", fmt::join(legend, "; "));
+}
+
+}  // namespace
+
+std::string differentDataCause(const std::string& kind) {
+  if (kind == "order") {
+    return "the data was permuted on each rank before the sampler, with a per-rank random state "
+           "(torch.randperm or random.shuffle after a per-rank seed such as "
+           "torch.manual_seed(rank)); leave the shuffling to DistributedSampler (shuffle=True and "
+           "set_epoch), or permute with a generator seeded alike on every rank";
+  }
+  if (kind == "length") {
+    return "each rank filters or lists that data itself: a random filter or subsample after a "
+           "per-rank seed, a listing that differs between nodes, or a file missing on one node; "
+           "the trace cannot tell which: filter with a random state seeded alike on every rank "
+           "(or filter once and share the kept indices), and list the same files everywhere";
+  }
+  const bool orderToo = kind == "items-or-order";
+  return fmt::format(
+      "{}each rank made or picked{} its data with its own random state (a random subset, "
+      "torch.randn{} after a per-rank seed such as torch.manual_seed(rank)), or read other data "
+      "(another file or node); the trace cannot tell which: build the data the same way on every "
+      "rank (a generator seeded alike, torch.Generator().manual_seed(0), the same files), or "
+      "build it on one rank and broadcast it",
+      orderToo ? "the ranks' data differ in content or in order (the data is too large for the "
+                 "digest that would tell which): "
+               : "",
+      orderToo ? " or ordered" : "", orderToo ? " or a shuffle" : "");
+}
+
+std::optional<Violation> differentComposition(const std::vector<const RankTrace*>& traces,
+                                              std::int64_t loader) {
+  std::map<std::string, std::vector<std::int64_t>> bySequence;
+  std::map<std::string, std::vector<std::string>> keysOf;
+  std::map<std::string, const std::vector<DatasetPart>*> partsOf;
+  for (const RankTrace* t : traces) {
+    const auto& parts = t->loaders.at(loader).datasetParts;
+    if (parts.empty()) return std::nullopt;  // not a ConcatDataset on every rank
+    std::vector<std::string> keys;
+    for (const auto& p : parts) keys.push_back(partKey(p));
+    const std::string seq = fmt::format("{}", fmt::join(keys, "\x1e"));
+    bySequence[seq].push_back(t->rank);
+    keysOf[seq] = keys;
+    partsOf[seq] = &parts;
+  }
+  if (bySequence.size() == 1) return std::nullopt;
+  const Groups groups = groupRanks(bySequence);
+  std::map<std::string, char> letter;
+  const std::string legend = lettersFor(groups, keysOf, partsOf, letter);
+  const RankTrace& first = *traces.front();
+  Violation v;
+  v.property = std::string(property::kCoverage);
+  v.ranks = oddRanks(groups);
+  const std::string consequence =
+      ", so the ranks' shards do not split one dataset: index i names another sample on each rank, "
+      "and samples are trained twice or never";
+  const std::string tail = fmt::format(" ({}){}", legend, consequence);
+  auto sorted = [&](std::string seq) {
+    auto keys = keysOf.at(seq);
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  };
+  const bool sameParts = std::all_of(groups.begin(), groups.end(), [&](const auto& g) {
+    return sorted(g.first) == sorted(groups.front().first);
+  });
+  if (sameParts) {
+    v.detail = fmt::format("{}: the ranks' ConcatDatasets hold the same {} parts in different "
+                           "orders ({}){}",
+                           describeLoader(first, loader), keysOf.at(groups.front().first).size(),
+                           sequences(groups, letter, keysOf), tail);
+    v.likelyCause =
+        "each rank builds its list of parts in its own order: a listing of shard files (os.listdir "
+        "and glob give no defined order, and nodes differ), iteration over a set (string hashes "
+        "differ per process), or a shuffle of the list after a per-rank seed; the trace cannot "
+        "tell which: sort the list of parts (or shuffle it with a seed shared by every rank) "
+        "before ConcatDataset";
+    return v;
+  }
+  const auto n0 = keysOf.at(groups.front().first).size();
+  const bool sameCount = std::all_of(groups.begin(), groups.end(), [&](const auto& g) {
+    return keysOf.at(g.first).size() == n0;
+  });
+  if (!sameCount) {
+    v.detail = fmt::format("{}: the ranks' ConcatDatasets are composed of different parts ({}){}",
+                           describeLoader(first, loader), sequences(groups, letter, keysOf), tail);
+    v.likelyCause =
+        "each rank picks the parts itself: a listing of sources that differs between nodes, a "
+        "part skipped on some ranks (a missing or unreadable file, a per-rank condition), or a "
+        "per-rank choice; the trace cannot tell which: build the same list of parts on every "
+        "rank (sorted, from one listing shared by all)";
+    return v;
+  }
+  // The same number of parts: what differs, part by part.
+  std::vector<std::string> differences;
+  std::string kind;
+  for (std::size_t i = 0; i < n0; ++i) {
+    std::vector<const DatasetPart*> at;
+    for (const auto& g : groups) at.push_back(&(*partsOf.at(g.first))[i]);
+    if (std::all_of(at.begin(), at.end(), [&](const DatasetPart* p) { return partKey(*p) == partKey(*at[0]); }))
+      continue;
+    std::string k;
+    const std::string what = partDifference(at, groups, k);
+    if (k == "listing") continue;  // a part's file listing: sameListing names it
+    if (kind.empty() || k == "parts" || (k == "length" && kind != "parts")) kind = k;
+    DatasetPart named = *at[0];
+    named.len = k == "length" ? -1 : named.len;
+    differences.push_back(fmt::format("part {} ({}): {}", i, describePart(named), what));
+  }
+  if (differences.empty()) return std::nullopt;
+  v.detail = fmt::format("{}: the ranks' ConcatDatasets differ in {} of their {} parts ({}){}",
+                         describeLoader(first, loader), differences.size(), n0,
+                         fmt::join(differences, "; "), consequence);
+  v.likelyCause = kind == "parts" ? "each rank picks the parts itself (a listing of sources that "
+                                    "differs between nodes, a per-rank choice); build the same "
+                                    "list of parts on every rank"
+                                  : differentDataCause(kind);
+  return v;
+}
+
+std::optional<Violation> differentItems(const std::vector<const RankTrace*>& traces,
+                                        std::int64_t loader) {
+  std::map<std::string, std::vector<std::int64_t>> byItems;
+  std::set<std::string> contents;
+  bool contentKnown = true;
+  for (const RankTrace* t : traces) {
+    const LoaderRecord& l = t->loaders.at(loader);
+    if (l.datasetItems.empty()) return std::nullopt;  // not a TensorDataset on every rank
+    byItems[l.datasetItems].push_back(t->rank);
+    contents.insert(l.datasetContent);
+    contentKnown = contentKnown && !l.datasetContent.empty();
+  }
+  if (byItems.size() == 1) return std::nullopt;
+  const Groups groups = groupRanks(byItems);
+  std::vector<std::string> parts;
+  const bool eachOwn = groups.size() == traces.size();
+  if (eachOwn) parts.push_back("each rank its own");
+  for (std::size_t g = 0; !eachOwn && g < groups.size() && g < kGroupsShown; ++g) {
+    parts.push_back(fmt::format("{} data {}", rankList(groups[g].second),
+                                static_cast<char>('A' + std::min<std::size_t>(g, 25))));
+  }
+  if (!eachOwn && groups.size() > kGroupsShown) parts.push_back("…");
+  const std::string kind =
+      contentKnown ? (contents.size() == 1 ? "order" : "items") : "items-or-order";
+  const RankTrace& first = *traces.front();
+  const LoaderRecord& l = first.loaders.at(loader);
+  Violation v;
+  v.property = std::string(property::kCoverage);
+  v.ranks = oddRanks(groups);
+  v.detail = fmt::format(
+      "{}: the ranks' {}s hold {} ({}; compared by their first, middle and last rows{}), so the ranks' "
+      "shards do not split one dataset: index i names another sample on each rank, and samples "
+      "are trained twice or never",
+      describeLoader(first, loader), l.dataset,
+      kind == "order" ? "the same samples in different orders"
+                      : (kind == "items" ? "different samples" : "different items"),
+      fmt::join(parts, "; "),
+      contentKnown ? " and a digest of all their rows that ignores their order" : "");
+  v.likelyCause = differentDataCause(kind);
+  return v;
+}
+
+}  // namespace ddph::audit
