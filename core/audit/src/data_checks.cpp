@@ -552,22 +552,37 @@ class DataChecker {
     if (seeds.size() == 1) known.push_back(fmt::format("its ranks share one seed ({})", *seeds.begin()));
     const std::string candidates =
         property == property::kDisjointness
-            ? "its shards overlap: a shard length or offset by rank that reaches into the next "
-              "rank's part, padding taken from other ranks' parts, rank ignored (every rank "
-              "iterating the whole order), or a random state that differs per rank (a generator "
-              "not seeded from the sampler's seed, the global one after a per-rank seed)"
+            ? "a shard length or offset by rank that reaches into the next rank's part, padding "
+              "taken from other ranks' parts, rank ignored (every rank iterating the whole "
+              "order), or a random state that differs per rank (a generator not seeded from the "
+              "sampler's seed, the global one after a per-rank seed)"
         : property == property::kCoverage
-            ? "some indices go to no rank: a split that rounds N / W down and drops the rest, an "
-              "offset by rank that skips indices, or a random state that differs per rank (a "
-              "generator not seeded from the sampler's seed, the global one after a per-rank seed)"
-            : "it yields indices outside the dataset: padding or wrap-around computed with another "
-              "length";
+            ? "a split that rounds N / W down and drops the rest, an offset by rank that skips "
+              "indices, or a random state that differs per rank (a generator not seeded from the "
+              "sampler's seed, the global one after a per-rank seed)"
+            : "padding or wrap-around computed with another length than the dataset's";
     return fmt::format(
-        "{}{}; the trace cannot single out where its split goes wrong: {}; check the sampler on "
-        "its own with ddp-sim check-sampler -- python3 -m ddph_audit.serve_sampler "
-        "module:Class (or file.py:Class), which shrinks a failure to a minimal request",
-        fmt::join(known, ", "), known.empty() ? "the samplers' own parameters agree" : "",
-        candidates);
+        "{}; the trace cannot single out where its split goes wrong, candidates: {}; check the "
+        "sampler on its own: ddp-sim check-sampler -- python3 -m ddph_audit.serve_sampler {} "
+        "(built as DistributedSampler is, with num_replicas, rank and seed), which shrinks a "
+        "failure to a minimal request",
+        known.empty() ? "the samplers' own parameters agree" : fmt::format("{}", fmt::join(known, ", ")),
+        candidates, serveSpec(ranks[0]));
+  }
+
+  // What serve_sampler takes for the sampler's class: "train.py:ShardSampler" for a class of the
+  // program's script, "package.module:Class" for one it imports.
+  static std::string serveSpec(const RankPass& rp) {
+    const SamplerRecord* s = samplerOf(*rp.trace, rp.pass->loader);
+    const std::string name = s ? s->className : "";
+    const auto dot = name.rfind('.');
+    if (dot == std::string::npos) return "module:Class";
+    const std::string module = name.substr(0, dot), cls = name.substr(dot + 1);
+    if (module != "__main__") return module + ":" + cls;
+    const auto& argv = rp.trace->argv;
+    const bool script = !argv.empty() && argv[0].size() > 3 &&
+                        argv[0].compare(argv[0].size() - 3, 3, ".py") == 0;
+    return (script ? argv[0] : std::string("script.py")) + ":" + cls;
   }
 
   static std::string samplerName(const RankPass& rp) {

@@ -209,6 +209,57 @@ int raisedCount(const Trace& trace) {
                                         [](const auto& t) { return t && t->errorType; }));
 }
 
+// A rank that failed without raising, whose way of ending names no cause of its own: what its
+// ending says and the candidates it leaves (never the catalogue's generic "OOM kill, exception").
+std::string endingCause(const Trace& trace, const RankTrace* t, const LaunchedRank* l) {
+  if (!t) {
+    return "the rank never ran the recorder: it failed before importing torch (its log has the "
+           "error), it is not a program the audit watches, or it wrote its trace elsewhere; check "
+           "its log and exit status";
+  }
+  if (l && l->outcome == "signaled" && l->signal == 9) {
+    return "SIGKILL comes from outside the program: the kernel's out-of-memory killer (dmesg, the "
+           "job's memory limit), a scheduler's limit or a person; the trace cannot tell which";
+  }
+  if (l && l->outcome == "signaled") {
+    return fmt::format("a crash in native code ({}): torch, an extension, or a DataLoader worker's "
+                       "shared memory (SIGBUS when /dev/shm is full); run the rank with python3 -X "
+                       "faulthandler to see where",
+                       signalName(l->signal));
+  }
+  const bool hung = (l && l->outcome == "timed-out") || (!l && trace.launch && trace.launch->timedOut);
+  const CollectiveRecord* last = t->lastCollective();
+  if (hung && last && !last->done) {
+    return "it waited in a collective that a peer never completed: a peer that failed, hung or "
+           "left its loop, or collectives that differ across ranks (any such finding above is "
+           "the cause)";
+  }
+  if (hung) {
+    return "it hung outside any collective: in the program's own code, a DataLoader worker or at "
+           "exit; the trace cannot tell where: dump its stack (py-spy dump, or "
+           "faulthandler.dump_traceback_later) when it hangs";
+  }
+  if (t->ended) {
+    return fmt::format("the program ended with exit code {} without an exception (sys.exit or "
+                       "os._exit on this rank)",
+                       t->endCode);
+  }
+  return "its trace has no end: killed (SIGKILL, the out-of-memory killer), crashed in native code, "
+         "or still running when the trace was read; the trace cannot tell which: check the rank's "
+         "log and exit status";
+}
+
+// A rank that raised an error no known cause explains, other than on every rank alike.
+std::string raisedCause(const std::vector<std::int64_t>& ranks) {
+  const bool one = ranks.size() == 1;
+  return fmt::format("{} raised the error {} (the line above), and the ranks waiting for {} in a "
+                     "collective fail or hang after it; the trace cannot tell why {} raised it "
+                     "(data, state or environment that differ per rank): the log has the full "
+                     "traceback",
+                     rankList(ranks), one ? "itself" : "themselves", one ? "it" : "them",
+                     one ? "this rank" : "these ranks");
+}
+
 struct RankFinding {
   Violation v;
   std::string key;     ///< what must agree for ranks to share one finding (empty: never shared)
@@ -270,6 +321,7 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
           "rank {} left no trace{}: it never ran the recorder (it failed before importing torch, "
           "or is not a program the audit watches) or its trace folder is not the others'",
           r, byLauncher.empty() ? "" : "; it " + byLauncher);
+      v.likelyCause = endingCause(trace, nullptr, l);
       found.push_back({std::move(v), {}, {}, 1});
       continue;
     }
@@ -306,6 +358,7 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
                            launcherSide, rest);
     v.likelyCause = knownErrorCause(trace, *t);
     if (v.likelyCause.empty() && t->errorType) v.likelyCause = startupCause(*t);
+    if (v.likelyCause.empty() && !t->errorType) v.likelyCause = endingCause(trace, &*t, l);
     if (hungAtExitWithDdpAlive(*t, l)) {
       v.detail += fmt::format("; it had destroyed its process group with DDP module {} still alive",
                               fmt::join(*t->ddpAliveAtDestroy, ", "));
@@ -332,7 +385,10 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
   // The failure the others follow from first, the ranks that lost their peer last.
   std::stable_sort(merged.begin(), merged.end(),
                    [](const RankFinding& a, const RankFinding& b) { return a.order < b.order; });
-  for (auto& m : merged) out.push_back(std::move(m.v));
+  for (auto& m : merged) {
+    if (m.v.likelyCause.empty() && !m.v.ranks.empty()) m.v.likelyCause = raisedCause(m.v.ranks);
+    out.push_back(std::move(m.v));
+  }
 }
 
 }  // namespace ddph::audit

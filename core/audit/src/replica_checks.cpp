@@ -65,6 +65,37 @@ std::string noSyncCause(const Trace& trace, std::int64_t ddp, std::string& detai
          "allreduces the accumulated gradients) before optimizer.step()";
 }
 
+// The replicas differ and no_sync does not explain it: what the backward counts say, and the
+// candidates the trace cannot tell apart (it records no optimizer step).
+std::string divergedCause(const std::map<int, std::vector<Point>>& byRank, std::size_t i) {
+  std::set<std::int64_t> backwards;
+  for (const auto& [rank, points] : byRank) {
+    if (i < points.size()) backwards.insert(points[i].params.backwards);
+  }
+  if (backwards.size() == 1 && *backwards.begin() == 0) {
+    return "the replicas differ before any backward pass, although DDP broadcasts rank 0's "
+           "parameters and buffers when it is built: the model was changed on some ranks after "
+           "DDP(model) (a checkpoint loaded or weights re-initialised on one rank, a parameter "
+           "edited in place); load or change the model before wrapping it, on every rank";
+  }
+  if (backwards.size() > 1) {
+    return fmt::format("the ranks had run different numbers of backward passes by then ({}), "
+                       "so their models took different steps: a rank that skipped or added a "
+                       "step (a per-rank condition around backward or optimizer.step()); run the "
+                       "same steps on every rank",
+                       fmt::join(backwards, ", "));
+  }
+  return fmt::format(
+      "every rank had run the same {} backward passes, whose gradients DDP averages alike, so the "
+      "models were changed outside the allreduce on some ranks: an optimizer step on some ranks "
+      "only (`if rank == 0: optimizer.step()`), an optimizer or learning-rate schedule that "
+      "differs per rank, a parameter changed in place on one rank, or buffers updated per rank "
+      "(BatchNorm statistics with broadcast_buffers=False); the trace records no optimizer step "
+      "and cannot tell these apart: step the same optimizer on every rank, and keep buffers in "
+      "sync (SyncBatchNorm or broadcast_buffers=True)",
+      *backwards.begin());
+}
+
 void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violation>& out) {
   std::map<int, std::vector<Point>> byRank;
   for (const auto& t : trace.ranks) {
@@ -103,6 +134,7 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
                            moduleName(*trace.ranks[static_cast<std::size_t>(byRank.begin()->first)], ddp),
                            reference[i].where, fmt::join(parts, "; "));
     v.likelyCause = noSyncCause(trace, ddp, v.detail);
+    if (v.likelyCause.empty()) v.likelyCause = divergedCause(byRank, i);
     out.push_back(std::move(v));
     return;  // once diverged, every later point differs too
   }
