@@ -32,6 +32,40 @@ TEST(PythonProgram, TheScriptIsTheFirstArgumentThatIsNoOption) {
   EXPECT_EQ(pythonScript({"ddp-train", "train.py"}), std::nullopt);
 }
 
+TEST(PythonProgram, TheForkServerRunsTheScriptOrModuleWithTheInterpretersOptions) {
+  TempDir dir("ddph-python-program");
+  const std::string script = dir.path() + "/train.py";
+  std::ofstream(script) << "print(1)\n";
+  using Argv = std::vector<std::string>;
+  const auto server = forkServerCommand({"python3", "-u", "-W", "ignore", "-Xdev", script, "--lr", "1"}, "fs.py");
+  ASSERT_TRUE(server);
+  EXPECT_EQ(server->whyNot, "");
+  EXPECT_EQ(server->argv, (Argv{"python3", "-u", "-W", "ignore", "-Xdev", "fs.py", "--script", script,
+                                "--lr", "1"}));
+  const auto module = forkServerCommand({"/usr/bin/python3", "-B", "-m", "pkg.train", "-m", "x"}, "fs.py");
+  ASSERT_TRUE(module);
+  EXPECT_EQ(module->argv, (Argv{"/usr/bin/python3", "-B", "fs.py", "--module", "pkg.train", "-m", "x"}));
+  const auto attached = forkServerCommand({"python3", "-mpkg"}, "fs.py");
+  ASSERT_TRUE(attached);
+  EXPECT_EQ(attached->argv, (Argv{"python3", "fs.py", "--module", "pkg"}));
+}
+
+TEST(PythonProgram, WhatTheForkServerCannotRunIsExecdWithTheReason) {
+  TempDir dir("ddph-python-program");
+  EXPECT_EQ(forkServerCommand({"ddp-train", "--epochs", "1"}, "fs.py"), std::nullopt);  // not Python
+  const auto code = forkServerCommand({"python3", "-c", "print(1)"}, "fs.py");
+  ASSERT_TRUE(code);
+  EXPECT_TRUE(code->argv.empty());
+  EXPECT_NE(code->whyNot.find("-c"), std::string::npos) << code->whyNot;
+  const auto folder = forkServerCommand({"python3", dir.path()}, "fs.py");  // a folder's __main__.py
+  ASSERT_TRUE(folder);
+  EXPECT_NE(folder->whyNot.find("is a folder or an archive"), std::string::npos) << folder->whyNot;
+  const auto interactive = forkServerCommand({"python3", "-i", dir.path()}, "fs.py");
+  ASSERT_TRUE(interactive);
+  EXPECT_NE(interactive->whyNot.find("option -i"), std::string::npos) << interactive->whyNot;
+  EXPECT_NE(forkServerCommand({"python3", "-"}, "fs.py")->whyNot.find("standard input"), std::string::npos);
+}
+
 TEST(PythonProgram, AMissingScriptIsOneLineNamingIt) {
   TempDir dir("ddph-python-program");
   try {

@@ -29,21 +29,6 @@ struct AuditArgs {
   bool quiet = false;
 };
 
-// The folder holding the Python package ddph_audit: $DDPH_AUDIT_PYTHONPATH, else the installed
-// share/ddph/python beside this executable, else this source tree's python/.
-fs::path pythonPackageDir() {
-  if (const char* explicitDir = std::getenv("DDPH_AUDIT_PYTHONPATH"); explicitDir && *explicitDir) {
-    return explicitDir;
-  }
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path installed = exe.parent_path().parent_path() / "share" / "ddph" / "python";
-    if (fs::exists(installed / "ddph_audit" / "__init__.py", ec)) return installed;
-  }
-  return DDPH_PYTHON_PACKAGE_DIR;
-}
-
 std::string randomRunId() {
   std::random_device device;
   return fmt::format("{:08x}{:08x}", device(), device());
@@ -62,6 +47,21 @@ std::string recorderPythonPath() {
 }
 
 }  // namespace
+
+// The folder holding the Python package ddph_audit: $DDPH_AUDIT_PYTHONPATH, else the installed
+// share/ddph/python beside this executable, else this source tree's python/.
+fs::path pythonPackageDir() {
+  if (const char* explicitDir = std::getenv("DDPH_AUDIT_PYTHONPATH"); explicitDir && *explicitDir) {
+    return explicitDir;
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "ddph" / "python";
+    if (fs::exists(installed / "ddph_audit" / "__init__.py", ec)) return installed;
+  }
+  return DDPH_PYTHON_PACKAGE_DIR;
+}
 
 std::vector<std::pair<std::string, std::string>> auditEnvironment(const fs::path& traceDir) {
   return {{"DDPH_AUDIT_DIR", fs::absolute(traceDir).string()},

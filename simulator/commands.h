@@ -36,6 +36,10 @@ Command addAuditCommand(CLI::App& app);
 int auditTraceFolder(const std::filesystem::path& dir, const std::optional<std::string>& reportPath,
                      bool quiet, const std::optional<std::string>& htmlPath = std::nullopt);
 
+/// The folder holding the Python packages (ddph_audit, ddph_launch): $DDPH_AUDIT_PYTHONPATH, else
+/// the installed share/ddph/python beside this executable, else this source tree's python/.
+std::filesystem::path pythonPackageDir();
+
 /// What every rank of `ddp-sim launch --audit` gets: DDPH_AUDIT_DIR, DDPH_AUDIT_RUN_ID and the
 /// recorder's folders at the head of PYTHONPATH (its sitecustomize loads it into Python ranks).
 std::vector<std::pair<std::string, std::string>> auditEnvironment(const std::filesystem::path& traceDir);

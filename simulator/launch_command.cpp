@@ -44,6 +44,7 @@ struct LaunchArgs {
   bool cpu = false;
   std::optional<int> gpus;
   bool standInData = false;
+  bool exec = false;
 };
 
 std::chrono::milliseconds seconds(double s) {
@@ -104,6 +105,9 @@ int runLaunch(const LaunchArgs& a) {
   if (a.timeoutS) options.timeout = seconds(*a.timeoutS);
   options.grace = seconds(a.graceS);
   options.masterPort = static_cast<std::uint16_t>(a.masterPort);
+  // A Python program's ranks are forked from one interpreter that imported torch once, unless
+  // --exec (docs/ddp-sim.md, "How ranks start").
+  if (!a.exec) options.forkServer = (pythonPackageDir() / "ddph_launch" / "fork_server.py").string();
   DDPH_CHECK(a.audit || (!a.traceDir && !a.reportPath && !a.htmlPath),
              "--trace-dir, --report and --html need --audit");
   if (a.htmlPath) report::checkReportPath(*a.htmlPath);
@@ -146,6 +150,7 @@ int runLaunch(const LaunchArgs& a) {
     options.out = &out;
     options.err = &err;
   }
+  options.note = [&](const std::string& line) { err << "ddp-sim launch: " << line << '\n' << std::flush; };
   const LaunchResult result = launchRanks(options);
   progress.stop();
   std::cout << std::flush;
@@ -252,6 +257,9 @@ Command addLaunchCommand(CLI::App& app) {
   sub->add_flag("--stand-in-data", args->standInData,
                 "serve torchvision's MNIST (the harness's files), CIFAR-10/100 and FashionMNIST "
                 "(stand-ins with the real lengths and classes) without downloading");
+  sub->add_flag("--exec", args->exec,
+                "start every rank as its own process (exec) even for a Python program, whose ranks "
+                "are otherwise forked from one interpreter that imported torch once");
   sub->add_option("command", args->command, "the rank program and its arguments (after --)")
       ->required();
   sub->footer("Exit codes: 0 every rank exited 0 (and, with --audit, no finding), 1 a rank failed "

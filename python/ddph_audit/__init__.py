@@ -94,6 +94,17 @@ def instrument(trace_dir, spawned_rank=False):
         import_hook.when_imported("torch.multiprocessing.spawn", _on_import("spawn"))
 
 
+def restart_in_forked_rank():
+    """Called by ddp-sim launch's fork server (ddph_launch/fork_server.py) in each rank it forks,
+    once the rank's environment is set: the rank records into a writer of its own, with the RANK
+    it was given, as an exec'd rank would. Nothing when the server was not recording."""
+    with _lock:
+        if _trace_dir is None or not _activated:
+            return
+        from . import recorder
+        recorder.start(_trace_dir, spawned_rank=_spawned_rank)
+
+
 def uninstrument():
     """Stops recording: writes ``params``/``end``, closes the file, restores every patch.
     Idempotent."""

@@ -72,6 +72,10 @@ struct Wiring {
       case StreamTarget::Kind::kFile:
         child[s] = open(target.path, s == 0 ? O_RDONLY : O_WRONLY | O_CREAT | O_TRUNC);
         return;
+      case StreamTarget::Kind::kDescriptor:
+        child[s] = ::fcntl(target.fd, F_DUPFD_CLOEXEC, 3);
+        if (child[s] < 0) throw Error(fmt::format("cannot duplicate descriptor {}: {}", target.fd, ::strerror(errno)));
+        return;
       case StreamTarget::Kind::kPipe: {
         int fds[2];
         if (::pipe2(fds, O_CLOEXEC) != 0) {
@@ -150,6 +154,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, ChildOptions op
   // A copy: `auto` would be this process's own environment, and the child's variables would
   // stay in it (setenv, racing every thread that reads the environment).
   bp::environment env = boost::this_process::environment();
+  for (const auto& name : options.unsetEnv) env.erase(name);
   for (const auto& [name, value] : options.env) env[name] = value;
   ChildSetup setup;
   setup.streams = wiring.child;

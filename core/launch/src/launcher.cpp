@@ -24,6 +24,8 @@
 #include "ddph/common/child_process.h"
 #include "ddph/common/error.h"
 #include "ddph/common/stop_signals.h"
+#include "ddph/launch/python_program.h"
+#include "ddph/launch/rank_spawner.h"
 #include "stop_watchdog.h"
 
 namespace ddph {
@@ -45,11 +47,14 @@ struct OutputStream {
 
 struct Rank {
   int rank = 0;
-  std::unique_ptr<ChildProcess> child;
+  std::unique_ptr<RankProcess> process;
   OutputStream out;
   OutputStream err;
   RankOutcome outcome;
 };
+
+// The variables only one rank has; every other one is the launch's common environment.
+const std::vector<std::string> kPerRankVariables = {"RANK", "LOCAL_RANK"};
 
 // A descriptor Asio may own and close (the scope keeps its own).
 int duplicate(int fd) {
@@ -65,20 +70,22 @@ class Supervisor {
   LaunchResult run() {
     result_.masterPort =
         options_.masterPort != 0 ? options_.masterPort : findFreePort(options_.masterAddr);
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    if (options_.timeout) deadline = std::chrono::steady_clock::now() + *options_.timeout;
+    spawner_ = chooseSpawner(deadline);
     signalPipe_.async_wait(asio::posix::stream_descriptor::wait_read,
                            [this](const boost::system::error_code& ec) {
                              if (!ec) interrupt(stopSignals_.received());
                            });
     try {
-      for (int r = 0; r < options_.numRanks; ++r) spawn(r);
+      for (int r = 0; r < options_.numRanks && stopSignals_.received() == 0; ++r) spawn(r);
     } catch (...) {
       killGroup(SIGKILL);
       reapAll();
       throw;
     }
-    std::optional<std::chrono::steady_clock::time_point> deadline;
-    if (options_.timeout) {
-      deadline = std::chrono::steady_clock::now() + *options_.timeout;
+    if (const int sig = stopSignals_.received(); sig != 0) interrupt(sig);  // while starting
+    if (deadline) {
       deadline_.expires_at(*deadline);
       deadline_.async_wait([this](const boost::system::error_code& ec) {
         if (!ec) timedOut();
@@ -101,36 +108,66 @@ class Supervisor {
   }
 
  private:
+  // What every rank's environment holds but its own RANK and LOCAL_RANK.
+  EnvMap commonEnvironment() const {
+    EnvMap env;
+    for (const auto& [name, value] : options_.extraEnv) env[name] = value;
+    env["WORLD_SIZE"] = std::to_string(options_.numRanks);
+    env["LOCAL_WORLD_SIZE"] = std::to_string(options_.numRanks);
+    env["GROUP_RANK"] = "0";
+    env["TORCHELASTIC_RESTART_COUNT"] = "0";  // one attempt: never an inherited restart count
+    env["TORCHELASTIC_MAX_RESTARTS"] = "0";
+    env["MASTER_ADDR"] = options_.masterAddr;
+    env["MASTER_PORT"] = std::to_string(result_.masterPort);
+    return env;
+  }
+
+  // A fork server for a Python program when one was asked for and can fork; else exec'd ranks,
+  // with one line saying why when the program is Python.
+  std::unique_ptr<RankSpawner> chooseSpawner(
+      std::optional<std::chrono::steady_clock::time_point> worldDeadline) {
+    EnvMap common = commonEnvironment();
+    if (!options_.forkServer.empty()) {
+      std::string whyNot;
+      if (const auto server = forkServerCommand(options_.command, options_.forkServer)) {
+        whyNot = server->whyNot;
+        if (whyNot.empty()) {
+          auto ready = std::chrono::steady_clock::now() + options_.forkServerReady;
+          if (worldDeadline) ready = std::min(ready, *worldDeadline);
+          ForkServerStart start =
+              startForkServer(server->argv, common, kPerRankVariables, ready, stopSignals_.fd());
+          if (start.spawner) {
+            result_.forked = true;
+            return std::move(start.spawner);
+          }
+          whyNot = start.whyNot;
+        }
+      }
+      if (!whyNot.empty() && options_.note && stopSignals_.received() == 0) {
+        options_.note(fmt::format("each rank execs the program ({})", whyNot));
+      }
+    }
+    return makeExecSpawner(options_.command, std::move(common));
+  }
+
   void spawn(int r) {
     auto rank = std::make_unique<Rank>();
     rank->rank = r;
     rank->out.sink = options_.out ? options_.out : &std::cout;
     rank->err.sink = options_.err ? options_.err : &std::cerr;
-    ChildOptions child;
-    for (const auto& [name, value] : options_.extraEnv) child.env[name] = value;
-    child.env["RANK"] = std::to_string(r);
-    child.env["LOCAL_RANK"] = std::to_string(r);
-    child.env["WORLD_SIZE"] = std::to_string(options_.numRanks);
-    child.env["LOCAL_WORLD_SIZE"] = std::to_string(options_.numRanks);
-    child.env["GROUP_RANK"] = "0";
-    child.env["TORCHELASTIC_RESTART_COUNT"] = "0";  // one attempt: never an inherited restart count
-    child.env["TORCHELASTIC_MAX_RESTARTS"] = "0";
-    child.env["MASTER_ADDR"] = options_.masterAddr;
-    child.env["MASTER_PORT"] = std::to_string(result_.masterPort);
-    child.out = child.err = StreamTarget::pipe();
-    child.processGroup = pgid_;  // the first rank leads the ranks' group
+    const EnvMap own = {{"RANK", std::to_string(r)}, {"LOCAL_RANK", std::to_string(r)}};
     try {
-      rank->child = std::make_unique<ChildProcess>(options_.command, std::move(child));
+      rank->process = spawner_->spawn(r, own, pgid_);  // the first rank leads the ranks' group
     } catch (const ConfigError&) {
       throw;
     } catch (const Error& e) {
       throw ConfigError(fmt::format("cannot start rank {}: {}", r, e.what()));
     }
-    if (pgid_ == 0) pgid_ = rank->child->processGroup();
-    rank->out.pipe = std::make_unique<asio::posix::stream_descriptor>(io_, rank->child->takePipe(1));
-    rank->err.pipe = std::make_unique<asio::posix::stream_descriptor>(io_, rank->child->takePipe(2));
+    if (pgid_ == 0) pgid_ = rank->process->pid();
+    rank->out.pipe = std::make_unique<asio::posix::stream_descriptor>(io_, rank->process->takePipe(1));
+    rank->err.pipe = std::make_unique<asio::posix::stream_descriptor>(io_, rank->process->takePipe(2));
     rank->outcome.rank = r;
-    rank->outcome.pid = rank->child->pid();
+    rank->outcome.pid = rank->process->pid();
     read(*rank, rank->out);
     read(*rank, rank->err);
     ranks_.push_back(std::move(rank));
@@ -184,7 +221,7 @@ class Supervisor {
     }
     for (auto& rank : ranks_) {
       if (rank->outcome.kind != RankOutcome::Kind::kRunning) continue;
-      const auto status = rank->child->poll();
+      const auto status = rank->process->poll();
       if (!status) continue;
       if (status->signal != 0) {
         // Stopped only by a signal the launcher sent: a rank that died of its own SIGKILL (an OOM
@@ -288,7 +325,7 @@ class Supervisor {
   }
 
   void reapAll() {
-    for (auto& rank : ranks_) rank->child->kill();
+    for (auto& rank : ranks_) rank->process->kill();
   }
 
   void finish() {
@@ -324,6 +361,7 @@ class Supervisor {
   asio::steady_timer grace_{io_};
   asio::steady_timer drain_{io_};
   bool drainTimerSet_ = false;
+  std::unique_ptr<RankSpawner> spawner_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   pid_t pgid_ = 0;
   bool stopping_ = false;

@@ -42,6 +42,67 @@ std::optional<std::string> pythonScript(const std::vector<std::string>& command)
 
 namespace {
 
+// Interpreter options a forked rank gets from the server, which runs with them: flags, and the
+// options that take a value (attached or next).
+bool isForkableFlag(const std::string& a) {
+  if (a.size() < 2 || a[0] != '-' || a[1] == '-') return false;
+  for (std::size_t i = 1; i < a.size(); ++i) {
+    if (std::string("bBdEIOPqsSuv").find(a[i]) == std::string::npos) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<ForkServerCommand> forkServerCommand(const std::vector<std::string>& command,
+                                                   const std::string& serverScript) {
+  if (command.empty() || !isPythonInterpreter(command[0])) return std::nullopt;
+  ForkServerCommand out;
+  std::vector<std::string> interpreter = {command[0]};
+  for (std::size_t i = 1; i < command.size(); ++i) {
+    const std::string& a = command[i];
+    if (a == "-W" || a == "-X" || a == "--check-hash-based-pycs") {
+      if (i + 1 >= command.size()) break;
+      interpreter.push_back(a);
+      interpreter.push_back(command[++i]);
+      continue;
+    }
+    if ((a.rfind("-W", 0) == 0 || a.rfind("-X", 0) == 0) || isForkableFlag(a)) {
+      interpreter.push_back(a);
+      continue;
+    }
+    std::vector<std::string> program;
+    if (a == "-m" || (a.rfind("-m", 0) == 0 && a.size() > 2)) {
+      const std::string module = a == "-m" ? (i + 1 < command.size() ? command[++i] : "") : a.substr(2);
+      if (module.empty()) break;
+      program = {"--module", module};
+    } else if (!a.empty() && a[0] != '-') {
+      std::error_code ec;
+      if (!fs::is_regular_file(a, ec)) {
+        out.whyNot = fs::exists(a, ec) ? fmt::format("the script {} is a folder or an archive", a)
+                                       : fmt::format("the script {} does not exist", a);
+        return out;
+      }
+      program = {"--script", a};
+    } else if (a == "-" || a.rfind("-c", 0) == 0) {
+      out.whyNot = a == "-" ? "the program is read from standard input" : "the program is given with -c";
+      return out;
+    } else {
+      out.whyNot = fmt::format("the fork server does not take the interpreter option {}", a);
+      return out;
+    }
+    out.argv = interpreter;
+    out.argv.push_back(serverScript);
+    out.argv.insert(out.argv.end(), program.begin(), program.end());
+    out.argv.insert(out.argv.end(), command.begin() + static_cast<long>(i) + 1, command.end());
+    return out;
+  }
+  out.whyNot = "no script or module to run";
+  return out;
+}
+
+namespace {
+
 // The folders of PATH, in order.
 std::vector<fs::path> pathDirs() {
   std::vector<fs::path> out;

@@ -30,20 +30,25 @@ struct ExitStatus {
 
 /// Where one of the child's standard streams goes.
 struct StreamTarget {
-  enum class Kind { kInherit, kNull, kPipe, kFile };
+  enum class Kind { kInherit, kNull, kPipe, kFile, kDescriptor };
   Kind kind = Kind::kInherit;
   std::string path;  ///< kFile: created or truncated, mode 0600
+  int fd = -1;       ///< kDescriptor: a copy of it is the child's (this one stays the caller's)
 
   static StreamTarget inherit() { return {}; }
   static StreamTarget null() { return {Kind::kNull, {}}; }
   /// A pipe; this side's end is handed over by ChildProcess::takePipe.
   static StreamTarget pipe() { return {Kind::kPipe, {}}; }
   static StreamTarget file(std::string path) { return {Kind::kFile, std::move(path)}; }
+  /// An open descriptor of the caller's (a socket the child talks over, e.g. the fork server's).
+  static StreamTarget descriptor(int fd) { return {Kind::kDescriptor, {}, fd}; }
 };
 
 struct ChildOptions {
   /// Added to, or overriding, this process's environment.
   std::map<std::string, std::string> env;
+  /// Removed from the child's environment (before `env` is applied).
+  std::vector<std::string> unsetEnv;
   StreamTarget in = StreamTarget::null();
   StreamTarget out = StreamTarget::inherit();
   StreamTarget err = StreamTarget::inherit();

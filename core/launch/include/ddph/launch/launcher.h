@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -34,6 +35,14 @@ struct LaunchOptions {
   /// Variables set for every rank on top of the launcher's environment and the torchrun ones
   /// (`--audit`: the trace folder and the recorder's PYTHONPATH).
   std::vector<std::pair<std::string, std::string>> extraEnv;
+  /// python/ddph_launch/fork_server.py: the ranks of a Python program are forked from one
+  /// interpreter that imported torch once (docs/ddp-sim.md, "How ranks start"). Empty: every
+  /// rank execs the command.
+  std::string forkServer;
+  /// How long the fork server may take to be ready before the ranks are exec'd instead.
+  std::chrono::milliseconds forkServerReady{120000};
+  /// Told, in one line, why a Python program's ranks are exec'd though a fork server was asked for.
+  std::function<void(const std::string&)> note;
   /// Where the ranks' prefixed stdout / stderr lines go.
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
@@ -56,6 +65,8 @@ struct LaunchResult {
   /// The signal that interrupted the launcher (0: none).
   int interruptedBy = 0;
   std::uint16_t masterPort = 0;
+  /// The ranks were forked from the fork server (else exec'd).
+  bool forked = false;
   /// One line: what happened ("rank 2 (pid 4711) was killed by signal 9 (SIGKILL)").
   std::string summary;
   /// 0 every rank succeeded; 1 a rank failed or timed out; 128 + signal when interrupted.

@@ -16,6 +16,21 @@ bool isPythonInterpreter(const std::string& program);
 /// nothing for `-m module`, `-c code`, stdin, or a command that is not a Python interpreter.
 std::optional<std::string> pythonScript(const std::vector<std::string>& command);
 
+/// How a fork server runs a Python program's ranks (rank_spawner.h), or why it cannot.
+struct ForkServerCommand {
+  /// The interpreter and its options, `serverScript`, then `--script PATH` or `--module NAME` and
+  /// the program's arguments.
+  std::vector<std::string> argv;
+  /// Why the ranks must be exec'd instead ("-c code", an interpreter option the server does not
+  /// take, a script that is a folder or a zip archive); empty when `argv` is set.
+  std::string whyNot;
+};
+
+/// The fork server's command line for `command`, or nothing when `command` is not a Python
+/// interpreter at all (a C++ rank program: exec'd, nothing to say).
+std::optional<ForkServerCommand> forkServerCommand(const std::vector<std::string>& command,
+                                                   const std::string& serverScript);
+
 /// Throws ConfigError (one line) when `command` is a Python program that cannot start: its script
 /// does not exist, or, with `needsTorch` (the audit's recorder, --cpu), its interpreter cannot
 /// import torch; the message then names an interpreter on PATH that can, when there is one.

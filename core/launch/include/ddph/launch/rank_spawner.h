@@ -1,0 +1,62 @@
+#pragma once
+// The ways the launcher starts a rank process, behind one small interface the supervisor
+// (launcher.cpp) is written against: exec'd children (ExecSpawner) and ranks forked from a Python
+// server that imported torch once (ForkServerSpawner). docs/ddp-sim.md, "How ranks start".
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ddph/common/child_process.h"
+
+namespace ddph {
+
+using EnvMap = std::map<std::string, std::string>;
+
+/// One started rank: its pid, its output pipes, its end.
+class RankProcess {
+ public:
+  virtual ~RankProcess() = default;
+  virtual pid_t pid() const = 0;
+  /// This side of the rank's stdout (1) or stderr (2) pipe, handed over once; the caller owns it.
+  virtual int takePipe(int stream) = 0;
+  /// How the rank ended, once it has (reaped); nothing while it runs. Never waits.
+  virtual std::optional<ExitStatus> poll() = 0;
+  /// SIGKILL, then waits until it is reaped.
+  virtual void kill() = 0;
+};
+
+/// Starts the ranks of one launch. Every rank gets the launch's common environment (given to
+/// the spawner) plus its own variables.
+class RankSpawner {
+ public:
+  virtual ~RankSpawner() = default;
+  /// Starts rank `rank` with `own` on top of the common environment, stdin /dev/null, stdout and
+  /// stderr on pipes, in process group `group` (0: a new group it leads), dying with this
+  /// process. Throws ConfigError when the program cannot start, Error otherwise.
+  virtual std::unique_ptr<RankProcess> spawn(int rank, const EnvMap& own, pid_t group) = 0;
+};
+
+/// Ranks that exec `command` (argv; argv[0] looked up on PATH when it has no '/').
+std::unique_ptr<RankSpawner> makeExecSpawner(std::vector<std::string> command, EnvMap common);
+
+/// A fork server for a Python program, or why there is none (the ranks are then exec'd).
+struct ForkServerStart {
+  std::unique_ptr<RankSpawner> spawner;
+  std::string whyNot;  ///< empty when `spawner` is set
+};
+
+/// Starts `serverCommand` (the program's interpreter and options, the server script, the
+/// program: python_program.h's forkServerCommand) with the common environment less the variables
+/// in `perRank`, and waits until it has imported torch and can fork, `deadline` passes, or
+/// `interruptFd` (when >= 0: the stop-signal pipe) becomes readable.
+ForkServerStart startForkServer(const std::vector<std::string>& serverCommand, const EnvMap& common,
+                                const std::vector<std::string>& perRank,
+                                std::chrono::steady_clock::time_point deadline, int interruptFd = -1);
+
+}  // namespace ddph

@@ -1,0 +1,289 @@
+"""The fork server of ``ddp-sim launch``: torch imported once, each rank forked from it.
+
+Run by the launcher as ``python3 [the program's interpreter options] fork_server.py --script
+PATH [ARG...]`` (or ``--module NAME [ARG...]``) with the environment every rank shares and a Unix
+SOCK_SEQPACKET socket as standard input. Standard library only: it imports nothing of ddph.
+
+The protocol, one JSON object per message:
+  server -> launcher  {"ready": true, "pid": P, "torch": "1.13.0" | null}
+                      {"ready": false, "why": "..."}      (the launcher then execs the ranks)
+  launcher -> server  {"fork": R, "env": {"RANK": "R", ...}, "group": G}  with two descriptors
+                      attached: the rank's stdout and stderr (write ends of the launcher's pipes)
+  server -> launcher  {"forked": R, "pid": P}  or  {"forked": R, "error": "..."}
+                      {"ended": P, "code": C}  or  {"ended": P, "signal": S}
+The server ends when the launcher closes the socket; ranks still running then are killed.
+
+What a forked rank shares with an exec'd one (NOTE [Forked ranks], docs/ddp-sim.md): sys.argv,
+sys.orig_argv, sys.path, the environment, the working folder, /dev/null as stdin, its own stdout
+and stderr pipes, ``__main__`` built as Python builds it for a script, default signal handling,
+Python's and numpy's random state reseeded from the OS (torch's generator is untouched: a fresh
+interpreter's is fixed too), exit codes and tracebacks as the interpreter gives them. What
+differs: modules the server imported are already imported (torch: that is the point), and every
+rank has the server's hash seed (PYTHONHASHSEED), so set and dict-of-str orders agree across
+ranks where exec'd ranks' may differ.
+"""
+
+import ctypes
+import gc
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import types
+
+PR_SET_PDEATHSIG = 1
+MAX_MESSAGE = 1 << 20
+REAP_INTERVAL_S = 0.02
+THIS_FILE = os.path.abspath(__file__)
+
+
+class Program:
+    """What every rank runs: a script or a module, and its arguments."""
+
+    def __init__(self, script=None, module=None, args=()):
+        self.script = script
+        self.module = module
+        self.args = list(args)
+
+
+def parse_program(argv):
+    if len(argv) < 2 or argv[0] not in ("--script", "--module"):
+        raise SystemExit("usage: fork_server.py --script PATH [ARG...] | --module NAME [ARG...]")
+    if argv[0] == "--script":
+        return Program(script=argv[1], args=argv[2:])
+    return Program(module=argv[1], args=argv[2:])
+
+
+# -- the server ----------------------------------------------------------------------------
+
+def send(sock, obj):
+    sock.send(json.dumps(obj).encode())
+
+
+def threads_alive():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def preload():
+    """Imports torch (when this interpreter has it) as the ranks' own first ``import torch``
+    would; returns its version, or None. An import error is the ranks' to meet, not ours."""
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:
+        return None
+    try:
+        import torch
+    except Exception:  # the program will raise it itself, with its own traceback
+        return None
+    return getattr(torch, "__version__", "?")
+
+
+def fork_unsafe_reason():
+    """Why forking now would not give each rank a clean process, or None."""
+    n = threads_alive()
+    if n > 1:
+        return "%d threads were alive after importing torch (a fork copies none of them)" % n
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    try:
+        if cuda is not None and cuda.is_initialized():
+            return "CUDA was initialised while importing torch (a forked child cannot use it)"
+    except Exception:
+        pass
+    return None
+
+
+def reap(sock, children):
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        children.discard(pid)
+        if os.WIFSIGNALED(status):
+            send(sock, {"ended": pid, "signal": os.WTERMSIG(status)})
+        else:
+            send(sock, {"ended": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def serve(sock, program):
+    """Answers fork requests until the launcher hangs up. Returns only in a forked rank, with
+    the request that made it."""
+    children = set()
+    server_pid = os.getpid()
+    while True:
+        reap(sock, children)
+        readable, _, _ = select.select([sock], [], [], REAP_INTERVAL_S)
+        if not readable:
+            continue
+        data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 2)
+        if not data:  # the launcher is gone or done: so are its ranks
+            for pid in children:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            os._exit(0)
+        request = json.loads(data)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            send(sock, {"forked": request["fork"], "error": str(e)})
+            continue
+        if pid == 0:
+            become_rank(sock, request, fds, server_pid)
+            return request
+        for fd in fds:
+            os.close(fd)
+        children.add(pid)
+        send(sock, {"forked": request["fork"], "pid": pid})
+
+
+# -- in the forked rank --------------------------------------------------------------------
+
+def become_rank(sock, request, fds, server_pid):
+    """The process-level part: group, death with the server, streams, environment."""
+    os.setpgid(0, int(request.get("group", 0)))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != server_pid:  # the server died before the line above
+        os._exit(1)
+    sock.detach()  # fd 0 is replaced below: the socket object must not close it later
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    out, err = fds
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.close(out)
+    os.close(err)
+    os.environ.update(request.get("env", {}))
+
+
+def reseed():
+    """Random state as a fresh interpreter has it: Python's ``random`` reseeds itself after a
+    fork; numpy's global generator, seeded from the OS when numpy.random is imported, does not."""
+    np_random = sys.modules.get("numpy.random")
+    if np_random is not None:
+        try:
+            np_random.seed()
+        except Exception:
+            pass
+
+
+def restart_recorder():
+    """The audit's recorder, when the server loaded it, records this rank as its own."""
+    hook = getattr(sys.modules.get("ddph_audit"), "restart_in_forked_rank", None)
+    if hook is not None:
+        hook()
+
+
+def set_argv(program):
+    if program.script is not None:
+        sys.argv = [program.script] + program.args
+        first = os.path.dirname(os.path.realpath(program.script))
+    else:
+        sys.argv = ["-m"] + program.args  # runpy puts the module's path there
+        first = os.getcwd()
+    if not sys.flags.safe_path and sys.path:
+        sys.path[0] = first
+    orig = getattr(sys, "orig_argv", None)
+    if orig is not None:
+        mine = [k for k, a in enumerate(orig) if os.path.abspath(a) == THIS_FILE]
+        i = mine[0] if mine else len(orig)
+        spelled = [program.script] if program.script is not None else ["-m", program.module]
+        sys.orig_argv = orig[:i] + spelled + program.args
+
+
+def run_script(path):
+    """Runs ``path`` as ``python3 path`` does: a fresh ``__main__`` that stays in sys.modules."""
+    import builtins
+    import importlib.machinery
+    import io
+    full = os.path.abspath(path)
+    main = types.ModuleType("__main__")
+    main.__file__ = full
+    main.__cached__ = None
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", full)
+    main.__spec__ = None
+    main.__package__ = None
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    with io.open_code(full) as f:
+        source = f.read()
+    exec(compile(source, path, "exec", dont_inherit=True), main.__dict__)
+
+
+def run_module(name):
+    import runpy
+    runpy._run_module_as_main(name, alter_argv=True)  # what `python3 -m name` calls
+
+
+def without_our_frames(tb):
+    """The traceback from the program's first frame, as an exec'd rank prints it."""
+    import runpy
+    ours = {THIS_FILE, os.path.abspath(runpy.__file__)}
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in ours:
+        tb = tb.tb_next
+    return tb
+
+
+def exit_by_sigint():
+    """Python ends a process that a KeyboardInterrupt escaped by killing itself with SIGINT
+    once its exit handlers have run, so that its parent sees the signal."""
+    import atexit
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def run_rank(program):
+    """The program, in this forked rank, to its end (this function raises SystemExit)."""
+    set_argv(program)
+    reseed()
+    restart_recorder()
+    try:
+        if program.script is not None:
+            run_script(program.script)
+        else:
+            run_module(program.module)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        tb = without_our_frames(e.__traceback__)
+        sys.excepthook(type(e), e.with_traceback(tb), tb)
+        if isinstance(e, KeyboardInterrupt):
+            exit_by_sigint()
+        raise SystemExit(1) from None
+
+
+def main():
+    program = parse_program(sys.argv[1:])
+    sock = socket.socket(fileno=0)
+    version = preload()
+    why = fork_unsafe_reason()
+    if why is not None:
+        send(sock, {"ready": False, "why": why})
+        return 0
+    gc.collect()
+    gc.freeze()  # what every rank inherits stays shared: no copy-on-write from the collector
+    send(sock, {"ready": True, "pid": os.getpid(), "torch": version})
+    serve(sock, program)
+    run_rank(program)  # only a forked rank gets here
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
