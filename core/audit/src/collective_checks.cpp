@@ -170,6 +170,21 @@ std::optional<Violation> loopLeftEarly(const Trace& trace, const std::vector<std
   return v;
 }
 
+// More collectives on some ranks although no pass the trace follows gave the ranks different
+// numbers of batches: uneven inputs are not what the evidence shows; the candidates.
+std::string unpartneredCause(const CollectiveRecord& extra, const std::vector<std::int64_t>& ahead) {
+  return fmt::format(
+      "the ranks' loaders handed out the same numbers of batches, so {} did not simply have more "
+      "data; the trace cannot single out why {} called one more collective: {}a rank-dependent "
+      "branch around a collective (`if rank == 0:` with an all_reduce, a barrier or a broadcast "
+      "inside, e.g. around logging or saving), or steps run on data the trace does not follow; "
+      "make every rank call the same collectives, or none",
+      rankList(ahead), ahead.size() == 1 ? "it" : "they",
+      extra.src == "user" ? "the first one without a partner is the program's own call, so most "
+                            "likely "
+                          : "");
+}
+
 std::optional<Violation> uneven(const Trace& trace, const std::vector<std::int64_t>& ranks,
                                 const std::map<std::int64_t, std::vector<const CollectiveRecord*>>& lists) {
   std::size_t fewest = SIZE_MAX, most = 0;
@@ -192,7 +207,8 @@ std::optional<Violation> uneven(const Trace& trace, const std::vector<std::int64
   v.step = extra.batchSeq;
   if (leftTheLoop(trace, behind, extra)) return loopLeftEarly(trace, ahead, behind, extra, v);
   std::string counts;
-  if (const auto parted = firstUnevenPass(trace, ranks)) {
+  const auto parted = firstUnevenPass(trace, ranks);
+  if (parted) {
     counts = fmt::format("; the ranks parted at epoch {} of {} (batches: {})",
                          parted->second,
                          describeLoader(*trace.ranks[static_cast<std::size_t>(ahead.front())], parted->first),
@@ -207,6 +223,10 @@ std::optional<Violation> uneven(const Trace& trace, const std::vector<std::int64
       "collective{}, so it has no partner{}",
       rankList(ahead), collectiveNumber(extra), describeCollective(extra), rankList(behind),
       behind.size() == 1 ? "it" : "they", fewest, fewest == 1 ? "" : "s", counts);
+  if (!parted) {
+    v.likelyCause = unpartneredCause(extra, ahead);
+    return v;
+  }
   v.likelyCause = fmt::format(
       "uneven inputs: {} ran out of batches first, and the others' next gradient allreduce waits "
       "for them forever (a hang, or a crash when they exit); give every rank the same number of "
