@@ -1,6 +1,7 @@
 """The evidence the audit's likely causes are chosen from (docs/trace-format.md): the epoch a
 sampler's order was really drawn with (``draw``), ``replacement``, content fingerprints of
-iterable batches (``fp``), ``sync`` under no_sync, and where an error was raised."""
+iterable batches (``fp``), ``sync`` under no_sync, where an error was raised, and what tells the
+ranks' datasets apart (``dataset_items``, ``dataset_content``, ``dataset_parts``)."""
 import os
 import sys
 import tempfile
@@ -75,6 +76,15 @@ class EvidenceInTheTraceTest(unittest.TestCase):
         self.assertTrue(all(len(e["fp"]) == 16 for e in stream))
         self.assertNotEqual(stream[0]["fp"], stream[1]["fp"])
         self.assertEqual([e["sync"] for e in evs if e["ev"] == "forward"], [False, True])
+        # What tells the ranks' datasets apart: a TensorDataset's items, a ConcatDataset's parts.
+        loaders = [e for e in evs if e["ev"] == "loader"]
+        self.assertEqual(len(loaders[0]["dataset_items"]), 16)
+        self.assertEqual(len(loaders[0]["dataset_content"]), 16)
+        self.assertNotIn("dataset_items", loaders[3])  # an iterable dataset: read by its batches
+        parts = loaders[4]["dataset_parts"]
+        self.assertEqual([(p["dataset"], p.get("name"), p["len"]) for p in parts],
+                         [("TensorDataset", "news", 6), ("TensorDataset", None, 4)])
+        self.assertNotEqual(parts[0]["items"], parts[1]["items"])
         [error] = [e for e in evs if e["ev"] == "error"]
         self.assertEqual(error["message"], "the end of the evidence")
         self.assertRegex(error["where"], r"^evidence\.py:\d+ in main$")

@@ -4,7 +4,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import (DataLoader, DistributedSampler, IterableDataset, TensorDataset,
+from torch.utils.data import (ConcatDataset, DataLoader, DistributedSampler, IterableDataset, TensorDataset,
                               WeightedRandomSampler)
 
 
@@ -32,6 +32,10 @@ def main():
     for _ in DataLoader(TensorDataset(torch.arange(10.0)), sampler=weighted, batch_size=5):
         pass
     for _ in DataLoader(Stream(), batch_size=4):
+        pass
+    news = TensorDataset(torch.arange(6.0))
+    news.name = "news"
+    for _ in DataLoader(ConcatDataset([news, TensorDataset(torch.arange(4.0))]), batch_size=5):
         pass
     model = DDP(nn.Linear(3, 1))
     with model.no_sync():
