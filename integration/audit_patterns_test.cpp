@@ -174,6 +174,8 @@ TEST(AuditPattern, ACorruptSampleOnOneRankIsNamedFirstWithItsLine) {
     EXPECT_TRUE(has(text(first, "detail"), "at corrupt_sample.py:"))
         << workers << "\n" << shown(a);
     EXPECT_TRUE(has(text(first, "detail"), "in __getitem__")) << workers << "\n" << shown(a);
+    EXPECT_TRUE(has(text(first, "likely_cause"), "rank 0 raised the error itself")) << shown(a);
+    EXPECT_FALSE(has(text(first, "likely_cause"), "OOM")) << shown(a);
     for (std::size_t i = 1; i < failures.size(); ++i) {
       EXPECT_TRUE(has(text(failures[i], "likely_cause"), "consequence")) << shown(a);
     }
@@ -194,6 +196,90 @@ TEST(AuditPattern, AnImportErrorOnEveryRankIsOneFindingWithItsCause) {
   EXPECT_TRUE(has(text(v, "likely_cause"), "failed at an import")) << shown(a);
   EXPECT_FALSE(has(text(v, "likely_cause"), "OOM")) << shown(a);
   if (v["ranks"].size() > 1) EXPECT_FALSE(has(text(v, "detail"), "the first rank to raise")) << shown(a);
+}
+
+// NOTE [Dataset identity] (docs/audit.md): ranks whose datasets differ beyond a file listing.
+TEST(AuditPattern, ConcatDatasetOfSourcesShuffledPerRankNamesTheParts) {
+  const auto a = launchAudited(4, python("concat_per_rank_order.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_EQ(v["ranks"], Json::array({0})) << shown(a);  // random.seed(0)'s order; 1-3 agree
+  EXPECT_TRUE(has(text(v, "detail"), "hold the same 3 parts in different orders")) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "ranks 1, 2, 3: A B C; rank 0: C B A")) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "A = Source 'books', 300 samples")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "a shuffle of the list after a per-rank seed")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "sort the list of parts")) << shown(a);
+}
+
+TEST(AuditPattern, ConcatDatasetWithAPartFilteredPerRankNamesThePartAndItsLengths) {
+  const auto a = launchAudited(4, python("concat_per_rank_filter.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_EQ(v["ranks"], Json::array({0, 1, 2, 3})) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "differ in 1 of their 3 parts (part 2 (Source 'code'): "
+                                     "rank 0 319, rank 1 316, rank 2 335, rank 3 322 samples)"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "a random filter or subsample after a per-rank seed"))
+      << shown(a);
+}
+
+TEST(AuditPattern, RandomSubsetAfterAPerRankSeedGivesEachRankOtherSamples) {
+  const auto a = launchAudited(4, python("tensor_data_per_rank_seed.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_EQ(v["ranks"], Json::array({0, 1, 2, 3})) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "TensorDatasets hold different samples (each rank its own"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "torch.manual_seed(rank)")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "the trace cannot tell which")) << shown(a);
+  EXPECT_FALSE(has(text(v, "likely_cause"), "shuffle")) << shown(a);  // the content differs
+}
+
+TEST(AuditPattern, DataPermutedOnceAfterAPerRankSeedIsTheSameSamplesInAnotherOrder) {
+  const auto a = launchAudited(4, python("tensor_data_per_rank_seed.py", {"--permute"}));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_EQ(v["ranks"], Json::array({0, 1, 2, 3})) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "hold the same samples in different orders")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "permuted on each rank before the sampler")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "leave the shuffling to DistributedSampler")) << shown(a);
+}
+
+TEST(AuditPattern, SetEpochOnASamplerNoLoaderUsesNamesBothSamplers) {
+  const auto a = launchAudited(4, python("set_epoch_on_other_sampler.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "reshuffle");
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_TRUE(has(text(v, "detail"), "set_epoch is never called on sampler 1")) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "but on sampler 0")) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "which no loader draws from")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "loader.sampler.set_epoch(epoch)")) << shown(a);
+}
+
+TEST(AuditPattern, ACustomSamplersOverlapListsCandidatesNotADifferentSeed) {
+  // Its ranks share one seed: "seed every rank identically" (the catalogue's) would be wrong.
+  const auto a = launchAudited(4, python("custom_overlapping_sampler.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "disjointness");
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_EQ(v["ranks"], Json::array({0, 3})) << shown(a);
+  const std::string cause = text(v, "likely_cause");
+  EXPECT_TRUE(has(cause, "ShardSampler is not torch's DistributedSampler")) << shown(a);
+  EXPECT_TRUE(has(cause, "its ranks share one seed (0)")) << shown(a);
+  EXPECT_TRUE(has(cause, "cannot single out")) << shown(a);
+  EXPECT_TRUE(has(cause, "serve_sampler " + kPrograms + "/custom_overlapping_sampler.py:ShardSampler"))
+      << shown(a);
+  EXPECT_FALSE(has(cause, "seed every rank identically")) << shown(a);
 }
 
 TEST(AuditPattern, AScriptThatDoesNotExistIsExitTwoWithOneLine) {
