@@ -47,6 +47,7 @@ struct RunSpec {
   bool ddpAliveAtDestroy = true;  ///< ... with its DDP module still alive then
   int attempt = 0;           ///< torchrun's restarts before this run (header "attempt")
   bool peek = false;         ///< next(iter(loader)) before each epoch (the tutorial's batch size)
+  int loneCollectiveRank = -1;  ///< calls one more all_reduce of its own after training (a hang)
 };
 
 class RankWriter {
@@ -131,6 +132,11 @@ void writeRank(const std::string& dir, const RunSpec& s, int rank) {
               {"dtype", "int64"}, {"numel", rank == s.desyncRank ? 2 : 1}, {"src", "user"}});
       w.emit({{"ev", "coll_done"}, {"group", "0"}, {"seq", collSeq}});
     }
+  }
+  if (rank == s.loneCollectiveRank) {  // `if rank == 0: dist.all_reduce(metric)`: no partner
+    w.emit({{"ev", "coll"}, {"group", "0"}, {"seq", w.nextSeq()}, {"op", "all_reduce"},
+            {"dtype", "float32"}, {"numel", 1}, {"src", "user"}});
+    return;
   }
   if (s.evalPadded) {
     w.emit({{"ev", "sampler"}, {"id", 1}, {"class", "torch.utils.data.distributed.DistributedSampler"},
@@ -272,6 +278,19 @@ TEST(AuditTrace, AnExtraEpochOnOneRankIsTheOthersLeavingTheLoopAndItsFailure) {
   EXPECT_EQ(r.violations.front().property, property::kCollectiveMismatch);  // the cause first
 }
 
+TEST(AuditTrace, ACollectiveOnOneRankWithEvenBatchesIsNotCalledUnevenInputs) {
+  RunSpec s;
+  s.loneCollectiveRank = 0;
+  const auto r = auditRun(s);
+  const Violation& v = only(r, property::kCollectiveMismatch);
+  EXPECT_EQ(v.ranks, std::vector<std::int64_t>{0});
+  const std::string cause = likelyCauseOf(v);
+  EXPECT_TRUE(has(cause, "handed out the same numbers of batches")) << cause;
+  EXPECT_TRUE(has(cause, "the program's own call")) << cause;
+  EXPECT_TRUE(has(cause, "rank-dependent branch")) << cause;
+  EXPECT_FALSE(has(cause, "ran out of batches")) << cause;
+}
+
 TEST(AuditTrace, DesynchronisedCollectiveNamesBothSides) {
   RunSpec s;
   s.desyncRank = 2;
@@ -291,6 +310,9 @@ TEST(AuditTrace, KilledRankIsARankFailureAndItsCutLineIsTolerated) {
   EXPECT_EQ(v.ranks, std::vector<std::int64_t>{3});
   EXPECT_TRUE(has(v.detail, "its trace has no end")) << v.detail;
   EXPECT_TRUE(has(v.detail, "at epoch 1 step 0")) << v.detail;
+  // What a trace without an end leaves open, not the catalogue's "OOM kill, exception, signal".
+  EXPECT_TRUE(has(likelyCauseOf(v), "the trace cannot tell which")) << likelyCauseOf(v);
+  EXPECT_FALSE(has(likelyCauseOf(v), "exception")) << likelyCauseOf(v);
   ASSERT_EQ(r.notes.size(), 1u);
   EXPECT_TRUE(has(r.notes[0], "cut short")) << r.notes[0];
 }

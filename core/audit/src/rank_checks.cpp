@@ -213,9 +213,9 @@ int raisedCount(const Trace& trace) {
 // ending says and the candidates it leaves (never the catalogue's generic "OOM kill, exception").
 std::string endingCause(const Trace& trace, const RankTrace* t, const LaunchedRank* l) {
   if (!t) {
-    return "the rank never ran the recorder: it failed before importing torch (its log has the "
-           "error), it is not a program the audit watches, or it wrote its trace elsewhere; check "
-           "its log and exit status";
+    return "the trace holds nothing of this rank, so what ended it is in the rank's own output "
+           "(the error it printed before the recorder started: the interpreter, an import, the "
+           "launcher), or its trace went to another folder";
   }
   if (l && l->outcome == "signaled" && l->signal == 9) {
     return "SIGKILL comes from outside the program: the kernel's out-of-memory killer (dmesg, the "
