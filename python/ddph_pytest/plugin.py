@@ -10,6 +10,7 @@ pytest's capture of the call.
 """
 
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -35,6 +36,9 @@ def pytest_addoption(parser):
                          "gloo, cuda devices are the CPU), as ddp-sim launch --cpu")
     group.addoption("--ddph-no-audit", action="store_true", default=False,
                     help="run the ranks without recording them or running ddp-sim audit")
+    group.addoption("--ddph-trace-dir", default=None, metavar="DIR",
+                    help="keep each distributed test's trace in DIR/<test id>/ (for ddp-sim audit "
+                         "--html); by default it is removed with the test's private folder")
     group.addoption("--ddph-timeout", type=float, default=None, metavar="S",
                     help="the ranks' deadline for tests whose marker gives none (default %g s)"
                          % DEFAULT_TIMEOUT_S)
@@ -49,6 +53,19 @@ def pytest_report_header(config):
         return "ddph: distributed tests run without the audit (--ddph-no-audit)"
     sim = audit_run.find_ddp_sim()
     return "ddph: distributed tests audited by %s" % sim if sim else audit_run.NOT_FOUND
+
+
+class DistributedTestFailed(pytest.fail.Exception):
+    """The failure of a distributed test: its text is the verdict's, shown without a traceback
+    into this plugin; its first line goes to the short summary (``pytest_runtest_makereport``)."""
+
+    def __init__(self, text):
+        super().__init__(text, pytrace=False)
+        self.headline = text.splitlines()[0] if text else ""
+
+
+class DistributedTestSkipped(pytest.skip.Exception):
+    """Every rank skipped: reported at the test's own line, not at this plugin's."""
 
 
 def _is_distributed(item):
@@ -85,7 +102,7 @@ def _current(name):
 
 
 def _bad(message):
-    pytest.fail("@pytest.mark.distributed: " + message, pytrace=False)
+    raise DistributedTestFailed("@pytest.mark.distributed: " + message)
 
 
 def _world_size(item, marker):
@@ -170,13 +187,13 @@ def _prepare_shared_fixtures(item):
         factory.getbasetemp()
 
 
-class DistributedTestFailed(pytest.fail.Exception):
-    """The failure of a distributed test: its text is the verdict's, shown without a traceback
-    into this plugin; its first line goes to the short summary (``pytest_runtest_makereport``)."""
-
-    def __init__(self, text):
-        super().__init__(text, pytrace=False)
-        self.headline = text.splitlines()[0] if text else ""
+def _keep_trace(item, spec):
+    keep = item.config.getoption("ddph_trace_dir")
+    if keep and os.path.isdir(spec.trace_dir):
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid).strip("_")
+        target = os.path.join(keep, name)
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(spec.trace_dir, target)
 
 
 def run_distributed(item, marker):
@@ -186,19 +203,21 @@ def run_distributed(item, marker):
         if spec.audit:
             sim = audit_run.find_ddp_sim()
             if sim is None:
-                pytest.fail(audit_run.NOT_FOUND, pytrace=False)
+                raise DistributedTestFailed(audit_run.NOT_FOUND)
         threads = _extra_threads(item)
         if threads:
-            pytest.fail("ddph: cannot fork the ranks: this pytest process runs %d other thread(s) "
-                        "(%s), whose locks a forked rank could inherit; end them before the "
-                        "distributed tests" % (len(threads), ", ".join(threads)), pytrace=False)
+            raise DistributedTestFailed(
+                "ddph: cannot fork the ranks: this pytest process runs %d other thread(s) (%s), "
+                "whose locks a forked rank could inherit; end them before the distributed tests"
+                % (len(threads), ", ".join(threads)))
         _prepare_shared_fixtures(item)
         outcome = world.run(item, spec)
         _forward_output(spec)
         audit_result = audit_run.audit(sim, spec.trace_dir) if spec.audit else None
         result = verdict.judge(spec, outcome, audit_result)
+        _keep_trace(item, spec)
     if result.outcome == "skipped":
-        pytest.skip(result.text)
+        raise DistributedTestSkipped(result.text)
     if result.outcome == "failed":
         raise DistributedTestFailed(result.text)
 
@@ -213,17 +232,24 @@ def pytest_pyfunc_call(pyfuncitem):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A failure without a traceback has no crash line, so pytest's short summary would show no
-    reason: the verdict's first line is given as the crash message."""
+    """The verdict shown at the test, not at this plugin: a failure without a traceback has no
+    crash line, so pytest's short summary would show no reason (the verdict's first line is given
+    as the crash message), and a skip would be located in this file."""
     outcome = yield
     excinfo = call.excinfo
-    if excinfo is None or not isinstance(excinfo.value, DistributedTestFailed):
+    if excinfo is None or not isinstance(excinfo.value, (DistributedTestFailed,
+                                                         DistributedTestSkipped)):
         return
     report = outcome.get_result()
+    _, line, _ = item.location
+    line = (line or 0) + 1
+    if isinstance(excinfo.value, DistributedTestSkipped):
+        if report.skipped:
+            report.longrepr = (str(item.path), line, "Skipped: %s" % excinfo.value.msg)
+        return
     try:
         from _pytest._code.code import ReprFileLocation
-        _, line, _ = item.location
-        crash = ReprFileLocation(str(item.path), (line or 0) + 1, excinfo.value.headline)
+        crash = ReprFileLocation(str(item.path), line, excinfo.value.headline)
         report.longrepr.reprcrash = crash
         chain = getattr(report.longrepr, "chain", None)
         if chain:  # what pytest-xdist sends back to the controller

@@ -28,6 +28,9 @@ _current = None  # (rank, world_size) inside a rank process, else None
 TORCH_DEFAULT_SEED = 67280421310721
 PR_SET_PDEATHSIG = 1
 EXIT_RANK_SETUP_FAILED = 70  # the rank could not even start (its stderr says why)
+# gloo's and the store's own timeout is the test's plus this: the parent's deadline comes first, so
+# a hang is stopped with every rank's stack rather than raced by gloo's "Timed out waiting".
+GLOO_TIMEOUT_MARGIN_S = 60
 
 
 def current():
@@ -102,7 +105,7 @@ def _store(spec, rank, port, pipe_w):
     """Rank 0 serves the TCPStore at a port the kernel picks and tells the parent, which starts
     the other ranks with it: no port is guessed, so none is taken by another test meanwhile."""
     from torch.distributed import TCPStore
-    timeout = datetime.timedelta(seconds=spec.timeout)
+    timeout = datetime.timedelta(seconds=spec.timeout + GLOO_TIMEOUT_MARGIN_S)
     if rank == 0:
         store = TCPStore("127.0.0.1", 0, spec.world_size, True, timeout=timeout,
                          wait_for_workers=False)
@@ -195,7 +198,8 @@ def run(item, spec, rank, port, pipe_w):
         if spec.audit:
             _start_recording(spec)
         dist.init_process_group(spec.backend, store=store, rank=rank, world_size=spec.world_size,
-                                timeout=datetime.timedelta(seconds=spec.timeout))
+                                timeout=datetime.timedelta(
+                                    seconds=spec.timeout + GLOO_TIMEOUT_MARGIN_S))
         result = run_test(item)
         _destroy_process_group()
         if spec.audit:

@@ -115,7 +115,7 @@ def judge(spec, outcome, audit_result):
             return skip
     findings = []
     if audit_result is not None:
-        rank_failed = any(r.failed for r in outcome.ranks)
+        rank_failed = any(r.failed and r.outcome in ("exited", "signaled") for r in outcome.ranks)
         findings = audit_result.findings(without=("rank-failure",) if rank_failed else ())
         if audit_result.error:
             heads.append("the audit could not judge the trace: %s" % audit_result.error)

@@ -159,24 +159,32 @@ def _dump_stacks(spec, ranks):
                 sizes[rank] = size
 
 
-def _kill(r, outcome):
+def _signal(r, sig):
     try:
-        os.killpg(r.pid, signal.SIGKILL)  # the rank and its DataLoader workers
+        os.killpg(r.pid, sig)  # the rank and its DataLoader workers
     except (ProcessLookupError, PermissionError):
         pass
     try:
-        os.kill(r.pid, signal.SIGKILL)  # in case it had not made its group yet
+        os.kill(r.pid, sig)  # in case it had not made its group yet
     except ProcessLookupError:
         pass
-    _reap(r, outcome)
+
+
+def _kill(ranks, outcome):
+    """Freezes every rank first, then kills them: a rank killed alone would make its peers
+    raise "Connection closed by peer" into the trace before their own kill."""
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for r in ranks:
+            _signal(r, sig)
+    for r in ranks:
+        _reap(r, outcome)
 
 
 def _stop(spec, ranks, outcome):
     running = [r for r in ranks if r.running]
     if running:
         _dump_stacks(spec, running)
-    for r in running:
-        _kill(r, outcome)
+        _kill(running, outcome)
 
 
 def _wait(spec, ranks, deadline, until_port=False):
@@ -236,9 +244,8 @@ def run(item, spec):
         timed_out = state == "timeout"
         _stop(spec, ranks, "timed-out" if timed_out else "stopped")
     finally:
+        _kill([r for r in ranks if r.running], "stopped")
         for r in ranks:
-            if r.running:
-                _kill(r, "stopped")
             os.close(r.pipe_r)
             os.close(r.pidfd)
     write_launch_record(spec, ranks, timed_out)
