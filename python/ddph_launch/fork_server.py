@@ -16,8 +16,8 @@ The server ends when the launcher closes the socket; ranks still running then ar
 What a forked rank shares with an exec'd one (NOTE [Forked ranks], docs/ddp-sim.md): sys.argv,
 sys.orig_argv, sys.path, the environment, the working folder, /dev/null as stdin, its own stdout
 and stderr pipes, ``__main__`` built as Python builds it for a script, default signal handling,
-Python's and numpy's random state reseeded from the OS (torch's generator is untouched: a fresh
-interpreter's is fixed too), exit codes and tracebacks as the interpreter gives them. What
+Python's, torch's and numpy's random state seeded from the OS as a fresh interpreter's is,
+exit codes and tracebacks as the interpreter gives them. What
 differs: modules the server imported are already imported (torch: that is the point), and every
 rank has the server's hash seed (PYTHONHASHSEED), so set and dict-of-str orders agree across
 ranks where exec'd ranks' may differ.
@@ -172,13 +172,17 @@ def become_rank(sock, request, fds, server_pid):
 
 def reseed():
     """Random state as a fresh interpreter has it: Python's ``random`` reseeds itself after a
-    fork; numpy's global generator, seeded from the OS when numpy.random is imported, does not."""
+    fork; torch's default CPU generator and numpy's global one, both seeded from the OS when
+    they are imported, do not."""
+    torch = sys.modules.get("torch")
     np_random = sys.modules.get("numpy.random")
-    if np_random is not None:
-        try:
+    try:
+        if torch is not None:
+            torch.default_generator.seed()
+        if np_random is not None:
             np_random.seed()
-        except Exception:
-            pass
+    except Exception:
+        pass
 
 
 def restart_recorder():
@@ -210,7 +214,7 @@ def run_script(path):
     import builtins
     import importlib.machinery
     import io
-    full = os.path.abspath(path)
+    full = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)  # not normalised
     main = types.ModuleType("__main__")
     main.__file__ = full
     main.__cached__ = None
