@@ -5,11 +5,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <chrono>
 #include <sstream>
 #include <string>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "ddph/launch/launcher.h"
 #include "test_support.h"
 
 using namespace std::chrono_literals;
@@ -268,6 +274,73 @@ TEST(Launch, PythonTorchRanksInitWithEnv) {
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("[rank0]: python rank 0 sum 3"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[rank1]: python rank 1 sum 3"), std::string::npos) << r.out;
+}
+
+// MASTER_PORT comes from outside the kernel's ephemeral range, where no outgoing connection (Gloo's
+// pairs of another job) can take it between the launcher's check and rank 0's bind.
+TEST(Launch, MasterPortLiesOutsideTheEphemeralRange) {
+  const auto [first, last] = ephemeralPortRange();
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int procFirst = 0, procLast = 0;
+  ASSERT_TRUE(range >> procFirst >> procLast);
+  EXPECT_EQ(first, procFirst);
+  EXPECT_EQ(last, procLast);
+  for (int i = 0; i < 20; ++i) {
+    const int port = findFreePort();
+    EXPECT_TRUE(port < first || port > last) << port << " is in [" << first << ", " << last << "]";
+    EXPECT_GE(port, 1024);
+  }
+  const auto r = runCommand(launch({"-n", "2"}, {"/bin/sh", "-c", "echo port=$MASTER_PORT"}), 60s);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const auto at = r.out.find("[rank0]: port=");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const int port = std::stoi(r.out.substr(at + 14));
+  EXPECT_TRUE(port < first || port > last) << port;
+}
+
+// A port taken before rank 0's store binds it (here: by this test, listening on it as a store
+// would): the launcher says so and runs the ranks once more on a new port.
+TEST(Launch, APortTakenAtRendezvousIsRetriedOnceOnANewPort) {
+  if (std::string(DDPH_PYTHON).empty()) GTEST_SKIP() << "no Python that imports torch";
+  const int listener = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  int no = 0;
+  ::setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof(no));
+  sockaddr_in6 any{};
+  any.sin6_family = AF_INET6;
+  any.sin6_addr = in6addr_any;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&any), sizeof(any)), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t len = sizeof(any);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&any), &len), 0);
+  const std::uint16_t taken = ntohs(any.sin6_port);
+  TempDir dir;
+  std::ostringstream out, err;
+  std::vector<std::string> notes;
+  int retries = 0;
+  LaunchOptions options;
+  options.numRanks = 2;
+  options.command = {DDPH_PYTHON, "-c",
+                     "import torch.distributed as dist\n"
+                     "dist.init_process_group('gloo')\n"
+                     "print('joined', dist.get_rank())\n"};
+  options.timeout = std::chrono::milliseconds(300000);
+  options.masterPort = taken;
+  options.retryTakenPort = true;
+  options.extraEnv = {{"TMPDIR", dir.path()}};
+  options.out = &out;
+  options.err = &err;
+  options.note = [&](const std::string& line) { notes.push_back(line); };
+  options.beforeRetry = [&] { ++retries; };
+  const LaunchResult result = launchRanks(options);
+  ::close(listener);
+  EXPECT_EQ(result.exitCode, 0) << result.summary << err.str();
+  EXPECT_NE(result.masterPort, taken);
+  EXPECT_EQ(retries, 1);
+  ASSERT_FALSE(notes.empty());
+  EXPECT_NE(notes.back().find("MASTER_PORT " + std::to_string(taken) + " was taken"), std::string::npos)
+      << notes.back();
+  EXPECT_NE(out.str().find("[rank1]: joined 1"), std::string::npos) << out.str();
 }
 
 }  // namespace

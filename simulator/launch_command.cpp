@@ -151,6 +151,8 @@ int runLaunch(const LaunchArgs& a) {
     options.err = &err;
   }
   options.note = [&](const std::string& line) { err << "ddp-sim launch: " << line << '\n' << std::flush; };
+  options.retryTakenPort = a.masterPort == 0;  // a port the user chose stays theirs
+  if (traces) options.beforeRetry = [&] { traces->clear(); };
   const LaunchResult result = launchRanks(options);
   progress.stop();
   std::cout << std::flush;

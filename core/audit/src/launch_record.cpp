@@ -75,4 +75,12 @@ TraceFolder::TraceFolder(const std::optional<std::string>& dir) {
 
 TraceFolder::~TraceFolder() = default;
 
+void TraceFolder::clear() {
+  static const std::regex kRunFile(R"((rank|spawner)-\d+\.jsonl|attempt-\d+)");
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path_, ec)) {
+    if (std::regex_match(entry.path().filename().string(), kRunFile)) fs::remove_all(entry.path(), ec);
+  }
+}
+
 }  // namespace ddph::audit

@@ -28,6 +28,9 @@ class TraceFolder {
   TraceFolder(const TraceFolder&) = delete;
   TraceFolder& operator=(const TraceFolder&) = delete;
   const std::filesystem::path& path() const { return path_; }
+  /// Removes what a run of the ranks wrote in it (rank and spawner files, attempt folders): the
+  /// launcher runs them again.
+  void clear();
 
  private:
   std::filesystem::path path_;

@@ -30,8 +30,14 @@ struct LaunchOptions {
   /// Between SIGTERM and SIGKILL when stopping ranks.
   std::chrono::milliseconds grace{3000};
   std::string masterAddr = "127.0.0.1";
-  /// 0: a free port on masterAddr.
+  /// 0: a free port on masterAddr, outside the kernel's ephemeral range (findFreePort).
   std::uint16_t masterPort = 0;
+  /// When a rank reports MASTER_PORT taken at rendezvous (rank 0's store: EADDRINUSE), run the
+  /// ranks once more on a new free port, saying so through `note` (ddp-sim launch: when it chose
+  /// the port itself).
+  bool retryTakenPort = false;
+  /// Called before that second run (the audit empties the first run's trace folder).
+  std::function<void()> beforeRetry;
   /// Variables set for every rank on top of the launcher's environment and the torchrun ones
   /// (`--audit`: the trace folder and the recorder's PYTHONPATH).
   std::vector<std::pair<std::string, std::string>> extraEnv;
@@ -67,6 +73,8 @@ struct LaunchResult {
   std::uint16_t masterPort = 0;
   /// The ranks were forked from the fork server (else exec'd).
   bool forked = false;
+  /// A rank said MASTER_PORT was already in use when its store bound it.
+  bool portTaken = false;
   /// One line: what happened ("rank 2 (pid 4711) was killed by signal 9 (SIGKILL)").
   std::string summary;
   /// 0 every rank succeeded; 1 a rank failed or timed out; 128 + signal when interrupted.
@@ -77,8 +85,14 @@ struct LaunchResult {
 /// cannot be started (nothing is left running then).
 LaunchResult launchRanks(const LaunchOptions& options);
 
-/// A port on `address` nobody listens on right now (bind to port 0, read it back, close).
+/// A port on `address` nobody holds right now, chosen outside the kernel's ephemeral range
+/// (/proc/sys/net/ipv4/ip_local_port_range), where no outgoing connection (another job's Gloo
+/// pairs) can take it before rank 0's store binds it; checked free by binding it, as the store
+/// will (every address, IPv6 and IPv4). A port of the range only when none outside is free.
 std::uint16_t findFreePort(const std::string& address = "127.0.0.1");
+
+/// The kernel's ephemeral port range, [first, last] (Linux's default when it cannot be read).
+std::pair<std::uint16_t, std::uint16_t> ephemeralPortRange();
 
 /// "rank 2 (pid 4711) exited with code 3", "… was killed by signal 9 (SIGKILL)", …
 std::string describeOutcome(const RankOutcome& outcome);
