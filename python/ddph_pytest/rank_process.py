@@ -21,6 +21,7 @@ import os
 import random
 import signal
 import sys
+import tempfile
 
 _current = None  # (rank, world_size) inside a rank process, else None
 
@@ -83,6 +84,15 @@ def _fresh_random_state(torch):
     torch.manual_seed(TORCH_DEFAULT_SEED)
 
 
+def _private_temp(spec, rank):
+    """Temporary files (multiprocessing's pymp- folders of DataLoader workers, the test's own)
+    under the world's folder, which the parent removes, even after a kill."""
+    folder = os.path.join(spec.folder, "t%d" % rank)  # short: sockets are made in it (108 bytes)
+    os.mkdir(folder)
+    tempfile.tempdir = folder
+    os.environ["TMPDIR"] = folder
+
+
 def _rank_environment(spec, rank, port):
     env = {"RANK": rank, "WORLD_SIZE": spec.world_size, "LOCAL_RANK": rank,
            "LOCAL_WORLD_SIZE": spec.world_size, "GROUP_RANK": 0, "MASTER_ADDR": "127.0.0.1",
@@ -128,10 +138,20 @@ def _record_error(excinfo):
         pass
 
 
+def _keep_parents_fixtures(item):
+    """The fixtures the parent had built before the fork (a module-scoped one of an earlier
+    test) are this rank's copies: asking for one schedules its finish on the rank's setup
+    stack, which must not run its teardown here (a module-scoped server of the parent's would
+    be stopped by each rank's copy). Their ``finish`` becomes a no-op in this process."""
+    for fixturedefs in item._fixtureinfo.name2fixturedefs.values():
+        for fixturedef in fixturedefs:
+            if fixturedef.cached_result is not None:
+                fixturedef.finish = lambda request: None
+
+
 def _finalize_own_fixtures(item, finalizers_before):
-    """Runs, newest first, the finalizers this rank added to each node of pytest's setup stack:
-    those of the fixtures built here, never those of fixtures the parent built before the fork
-    (a module-scoped server of the parent's must not be stopped by each rank's copy)."""
+    """Runs, newest first, the finalizers this rank added to each node of pytest's setup stack
+    (the parent's own ones, added before the fork, stay for the parent)."""
     first_error = None
     for node, (finalizers, _) in reversed(list(item.session._setupstate.stack.items())):
         while len(finalizers) > finalizers_before.get(node, 0):
@@ -151,6 +171,7 @@ def run_test(item):
     failures, skipped = [], None
     stack = item.session._setupstate.stack
     before = {node: len(finalizers) for node, (finalizers, _) in stack.items()}
+    _keep_parents_fixtures(item)
     for when, step in (("setup", lambda: type(item).setup(item)), ("call", item.runtest),
                        ("teardown", lambda: _finalize_own_fixtures(item, before))):
         if when == "call" and (failures or skipped):
@@ -184,6 +205,7 @@ def run(item, spec, rank, port, pipe_w):
     try:
         _tie_to_parent(spec.parent_pid)
         _redirect_output(spec.stdout_path(rank), spec.stderr_path(rank))
+        _private_temp(spec, rank)
         stack_file = open(spec.stack_path(rank), "w")
         faulthandler.enable(file=stack_file, all_threads=True)
         faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
