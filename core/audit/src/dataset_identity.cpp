@@ -41,9 +41,16 @@ std::vector<std::int64_t> oddRanks(const Groups& groups) {
   return out;
 }
 
+// A part's name identifies it only when nothing else does: a name may hold the rank ("cache-3.pt")
+// while the content is the same everywhere.
+const std::string& identifyingName(const DatasetPart& p) {
+  static const std::string kNone;
+  return p.fingerprint.empty() && p.items.empty() && p.content.empty() ? p.name : kNone;
+}
+
 std::string partKey(const DatasetPart& p) {
-  return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", p.dataset, p.name, p.len, p.fingerprint,
-                     p.items, p.content);
+  return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", p.dataset, identifyingName(p), p.len,
+                     p.fingerprint, p.items, p.content);
 }
 
 // "TensorDataset 'books', 300 samples".
@@ -90,7 +97,7 @@ std::string partDifference(const std::vector<const DatasetPart*>& at, const Grou
     return fmt::format("{} samples", fmt::join(lens, ", "));
   }
   const bool otherPart = std::any_of(at.begin(), at.end(), [&](const DatasetPart* p) {
-    return p->dataset != at[0]->dataset || p->name != at[0]->name;
+    return p->dataset != at[0]->dataset || identifyingName(*p) != identifyingName(*at[0]);
   });
   if (otherPart) {
     kind = "parts";
