@@ -12,6 +12,7 @@ exception); ``launch.json`` then tells the audit how each rank ended (docs/trace
 """
 
 import fcntl
+import gc
 import json
 import os
 import selectors
@@ -229,7 +230,18 @@ def write_launch_record(spec, ranks, timed_out):
 
 
 def run(item, spec):
-    """Runs the world to its end; every rank has exited and been reaped when this returns."""
+    """Runs the world to its end; every rank has exited and been reaped when this returns.
+
+    The parent's objects are frozen out of the garbage collector meanwhile (``gc.freeze``): a
+    collection in a rank would otherwise touch every object it inherited and copy its page."""
+    gc.freeze()
+    try:
+        return _run(item, spec)
+    finally:
+        gc.unfreeze()
+
+
+def _run(item, spec):
     start = time.monotonic()
     deadline = start + spec.timeout
     ranks = []
