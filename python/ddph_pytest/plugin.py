@@ -79,6 +79,13 @@ def _no_fixtures_in_pytest_process():
 def pytest_itemcollected(item):
     if _is_distributed(item):
         item.setup = _no_fixtures_in_pytest_process
+    elif item.get_closest_marker(MARKER) is not None:  # a unittest.TestCase method, a doctest
+        item.runtest = _not_a_test_function
+
+
+def _not_a_test_function():
+    raise DistributedTestFailed("@pytest.mark.distributed works on test functions and methods of "
+                                "plain classes, not on unittest.TestCase methods or doctests")
 
 
 @pytest.fixture

@@ -284,7 +284,7 @@ def test_gpu_code_runs_on_cpu_ranks_with_ddph_cpu(inner, pytester):
 
 def test_a_skip_on_every_rank_skips_and_a_bad_marker_is_one_line(inner, pytester):
     pytester.makepyfile(test_marks="""
-        import pytest
+        import unittest, pytest
 
         @pytest.mark.distributed(world_size=2)
         def test_skipped(rank):
@@ -297,11 +297,18 @@ def test_a_skip_on_every_rank_skips_and_a_bad_marker_is_one_line(inner, pytester
         @pytest.mark.distributed(world_size=2, ranks=3)
         def test_unknown_argument():
             pass
+
+        class TestOldStyle(unittest.TestCase):
+            @pytest.mark.distributed(world_size=2)
+            def test_method(self):
+                pass
         """)
     result = inner("-rfs")
-    result.assert_outcomes(skipped=1, failed=2)
+    result.assert_outcomes(skipped=1, failed=3)
     result.stdout.fnmatch_lines([
         "*test_no_ranks - @pytest.mark.distributed: world_size=0 is not a whole number of ranks*",
         "*test_unknown_argument - @pytest.mark.distributed: unknown argument ranks (it takes*",
+        "*TestOldStyle::test_method - @pytest.mark.distributed works on test functions and methods"
+        " of plain classes, not on unittest.TestCase methods*",
     ])
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_marks.py:3: needs 8 GPUs"])
