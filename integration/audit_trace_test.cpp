@@ -256,6 +256,41 @@ TEST(AuditTrace, PeekingAtABatchBeforeEachEpochIsNotAnEpoch) {
   EXPECT_TRUE(has(v.detail, "only 80 of its 100 samples were consumed")) << v.detail;
 }
 
+// launch.json of a run stopped after rank `failed` exited with code 1: the others "stopped".
+void writeLaunchStoppedAfter(const std::string& dir, const RunSpec& s, int failed) {
+  json ranks = json::array();
+  for (int r = 0; r < s.world; ++r) {
+    ranks.push_back({{"rank", r}, {"pid", 100 + r}, {"outcome", r == failed ? "exited" : "stopped"},
+                     {"code", r == failed ? 1 : 0}, {"signal", r == failed ? 0 : 15}});
+  }
+  std::ofstream(dir + "/launch.json")
+      << json{{"launcher", "ddp-sim launch"}, {"world_size", s.world}, {"exit_code", 1},
+              {"timed_out", false}, {"interrupted_by_signal", 0}, {"ranks", ranks}}.dump();
+}
+
+// A rank that left the loop early and was destroying its process group when the launcher
+// stopped it (its peers had failed on the closed connections first) still left normally: the
+// extra epoch of the others is its early leave, not its failure.
+TEST(AuditTrace, ARankStoppedInsideDestroyProcessGroupHadLeftTheLoopNormally) {
+  RunSpec s;
+  s.extraStepRank = 0;
+  s.hungAtExitRank = 1;  // destroy written, then stopped: no end line
+  s.ddpAliveAtDestroy = false;
+  TempDir dir("ddph-audit-trace");
+  for (int r = 0; r < s.world; ++r) writeRank(dir.path(), s, r);
+  writeLaunchStoppedAfter(dir.path(), s, 0);
+  const auto r = audit::auditTrace(audit::readTrace(dir.path()));
+  const Violation& m = only(r, property::kCollectiveMismatch);
+  EXPECT_TRUE(has(m.detail, "ranks 1, 2, 3 ended normally after epoch 2 of loader 0")) << m.detail;
+  EXPECT_EQ(r.violations.front().property, property::kCollectiveMismatch);
+  // Stopped there after a timeout, it is a rank that hung at its exit.
+  TempDir hung("ddph-audit-trace");
+  for (int k = 0; k < s.world; ++k) writeRank(hung.path(), s, k);
+  writeLaunchWithHang(hung.path(), s, 1);
+  const auto h = audit::auditTrace(audit::readTrace(hung.path()));
+  EXPECT_FALSE(has(summary(h), "ranks 1, 2, 3 ended normally")) << summary(h);
+}
+
 TEST(AuditTrace, AnExtraEpochOnOneRankIsTheOthersLeavingTheLoopAndItsFailure) {
   // Rank 0 begins a fourth epoch after the others ran three to their ends and stopped: they left
   // the loop (a stop decided per rank), which is not running out of batches inside an epoch.

@@ -15,7 +15,7 @@ info = {
  "enc": [sys.stdout.encoding, sys.stdout.errors, sys.stderr.errors], "flags": list(sys.flags),
  "signals": {n: str(signal.getsignal(getattr(signal, n))) for n in ("SIGINT", "SIGTERM", "SIGPIPE", "SIGCHLD", "SIGXFSZ", "SIGHUP")},
  "mask": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
- "leader": os.getpgid(0) == os.getpid(), "umask": os.umask(0o22), "threads": threading.active_count(),
+ "own_group": os.getpgid(0) != os.getpgid(os.getppid()), "umask": os.umask(0o22), "threads": threading.active_count(),
  "tasks": len(os.listdir("/proc/self/task")), "mp": multiprocessing.current_process().name,
  "executable": sys.executable,
 }

@@ -244,12 +244,18 @@ def _reduce_op_name(op):
     return str(op).rsplit(".", 1)[-1]
 
 
-def _wrap_suppressing(name, fn, after=None):
-    """init_process_group / new_group: nothing inside them is recorded; ``after`` sees the result."""
+def _wrap_suppressing(name, fn, after=None, before=None):
+    """init_process_group / new_group / destroy_process_group: nothing inside them is recorded;
+    ``before`` sees the arguments, ``after`` the result."""
     tls = recorder.tls
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if before is not None and recorder.state.writer is not None and not recorder.state.failed:
+            try:
+                before(args, kwargs)
+            except Exception as e:
+                recorder.fail(e, name)
         d = getattr(tls, "depth", 0)
         tls.depth = d + 1
         try:
@@ -284,9 +290,11 @@ def _after_new_group(args, kwargs, result):
     _declare_group(result if member else None, ranks)
 
 
-def _after_destroy(args, kwargs, result):
-    """``destroy``: which group went, and the DDP modules still alive then (NOTE [DDP alive at
-    destroy_process_group] in docs/audit.md: with torch 1.13 such a module may hang the exit)."""
+def _before_destroy(args, kwargs):
+    """``destroy``: which group goes, and the DDP modules still alive then (NOTE [DDP alive at
+    destroy_process_group] in docs/audit.md: with torch 1.13 such a module may hang the exit).
+    Written before the call: destroying closes the group's connections, its peers may fail at
+    once, and the launcher may stop this rank before the call returns."""
     if not recorder.is_active():
         return
     group = kwargs.get("group", args[0] if args else None)
@@ -318,12 +326,13 @@ def patch(dist_module):
         if fn is None or hasattr(fn, "__ddph_original__"):
             continue
         _set_everywhere(name, fn, _wrap_collective(name, fn))
-    for name, after in (("init_process_group", _after_init), ("new_group", _after_new_group),
-                        ("destroy_process_group", _after_destroy)):
+    for name, after, before in (("init_process_group", _after_init, None),
+                                ("new_group", _after_new_group, None),
+                                ("destroy_process_group", None, _before_destroy)):
         fn = getattr(_c10d, name, None)
         if fn is None or hasattr(fn, "__ddph_original__"):
             continue
-        _set_everywhere(name, fn, _wrap_suppressing(name, fn, after))
+        _set_everywhere(name, fn, _wrap_suppressing(name, fn, after, before))
     # Already initialised (instrument() called late): the rank is known now.
     try:
         _after_init((), {}, None)

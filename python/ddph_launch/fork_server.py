@@ -7,9 +7,10 @@ SOCK_SEQPACKET socket as standard input. Standard library only: it imports nothi
 The protocol, one JSON object per message:
   server -> launcher  {"ready": true, "pid": P, "torch": "1.13.0" | null}
                       {"ready": false, "why": "..."}      (the launcher then execs the ranks)
-  launcher -> server  {"fork": R, "env": {"RANK": "R", ...}, "group": G}  with two descriptors
-                      attached: the rank's stdout and stderr (write ends of the launcher's pipes)
-  server -> launcher  {"forked": R, "pid": P}  or  {"forked": R, "error": "..."}
+  launcher -> server  {"fork": R, "env": {"RANK": "R", ...}}  with two descriptors attached:
+                      the rank's stdout and stderr (write ends of the launcher's pipes)
+  server -> launcher  {"forked": R, "pid": P, "group": G}  or  {"forked": R, "error": "..."}
+                      (G: the ranks' process group, led by a child of the server that waits)
                       {"ended": P, "code": C}  or  {"ended": P, "signal": S}
 The server ends when the launcher closes the socket; ranks still running then are killed.
 
@@ -112,10 +113,10 @@ def reap(sock, children):
             send(sock, {"ended": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
-def serve(sock, program):
+def serve(sock, program, group):
     """Answers fork requests until the launcher hangs up. Returns only in a forked rank, with
     the request that made it."""
-    children = set()
+    children = {group}
     server_pid = os.getpid()
     while True:
         reap(sock, children)
@@ -141,23 +142,49 @@ def serve(sock, program):
             send(sock, {"forked": request["fork"], "error": str(e)})
             continue
         if pid == 0:
-            become_rank(sock, request, fds, server_pid)
+            become_rank(sock, request, fds, server_pid, group)
             return request
         for fd in fds:
             os.close(fd)
+        try:
+            os.setpgid(pid, group)  # from this side too: in the group before the launcher hears of it
+        except OSError:
+            pass
         children.add(pid)
-        send(sock, {"forked": request["fork"], "pid": pid})
+        send(sock, {"forked": request["fork"], "pid": pid, "group": group})
+
+
+def die_with_parent(parent_pid):
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before the line above
+        os._exit(1)
+
+
+def start_group_keeper():
+    """A child that leads the ranks' process group and only waits to be killed: the group the
+    launcher signals exists from the first rank to the last, whichever ranks have ended
+    (a group whose last member is gone cannot be joined)."""
+    server_pid = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        os.setpgid(0, 0)
+        die_with_parent(server_pid)
+        os.closerange(0, 3)  # the launcher's socket among them: the server's death must show
+        while True:
+            signal.pause()
+    try:
+        os.setpgid(pid, pid)  # also from this side: no rank may ask to join before it exists
+    except OSError:
+        pass
+    return pid
 
 
 # -- in the forked rank --------------------------------------------------------------------
 
-def become_rank(sock, request, fds, server_pid):
+def become_rank(sock, request, fds, server_pid, group):
     """The process-level part: group, death with the server, streams, environment."""
-    os.setpgid(0, int(request.get("group", 0)))
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != server_pid:  # the server died before the line above
-        os._exit(1)
+    os.setpgid(0, group)
+    die_with_parent(server_pid)
     sock.detach()  # fd 0 is replaced below: the socket object must not close it later
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -242,35 +269,82 @@ def without_our_frames(tb):
     return tb
 
 
-def exit_by_sigint():
-    """Python ends a process that a KeyboardInterrupt escaped by killing itself with SIGINT
-    once its exit handlers have run, so that its parent sees the signal."""
-    import atexit
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGINT)
+def exit_code(e):
+    """The exit status the interpreter gives an uncaught SystemExit (printing a code that is not
+    an integer, as it does)."""
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        sys.stderr.write("%s\n" % (code,))
+    except Exception:
+        pass
+    return 1
 
 
-def run_rank(program):
-    """The program, in this forked rank, to its end (this function raises SystemExit)."""
-    set_argv(program)
-    reseed()
-    restart_recorder()
+def run_program(program):
+    """Runs the program; returns its exit status and whether a KeyboardInterrupt ended it."""
     try:
         if program.script is not None:
             run_script(program.script)
         else:
             run_module(program.module)
-    except SystemExit:
-        raise
+    except SystemExit as e:
+        return exit_code(e), False
     except BaseException as e:
         tb = without_our_frames(e.__traceback__)
         sys.excepthook(type(e), e.with_traceback(tb), tb)
-        if isinstance(e, KeyboardInterrupt):
-            exit_by_sigint()
-        raise SystemExit(1) from None
+        return 1, isinstance(e, KeyboardInterrupt)
+    return 0, False
+
+
+def flush_open_files():
+    """Flushes the files the program left open, as their finalizers would at the interpreter's
+    teardown. Only objects made since the fork are looked at (the server's are frozen, in no
+    generation): no page shared with the server is written."""
+    import io
+    for generation in (0, 1, 2):
+        for obj in gc.get_objects(generation=generation):
+            if isinstance(obj, io.IOBase):
+                try:
+                    if not obj.closed and obj.writable():
+                        obj.flush()
+                except Exception:
+                    pass
+
+
+def finish(code, interrupted):
+    """Ends the rank as the interpreter's exit does, up to its teardown: non-daemon threads
+    joined, atexit handlers run, open files and stdio flushed, the exit status."""
+    # NOTE [Forked ranks' exit]: the teardown (module dicts cleared, every object released)
+    # would write the reference count of each object the rank shares with the server and copy
+    # every such page: about 0.2 s of CPU a rank with torch loaded, seconds for a world. Python
+    # promises no __del__ at exit for objects still alive then; what it does promise happens
+    # here. docs/ddp-sim.md, "How ranks start".
+    import atexit
+    import threading
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    flush_open_files()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            code = code or 120  # the interpreter's status when it cannot flush stdout
+    if interrupted:  # Python re-raises SIGINT on itself, so that its parent sees the signal
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(code)
+
+
+def run_rank(program):
+    """The program, in this forked rank, to its end: never returns."""
+    set_argv(program)
+    reseed()
+    restart_recorder()
+    finish(*run_program(program))
 
 
 def main():
@@ -283,8 +357,9 @@ def main():
         return 0
     gc.collect()
     gc.freeze()  # what every rank inherits stays shared: no copy-on-write from the collector
+    group = start_group_keeper()
     send(sock, {"ready": True, "pid": os.getpid(), "torch": version})
-    serve(sock, program)
+    serve(sock, program, group)
     run_rank(program)  # only a forked rank gets here
     return 0
 

@@ -625,6 +625,26 @@ std::string attemptsNote(const Trace& t, const fs::path& base) {
                      which, later);
 }
 
+
+// A rank whose program was destroying its default process group, with no DDP module alive, when
+// the launcher stopped it because another rank had failed: it had left its training normally
+// (destroying the group closes its connections, so its peers may fail first). Not after a
+// timeout: a rank still there then hung, in destroy_process_group or elsewhere.
+void markStoppedInDestroy(Trace& trace) {
+  if (!trace.launch || trace.launch->timedOut) return;
+  for (const auto& launched : trace.launch->ranks) {
+    if (launched.outcome != "stopped" || launched.rank < 0 ||
+        launched.rank >= static_cast<int>(trace.ranks.size()))
+      continue;
+    auto& t = trace.ranks[static_cast<std::size_t>(launched.rank)];
+    if (!t || t->ended || t->errorType || !t->ddpAliveAtDestroy || !t->ddpAliveAtDestroy->empty())
+      continue;
+    t->ended = true;
+    t->endCode = 0;
+    t->stoppedInDestroy = true;
+  }
+}
+
 }  // namespace
 
 Trace readTrace(const fs::path& dir) {
@@ -695,6 +715,7 @@ Trace readTrace(const fs::path& dir) {
   }
   trace.ranks.resize(static_cast<std::size_t>(trace.worldSize));
   for (auto& t : read) trace.ranks[static_cast<std::size_t>(t.rank)] = std::move(t);
+  markStoppedInDestroy(trace);
   return trace;
 }
 

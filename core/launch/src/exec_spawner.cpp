@@ -12,6 +12,7 @@ class ExecRank final : public RankProcess {
   explicit ExecRank(std::unique_ptr<ChildProcess> child)
       : child_(std::move(child)), pid_(child_->pid()) {}
   pid_t pid() const override { return pid_; }
+  pid_t processGroup() const override { return child_->processGroup(); }
   int takePipe(int stream) override { return child_->takePipe(stream); }
   std::optional<ExitStatus> poll() override { return child_->poll(); }
   void kill() override { child_->kill(); }

@@ -147,7 +147,11 @@ class ForkedRank final : public RankProcess {
   }
 
   pid_t pid() const override { return pid_; }
-  void started(pid_t pid) { pid_ = pid; }
+  pid_t processGroup() const override { return group_; }
+  void started(pid_t pid, pid_t group) {
+    pid_ = pid;
+    group_ = group;
+  }
 
   int takePipe(int stream) override {
     const int fd = pipes_[stream];
@@ -171,6 +175,7 @@ class ForkedRank final : public RankProcess {
  private:
   std::shared_ptr<ForkServer> server_;
   pid_t pid_;
+  pid_t group_ = 0;
   int pipes_[3];
 };
 
@@ -185,11 +190,13 @@ class ForkServerSpawner final : public RankSpawner {
  public:
   explicit ForkServerSpawner(std::shared_ptr<ForkServer> server) : server_(std::move(server)) {}
 
-  std::unique_ptr<RankProcess> spawn(int rank, const EnvMap& own, pid_t group) override {
+  // The server puts every rank in one group of its own (led by a child that waits), whatever
+  // `group` asks: it exists until the last rank has started, however early the first ends.
+  std::unique_ptr<RankProcess> spawn(int rank, const EnvMap& own, pid_t /*group*/) override {
     auto [outRead, outWrite] = rankPipe();
     auto [errRead, errWrite] = rankPipe();
     try {
-      server_->send({{"fork", rank}, {"env", own}, {"group", group}}, {outWrite, errWrite});
+      server_->send({{"fork", rank}, {"env", own}}, {outWrite, errWrite});
     } catch (...) {
       for (int fd : {outRead, outWrite, errRead, errWrite}) ::close(fd);
       throw;
@@ -205,7 +212,7 @@ class ForkServerSpawner final : public RankSpawner {
         throw Error(fmt::format("the fork server could not fork rank {}: {}", rank,
                                 message->value("error", std::string())));
       }
-      forked->started(message->value("pid", pid_t{0}));
+      forked->started(message->value("pid", pid_t{0}), message->value("group", pid_t{0}));
       return forked;
     }
     throw Error(fmt::format("the fork server did not fork rank {}: it {}", rank,

@@ -172,7 +172,7 @@ class Supervisor {
     } catch (const Error& e) {
       throw ConfigError(fmt::format("cannot start rank {}: {}", r, e.what()));
     }
-    if (pgid_ == 0) pgid_ = rank->process->pid();
+    if (pgid_ == 0) pgid_ = rank->process->processGroup();
     rank->out.pipe = std::make_unique<asio::posix::stream_descriptor>(io_, rank->process->takePipe(1));
     rank->err.pipe = std::make_unique<asio::posix::stream_descriptor>(io_, rank->process->takePipe(2));
     rank->outcome.rank = r;

@@ -168,6 +168,9 @@ struct RankTrace {
   std::optional<double> startUnix;  ///< wall-clock seconds (Unix epoch) at "t" = 0 (header)
   /// DDP modules still alive when the program destroyed its default process group (`destroy`).
   std::optional<std::vector<std::int64_t>> ddpAliveAtDestroy;
+  /// It ended inside destroy_process_group: stopped there by the launcher (another rank had
+  /// failed) after its training was done. Counted as an `end` with code 0.
+  bool stoppedInDestroy = false;
   bool ended = false;  ///< an `end` line: the program exited normally
   std::int64_t endCode = 0;
   std::optional<EmulationRecord> emulation;  ///< the run was emulated (--cpu)

@@ -23,6 +23,8 @@ class RankProcess {
  public:
   virtual ~RankProcess() = default;
   virtual pid_t pid() const = 0;
+  /// The process group it is in (the launcher stops the ranks by signalling it).
+  virtual pid_t processGroup() const = 0;
   /// This side of the rank's stdout (1) or stderr (2) pipe, handed over once; the caller owns it.
   virtual int takePipe(int stream) = 0;
   /// How the rank ended, once it has (reaped); nothing while it runs. Never waits.
@@ -37,8 +39,8 @@ class RankSpawner {
  public:
   virtual ~RankSpawner() = default;
   /// Starts rank `rank` with `own` on top of the common environment, stdin /dev/null, stdout and
-  /// stderr on pipes, in process group `group` (0: a new group it leads), dying with this
-  /// process. Throws ConfigError when the program cannot start, Error otherwise.
+  /// stderr on pipes, in process group `group` (0, for the first rank: a group of the spawner's
+  /// choice, then given by RankProcess::processGroup), dying with this process. Throws ConfigError when the program cannot start, Error otherwise.
   virtual std::unique_ptr<RankProcess> spawn(int rank, const EnvMap& own, pid_t group) = 0;
 };
 
