@@ -18,7 +18,8 @@ import pytest
 pytest_plugins = ["pytester"]
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUN_TIMEOUT_S = 300  # one inner pytest run, hangs included (theirs end at 10 s)
+RUN_TIMEOUT_S = 300  # one inner pytest run, hangs included (theirs end at 16-20 s: room for
+# the ranks to reach their deadlock on 2 loaded cores, DataLoader worker included)
 
 
 def _ddp_sim():
@@ -113,7 +114,7 @@ def note_pid(name):
     with open(os.path.join(PIDS, name), "w") as f:
         f.write(str(os.getpid()))
 
-@pytest.mark.distributed(world_size=2, timeout=10)
+@pytest.mark.distributed(world_size=2, timeout=20)
 def test_deadlock(rank):
     note_pid("rank-%d" % rank)
     data = TensorDataset(torch.arange(4.0))
@@ -132,7 +133,7 @@ def test_a_hang_ends_at_the_timeout_naming_where_each_rank_is_blocked(inner, pyt
     result = inner()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "timed out after 10 s: ranks 0, 1 still running",
+        "timed out after 20 s: ranks 0, 1 still running",
         "  rank 0 stood at test_hang.py:* in test_deadlock: dist.recv(t, src=1 - rank) (inside recv*",
         "  rank 1 stood at test_hang.py:* in test_deadlock: dist.recv(t, src=1 - rank) (inside recv*",
         "ddp-sim audit of the ranks' trace: FAILED",
@@ -249,9 +250,9 @@ def test_pytest_timeout_below_the_marker_stops_the_ranks_first(inner, pytester):
         def test_deadlock(rank):
             dist.recv(torch.zeros(1), src=1 - rank)
         """)
-    result = inner("--timeout", "10")
+    result = inner("--timeout", "20")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["timed out after 8 s: ranks 0, 1 still running",
+    result.stdout.fnmatch_lines(["timed out after 16 s: ranks 0, 1 still running",
                                  "  rank 0 stood at test_slow.py:* in test_deadlock:*"])
 
 
