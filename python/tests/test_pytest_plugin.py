@@ -313,3 +313,17 @@ def test_a_skip_on_every_rank_skips_and_a_bad_marker_is_one_line(inner, pytester
         " of plain classes, not on unittest.TestCase methods*",
     ])
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_marks.py:3: needs 8 GPUs"])
+
+
+def test_a_parametrized_world_size_gives_the_world_of_each_case(inner, pytester):
+    pytester.makepyfile(test_sizes="""
+        import pytest, torch, torch.distributed as dist
+
+        @pytest.mark.distributed
+        @pytest.mark.parametrize("world_size", [1, 2, 3])
+        def test_sizes(rank, world_size):
+            t = torch.ones(1)
+            dist.all_reduce(t)
+            assert t.item() == world_size == dist.get_world_size()
+        """)
+    inner().assert_outcomes(passed=3)
