@@ -1,5 +1,4 @@
 // ddp-sim launch: a torchrun-compatible launcher for CPU ranks.
-// ddp-sim rank-selftest: a tiny env:// rank program (joins the world, one allreduce) for tests.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -17,16 +16,12 @@
 #include "commands.h"
 #include "ddph/common/timeouts.h"
 #include "ddph/audit/launch_record.h"
-#include "ddph/comm/rank_env.h"
 #include "ddph/common/error.h"
 #include "ddph/common/progress_line.h"
 #include "ddph/audit/trace_progress.h"
 #include "ddph/launch/python_program.h"
 #include "ddph/launch/launcher.h"
 #include "ddph/report/html_report.h"
-#include "ddph/scenario/builtin_scenarios.h"
-#include "ddph/scenario/rank_program.h"
-#include "ddph/scenario/scenario_file.h"
 
 namespace ddph::sim {
 namespace {
@@ -174,62 +169,7 @@ int runLaunch(const LaunchArgs& a) {
   return audited == kExitOk && result.exitCode == 0 ? kExitOk : kExitViolation;
 }
 
-int runSelfTest(double timeoutS) {
-  checkTimeoutOption("--timeout", timeoutS);
-  const RankEnv env = rankEnvFromEnvironment();
-  RankWorld world = initRankWorld(env, seconds(timeoutS), /*perRankLoopback=*/true,
-                                  glooOptionsFromEnvironment());
-  std::vector<std::int64_t> value{env.rank + 1};
-  world.comm->allreduce(value, ReduceOp::kSum, "self-test");
-  const std::int64_t expected = static_cast<std::int64_t>(env.worldSize) * (env.worldSize + 1) / 2;
-  world.comm->barrier("self-test end");
-  fmt::print("rank {} of {}: allreduce sum {} (expected {}) {}\n", env.rank, env.worldSize,
-             value[0], expected, value[0] == expected ? "ok" : "WRONG");
-  return value[0] == expected ? kExitOk : kExitViolation;
-}
-
-// Prints what rank 0 finds, as it finds it.
-class PrintingObserver final : public RankObserver {
- public:
-  void onViolation(const Violation& v) override {
-    fmt::print("FAIL {}\n", formatViolation(v));
-    std::fflush(stdout);
-    ++violations;
-  }
-  void onNote(const std::string& line) override { fmt::print("{}\n", line); }
-  int violations = 0;
-};
-
-// One rank of a scenario, joined through env:// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):
-// the process-per-rank, exec'd form of what `ddp-sim run` does with forked ranks.
-int runRankScenario(const std::string& nameOrPath) {
-  Scenario s = resolveScenario(nameOrPath);
-  const RankEnv env = rankEnvFromEnvironment();
-  s.worldSize = env.worldSize;
-  validateScenario(s);
-  RankWorld world = initRankWorld(
-      env, std::chrono::milliseconds(static_cast<std::int64_t>(s.timeoutS * 1000)), true,
-      glooOptionsFromEnvironment());
-  PrintingObserver observer;
-  const RankRunStats stats = runRankProgram(s, *world.comm, observer);
-  world.comm->barrier("end of run");
-  if (env.rank == 0) {
-    fmt::print("rank 0: {} steps, {}\n", stats.steps,
-               observer.violations == 0 ? "every property holds" : "violations found");
-  }
-  return observer.violations == 0 ? kExitOk : kExitViolation;
-}
-
 }  // namespace
-
-Command addRankRunCommand(CLI::App& app) {
-  auto scenario = std::make_shared<std::string>();
-  CLI::App* sub = app.add_subcommand(
-      "rank-run", "One rank of a scenario, for `ddp-sim launch -n W -- ddp-sim rank-run NAME` "
-                  "(env:// init; rank 0 prints violations, exit 1 if any)");
-  sub->add_option("scenario", *scenario, "built-in scenario name or scenario file")->required();
-  return {sub, [scenario] { return runRankScenario(*scenario); }};
-}
 
 Command addLaunchCommand(CLI::App& app) {
   auto args = std::make_shared<LaunchArgs>();
@@ -268,15 +208,6 @@ Command addLaunchCommand(CLI::App& app) {
               "or timed out (or the audit found a violation), 2 bad arguments or an unreadable "
               "trace, 128+N interrupted by signal N (the audit still runs).");
   return {sub, [args] { return runLaunch(*args); }};
-}
-
-Command addRankSelfTestCommand(CLI::App& app) {
-  auto timeout = std::make_shared<double>(60.0);
-  CLI::App* sub = app.add_subcommand(
-      "rank-selftest", "A rank program for `ddp-sim launch`: env:// init, one allreduce, check");
-  sub->group("");  // hidden: a test helper
-  sub->add_option("--timeout", *timeout, "deadline of every wait, seconds");
-  return {sub, [timeout] { return runSelfTest(*timeout); }};
 }
 
 }  // namespace ddph::sim
