@@ -29,6 +29,7 @@
 #include "ddph/launch/python_program.h"
 #include "ddph/launch/rank_spawner.h"
 #include "stop_watchdog.h"
+#include "world_stop.h"
 
 namespace ddph {
 namespace asio = boost::asio;
@@ -220,25 +221,25 @@ class Supervisor {
 
   // Reaps exited ranks every few milliseconds (no SIGCHLD handler: nothing global to restore).
   void poll() {
-    if (const int why = watchdog_ ? watchdog_->fired() : 0; why != 0 && !killSent_) {
+    if (const int why = watchdog_ ? watchdog_->fired() : 0; why != 0 && !stop_.killSent()) {
       // This thread was held (NOTE [Stuck output]): the watchdog has killed every rank already.
       if (why == StopWatchdog::kDeadline) {
         timedOut();
       } else {
         interrupt(why);
       }
-      killSent_ = true;
+      stop_.markKilled();
     }
     for (auto& rank : ranks_) {
       if (rank->outcome.kind != RankOutcome::Kind::kRunning) continue;
       const auto status = rank->process->poll();
       if (!status) continue;
       if (status->signal != 0) {
-        // Stopped only by a signal the launcher sent: a rank that died of its own SIGKILL (an OOM
-        // kill) while another's failure was being handled in the same poll is still its own death.
+        // NOTE [Stopping a world]: a rank that died of its own SIGKILL (an OOM kill) while
+        // another's failure was being handled in the same poll is still its own death.
         const int sig = status->signal;
-        const bool ours = stopping_ && (sig == SIGTERM || (sig == SIGKILL && killSent_));
-        rank->outcome.kind = ours ? RankOutcome::Kind::kStopped : RankOutcome::Kind::kSignaled;
+        rank->outcome.kind =
+            stop_.endedByStop(sig) ? RankOutcome::Kind::kStopped : RankOutcome::Kind::kSignaled;
         rank->outcome.signal = sig;
       } else {
         rank->outcome.kind = RankOutcome::Kind::kExited;
@@ -246,7 +247,7 @@ class Supervisor {
       }
       const bool failed = rank->outcome.kind == RankOutcome::Kind::kSignaled ||
                           (rank->outcome.kind == RankOutcome::Kind::kExited && rank->outcome.code != 0);
-      if (failed && !stopping_) {
+      if (failed && !stop_.stopping()) {
         result_.failure = rank->outcome;
         stop();
       }
@@ -302,15 +303,10 @@ class Supervisor {
   }
 
   void stop() {
-    if (stopping_) return;
-    stopping_ = true;
-    killGroup(SIGTERM);
-    grace_.expires_after(options_.grace);
+    if (!stop_.begin(pgid_)) return;
+    grace_.expires_at(stop_.killAt());
     grace_.async_wait([this](const boost::system::error_code& ec) {
-      if (!ec) {
-        killSent_ = true;
-        killGroup(SIGKILL);
-      }
+      if (!ec) stop_.killIfGraceOver(pgid_);
     });
   }
 
@@ -374,8 +370,7 @@ class Supervisor {
   std::unique_ptr<RankSpawner> spawner_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   pid_t pgid_ = 0;
-  bool stopping_ = false;
-  bool killSent_ = false;  ///< the grace ran out: SIGKILL went to every rank
+  WorldStop stop_{options_.grace};  ///< NOTE [Stopping a world]
   std::optional<StopWatchdog> watchdog_;  ///< NOTE [Stuck output]
   LaunchResult result_;
 };
