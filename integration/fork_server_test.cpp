@@ -137,6 +137,16 @@ TEST(ForkServer, ARankEndsAsAnExecdOne) {
   EXPECT_NE(raised.err.find("exited with code 1"), std::string::npos) << raised.err;
   const auto three = launchPython(false, {"-n", "1"}, {kPrograms + "/ends_badly.py", "3"});
   EXPECT_NE(three.err.find("exited with code 3"), std::string::npos) << three.err;
+  // A file the program never closed is flushed at its exit, as the interpreter's teardown would
+  // (NOTE [Forked ranks' exit]).
+  TempDir dir("ddph-fork-server");
+  const std::string left = dir.path() + "/left-open.txt";
+  const auto open = launchPython(false, {"-n", "1"}, {kPrograms + "/ends_badly.py", "leave-open", left});
+  EXPECT_EQ(open.exitCode, 0) << open.err;
+  std::ifstream in(left);
+  std::string line;
+  EXPECT_TRUE(std::getline(in, line));
+  EXPECT_EQ(line, "written, never closed");
 }
 
 // Programs whose ranks spawn, use DataLoader workers, fail, stop early: the audit finds the same

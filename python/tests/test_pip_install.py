@@ -69,7 +69,7 @@ def test_pip_install_then_pytest_finds_the_plugin(folder):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DDPH_SIM")}
     env["PATH"] = os.path.dirname(os.path.abspath(sim)) + os.pathsep + env.get("PATH", "")
     env["COLUMNS"] = "200"
-    where = _run([python, "-c", "import ddph_audit, ddph_elastic, ddph_pytest.plugin; "
+    where = _run([python, "-c", "import ddph_audit, ddph_elastic, ddph_launch, ddph_pytest.plugin; "
                   "print(ddph_audit.__file__); print(ddph_pytest.plugin.__file__)"], work, env)
     assert all(line.startswith(venv) for line in where.split()), where
     assert os.path.isfile(os.path.join(os.path.dirname(where.split()[0]), "_sitecustomize",
