@@ -1,9 +1,6 @@
 #include "ddph/verify/line_protocol_sampler.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,11 +9,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
-#include <thread>
 
 #include "ddph/common/child_process.h"
 #include "ddph/common/error.h"
+#include "line_channel.h"
 
 namespace ddph {
 using Clock = std::chrono::steady_clock;
@@ -34,29 +32,6 @@ std::string excerpt(std::string_view text, std::size_t limit = 80) {
 }
 
 std::string mib(std::size_t bytes) { return fmt::format("{} MiB", bytes >> 20); }
-
-void setNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
-
-// NOTE [SIGPIPE]
-// Writing to a sampler that has exited raises SIGPIPE, which would kill the checker. Rather than
-// ignoring SIGPIPE for the whole process (and for every child it starts), the signal is blocked
-// around each write and a pending one is consumed, so the write fails with EPIPE instead.
-ssize_t writeNoSigpipe(int fd, const char* data, std::size_t size) {
-  sigset_t pipeSet, old;
-  sigemptyset(&pipeSet);
-  sigaddset(&pipeSet, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipeSet, &old);
-  const ssize_t n = ::write(fd, data, size);
-  const int savedErrno = errno;
-  if (n < 0 && savedErrno == EPIPE) {
-    const timespec zero{0, 0};
-    while (sigtimedwait(&pipeSet, nullptr, &zero) > 0) {
-    }
-  }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  errno = savedErrno;
-  return n;
-}
 
 }  // namespace
 
@@ -135,15 +110,13 @@ std::string shellQuote(const std::string& arg) {
   return out + "'";
 }
 
-// The running command and our ends of its pipes. Owned by one LineProtocolSampler.
+// The running command and the line channel over its stdin and stdout. Owned by one
+// LineProtocolSampler.
 struct LineProtocolSampler::Process {
   std::unique_ptr<ChildProcess> child;  // leads its own process group
-  int in = -1;         // write end of its stdin
-  int out = -1;        // read end of its stdout
-  std::string buffer;  // bytes read, not yet consumed as lines
+  std::unique_ptr<LineChannel> channel;
   bool answeredOnce = false;
   std::int64_t answered = 0;
-  std::size_t totalBytes = 0;
   std::optional<std::string> failure;
   // The last exchange's requests and declared lengths, for declaredLength().
   std::vector<ShardRequest> lastRequests;
@@ -152,8 +125,7 @@ struct LineProtocolSampler::Process {
   bool running() const { return child && child->pid() > 0; }
 
   void closeIn() {
-    if (in >= 0) ::close(in);
-    in = -1;
+    if (channel) channel->closeSending();
   }
 
   // Gives the command up to `grace` to end by itself; how it ended if it did.
@@ -168,8 +140,22 @@ struct LineProtocolSampler::Process {
   void kill() {
     closeIn();
     if (child) child->kill();
-    if (out >= 0) ::close(out);
-    out = -1;
+    if (channel) channel->close();
+  }
+
+  // Kills the command and throws ProtocolError naming `sampler` and `what` went wrong; `ended`
+  // says it went away by itself, so its exit status is worth a short wait.
+  [[noreturn]] void fail(const std::string& sampler, const std::string& what, bool ended) {
+    std::string status;
+    if (ended) {
+      closeIn();
+      if (auto s = waitFor(std::chrono::milliseconds(1000))) status = "; it " + s->describe();
+    }
+    const bool stillRunning = running();
+    kill();
+    failure = fmt::format("sampler `{}` {}{}{}", sampler, what, status,
+                          stillRunning ? "; killed it" : "");
+    throw ProtocolError(*failure);
   }
 };
 
@@ -187,10 +173,8 @@ LineProtocolSampler::LineProtocolSampler(std::vector<std::string> command,
   } catch (const Error& e) {
     throw ConfigError(fmt::format("cannot start sampler command '{}': {}", name(), e.what()));
   }
-  process_->in = process_->child->takePipe(0);
-  process_->out = process_->child->takePipe(1);
-  setNonBlocking(process_->in);
-  setNonBlocking(process_->out);
+  process_->channel = std::make_unique<LineChannel>(
+      process_->child->takePipe(0), process_->child->takePipe(1), options_.maxLineBytes);
 }
 
 LineProtocolSampler::~LineProtocolSampler() { close(); }
@@ -214,171 +198,113 @@ std::int64_t LineProtocolSampler::requestsAnswered() const { return process_->an
 
 bool LineProtocolSampler::alive() const { return !process_->failure && process_->running(); }
 
-namespace {
+// One exchange: every request sent, one answer line read for each under the deadlines and
+// limits of the options; any breach kills the command and throws ProtocolError (Process::fail).
+class LineProtocolSampler::Exchange {
+ public:
+  Exchange(Process& p, const std::vector<ShardRequest>& requests,
+           const LineProtocolOptions& options, std::string sampler)
+      : p_(p), channel_(*p.channel), requests_(requests), options_(options),
+        sampler_(std::move(sampler)) {}
 
-// One answer line, or a failure naming `request` (NOTE [Sampler line protocol]).
-template <typename Fail>
-LineProtocolAnswer parseAnswer(std::string_view line, const std::string& request, Fail&& fail) {
-  try {
-    return parseLineProtocolAnswer(line);
-  } catch (const ProtocolError& e) {
-    fail(fmt::format("answered {} with {}", request, e.what()), false);
-    throw;  // fail throws; for the compiler
+  std::vector<LineProtocolAnswer> answers() {
+    // Output nobody asked for (a previous answer had more lines than requests, or the command
+    // exited between requests) is caught before it can be mistaken for an answer.
+    refuseUnrequested(/*eofIsFailure=*/true);
+    for (const auto& r : requests_) channel_.send(requestJson(r));
+    channel_.capBytesReceived(std::min(
+        options_.maxTotalBytes, saturatingSum(channel_.bytesReceived(), options_.maxBatchBytes)));
+    std::vector<LineProtocolAnswer> answers;
+    answers.reserve(requests_.size());
+    while (answers.size() < requests_.size()) answers.push_back(readAnswer(answers.size()));
+    // Surplus already in the pipe is caught now rather than before the next request (an EOF is
+    // left for the next request to report).
+    refuseUnrequested(/*eofIsFailure=*/false);
+    return answers;
   }
-}
 
-// Output nobody asked for (more lines than requests, buffered or still in the pipe) fails the
-// exchange before it can be mistaken for an answer; so does an EOF between requests where
-// `eofIsFailure`.
-template <typename Fail>
-void refuseSurplus(int out, const std::string& buffer, bool eofIsFailure, Fail&& fail) {
-  if (!buffer.empty()) {
-    fail(fmt::format("printed more lines than requests: '{}'", excerpt(buffer)), false);
+ private:
+  static std::size_t saturatingSum(std::size_t a, std::size_t b) {
+    return a > SIZE_MAX - b ? SIZE_MAX : a + b;
   }
-  pollfd pending{out, POLLIN, 0};
-  if (::poll(&pending, 1, 0) <= 0) return;
-  char chunk[256];
-  const ssize_t n = ::read(out, chunk, sizeof chunk);
-  if (n > 0) {
-    fail(fmt::format("printed more lines than requests: '{}'",
-                     excerpt(std::string_view(chunk, static_cast<std::size_t>(n)))),
-         false);
+
+  std::string describeRequest(std::size_t k) const {
+    return fmt::format("request {} of {} ({})", k + 1, requests_.size(), requestJson(requests_[k]));
   }
-  if (n == 0 && eofIsFailure) fail("closed its stdout between requests", true);
-}
 
-// One exchange: writes every request, reads one answer a request, enforcing the deadlines and
-// limits. `fail` kills the command and throws.
-template <typename Fail>
-std::vector<LineProtocolAnswer> exchangeLines(int in, int out, std::string& buffer, bool& answeredOnce,
-                             std::size_t& totalBytes, const std::vector<ShardRequest>& requests,
-                             const LineProtocolOptions& options, Fail&& fail) {
-  // Output nobody asked for (a previous answer had more lines than requests, or the command
-  // exited between requests) is caught before it can be mistaken for an answer.
-  refuseSurplus(out, buffer, /*eofIsFailure=*/true, fail);
-
-  std::string payload;
-  for (const auto& r : requests) {
-    payload += requestJson(r);
-    payload += '\n';
+  std::chrono::milliseconds answerTimeout() const {
+    return p_.answeredOnce ? options_.requestTimeout : options_.startupTimeout;
   }
-  std::size_t written = 0;
-  std::vector<LineProtocolAnswer> answers;
-  answers.reserve(requests.size());
-  std::size_t batchBytes = 0;
-  std::size_t scanned = 0;  // bytes of buffer known to hold no newline
-  auto deadline = Clock::now() + (answeredOnce ? options.requestTimeout : options.startupTimeout);
-  std::vector<char> chunk(1 << 18);
 
-  auto describeRequest = [&](std::size_t k) {
-    return fmt::format("request {} of {} ({})", k + 1, requests.size(), requestJson(requests[k]));
-  };
-
-  auto takeLine = [&](std::string_view line) {
-    answers.push_back(parseAnswer(line, describeRequest(answers.size()), fail));
-    answeredOnce = true;
-    deadline = Clock::now() + options.requestTimeout;
-  };
-
-  while (answers.size() < requests.size()) {
-    pollfd fds[2] = {{out, POLLIN, 0}, {in, POLLOUT, 0}};
-    const nfds_t count = written < payload.size() ? 2 : 1;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) {
-      const auto limit = answeredOnce ? options.requestTimeout : options.startupTimeout;
-      fail(fmt::format("did not answer {} within {:.3g} s", describeRequest(answers.size()),
-                       limit.count() / 1000.0),
-           false);
+  // The answer to request k (NOTE [Sampler line protocol]).
+  LineProtocolAnswer readAnswer(std::size_t k) {
+    std::string line;
+    try {
+      line = channel_.readLine(LineChannel::Clock::now() + answerTimeout());
+    } catch (const LineChannelError& e) {
+      p_.fail(sampler_, whatWentWrong(e, k), e.peerEnded());
     }
-    const int ready = ::poll(fds, count, static_cast<int>(std::min<long>(left.count() + 1, 1 << 30)));
-    if (ready < 0) {
-      if (errno == EINTR) continue;
-      throw Error(fmt::format("poll on the sampler's pipes failed: {}", std::strerror(errno)));
+    try {
+      LineProtocolAnswer answer = parseLineProtocolAnswer(line);
+      p_.answeredOnce = true;
+      return answer;
+    } catch (const ProtocolError& e) {
+      p_.fail(sampler_, fmt::format("answered {} with {}", describeRequest(k), e.what()), false);
     }
-    if (count == 2 && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      const ssize_t n = writeNoSigpipe(in, payload.data() + written, payload.size() - written);
-      if (n > 0) {
-        written += static_cast<std::size_t>(n);
-      } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-        fail(fmt::format("stopped reading its stdin at {}", describeRequest(answers.size())), true);
-      }
-    }
-    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      const ssize_t n = ::read(out, chunk.data(), chunk.size());
-      if (n < 0) {
-        if (errno == EAGAIN || errno == EINTR) continue;
-        fail(fmt::format("its stdout failed: {}", std::strerror(errno)), true);
-      }
-      if (n == 0) {
-        fail(fmt::format("closed its stdout after answering {} of {} requests (next: {})",
-                         answers.size(), requests.size(), requestJson(requests[answers.size()])),
-             true);
-      }
-      totalBytes += static_cast<std::size_t>(n);
-      batchBytes += static_cast<std::size_t>(n);
-      if (totalBytes > options.maxTotalBytes) {
-        fail(fmt::format("printed more than {} in all", mib(options.maxTotalBytes)), false);
-      }
-      if (batchBytes > options.maxBatchBytes) {
-        fail(fmt::format("answered {} requests with more than {}", requests.size(),
-                         mib(options.maxBatchBytes)),
-             false);
-      }
-      buffer.append(chunk.data(), static_cast<std::size_t>(n));
-      std::size_t start = 0;
-      while (true) {
-        const std::size_t nl = buffer.find('\n', std::max(start, scanned));
-        if (nl == std::string::npos) break;
-        if (answers.size() == requests.size()) {
-          fail(fmt::format("printed more lines than requests: '{}'",
-                           excerpt(std::string_view(buffer).substr(start))),
-               false);
+  }
+
+  // The channel's failure while waiting for the answer to request k, in the protocol's words.
+  std::string whatWentWrong(const LineChannelError& e, std::size_t k) const {
+    using Kind = LineChannelError::Kind;
+    switch (e.kind()) {
+      case Kind::kTimeout:
+        return fmt::format("did not answer {} within {:.3g} s", describeRequest(k),
+                           answerTimeout().count() / 1000.0);
+      case Kind::kEndOfStream:
+        return fmt::format("closed its stdout after answering {} of {} requests (next: {})", k,
+                           requests_.size(), requestJson(requests_[k]));
+      case Kind::kPeerStoppedReading:
+        return fmt::format("stopped reading its stdin at {}", describeRequest(k));
+      case Kind::kReceiveFailed:
+        return fmt::format("its stdout failed: {}", e.what());
+      case Kind::kLineTooLong:
+        return fmt::format("answered {} with a line longer than {}", describeRequest(k),
+                           mib(options_.maxLineBytes));
+      case Kind::kTooMuchReceived:
+        if (channel_.bytesReceived() > options_.maxTotalBytes) {
+          return fmt::format("printed more than {} in all", mib(options_.maxTotalBytes));
         }
-        if (nl - start > options.maxLineBytes) {
-          fail(fmt::format("answered {} with a line longer than {}",
-                           describeRequest(answers.size()), mib(options.maxLineBytes)),
-               false);
-        }
-        takeLine(std::string_view(buffer).substr(start, nl - start));
-        start = nl + 1;
-      }
-      buffer.erase(0, start);
-      scanned = buffer.size();
-      if (buffer.size() > options.maxLineBytes) {
-        fail(fmt::format("answered {} with a line longer than {}",
-                         describeRequest(answers.size()), mib(options.maxLineBytes)),
-             false);
-      }
+        return fmt::format("answered {} requests with more than {}", requests_.size(),
+                           mib(options_.maxBatchBytes));
+    }
+    return e.what();
+  }
+
+  // Output nobody asked for (more lines than requests, buffered or still in the pipe) fails the
+  // exchange; so does an EOF between requests where `eofIsFailure`.
+  void refuseUnrequested(bool eofIsFailure) {
+    const LineChannel::Unrequested u = channel_.unrequested();
+    if (!u.bytes.empty()) {
+      p_.fail(sampler_, fmt::format("printed more lines than requests: '{}'", excerpt(u.bytes)),
+              false);
+    }
+    if (u.endOfStream && eofIsFailure) {
+      p_.fail(sampler_, "closed its stdout between requests", true);
     }
   }
-  // Surplus already in the pipe is caught now rather than before the next request (an EOF is
-  // left for the next request to report).
-  refuseSurplus(out, buffer, /*eofIsFailure=*/false, fail);
-  return answers;
-}
 
-}  // namespace
+  Process& p_;
+  LineChannel& channel_;
+  const std::vector<ShardRequest>& requests_;
+  const LineProtocolOptions& options_;
+  std::string sampler_;
+};
 
 std::vector<std::vector<Index>> LineProtocolSampler::exchange(
     const std::vector<ShardRequest>& requests) {
   Process& p = *process_;
   if (p.failure) throw ProtocolError(*p.failure);
-  // Kills the command and throws; `ended` says it went away by itself, so its exit status is
-  // worth a short wait.
-  auto fail = [&](const std::string& what, bool ended) {
-    std::string status;
-    if (ended) {
-      p.closeIn();
-      if (auto s = p.waitFor(std::chrono::milliseconds(1000))) status = "; it " + s->describe();
-    }
-    const bool stillRunning = p.running();
-    p.kill();
-    p.failure = fmt::format("sampler `{}` {}{}{}", name(), what, status,
-                            stillRunning ? "; killed it" : "");
-    throw ProtocolError(*p.failure);
-  };
-  std::vector<LineProtocolAnswer> answers = exchangeLines(p.in, p.out, p.buffer, p.answeredOnce, p.totalBytes,
-                                               requests, options_, fail);
+  std::vector<LineProtocolAnswer> answers = Exchange(p, requests, options_, name()).answers();
   p.answered += static_cast<std::int64_t>(answers.size());
   p.lastRequests = requests;
   p.lastLengths.clear();

@@ -94,6 +94,7 @@ class LineProtocolSampler final : public Sampler {
 
  private:
   struct Process;
+  class Exchange;
   /// One request a line, one answer a line; throws ProtocolError (and kills the command) when the
   /// protocol breaks, ConfigError when the sampler answers {"error":…}.
   std::vector<std::vector<Index>> exchange(const std::vector<ShardRequest>& requests);
