@@ -26,6 +26,11 @@ class TableReader {
     throw ConfigError(fmt::format("{}:{}: key '{}{}': {}", source_, line, prefix_, key, what));
   }
 
+  /// fail() at `key`'s line (the table's when the key is absent).
+  [[noreturn]] void failAt(std::string_view key, const std::string& what) {
+    fail(find(key), key, what);
+  }
+
   const toml::node* find(std::string_view key) {
     used_.insert(std::string(key));
     return table_.get(key);
@@ -90,28 +95,16 @@ Combine parseCombine(TableReader& r) {
          fmt::format("'{}' is not one of zip, cycle, concat, weighted", text));
 }
 
-}  // namespace
-
-const char* combineName(Combine c) {
-  switch (c) {
-    case Combine::kZip: return "zip";
-    case Combine::kCycle: return "cycle";
-    case Combine::kConcat: return "concat";
-    case Combine::kWeighted: return "weighted";
-  }
-  return "?";
-}
-
-Scenario parseScenario(std::string_view text, const std::string& source) {
-  toml::table root;
+toml::table parseToml(std::string_view text, const std::string& source) {
   try {
-    root = toml::parse(text, source);
+    return toml::parse(text, source);
   } catch (const toml::parse_error& e) {
     throw ConfigError(fmt::format("{}:{}: {}", source, e.source().begin.line, e.description()));
   }
-  Scenario s;
-  s.source = source;
-  TableReader r(root, source, "");
+}
+
+// The top-level keys of one value each (name, world_size, epochs, …), checked.
+void readRunKeys(TableReader& r, Scenario& s) {
   s.name = r.get<std::string>("name", "unnamed");
   s.description = r.get<std::string>("description", "");
   s.expect = r.get<std::string>("expect", "");
@@ -125,132 +118,188 @@ Scenario parseScenario(std::string_view text, const std::string& source) {
   s.timeoutS = r.get<double>("timeout_s", 60.0);
   s.gradientSize = r.get<std::int64_t>("gradient_size", 16);
 
-  auto fail = [&](std::string_view key, const std::string& what) { r.fail(r.find(key), key, what); };
-  if (s.worldSize < 1) fail("world_size", "must be at least 1");
-  if (s.epochs < 1) fail("epochs", "must be at least 1");
-  if (s.batchSize < 1) fail("batch_size", "must be at least 1");
-  if (s.phase != "train" && s.phase != "eval") fail("phase", "must be \"train\" or \"eval\"");
+  if (s.worldSize < 1) r.failAt("world_size", "must be at least 1");
+  if (s.epochs < 1) r.failAt("epochs", "must be at least 1");
+  if (s.batchSize < 1) r.failAt("batch_size", "must be at least 1");
+  if (s.phase != "train" && s.phase != "eval") r.failAt("phase", "must be \"train\" or \"eval\"");
   if (!isSaneTimeout(s.timeoutS)) {
-    fail("timeout_s", fmt::format("must be positive and at most {} (a week), got {}",
-                                  kMaxTimeoutSeconds, s.timeoutS));
+    r.failAt("timeout_s", fmt::format("must be positive and at most {} (a week), got {}",
+                                      kMaxTimeoutSeconds, s.timeoutS));
   }
-  if (s.gradientSize < 1) fail("gradient_size", "must be at least 1");
+  if (s.gradientSize < 1) r.failAt("gradient_size", "must be at least 1");
   if (!s.expect.empty() && findProperty(s.expect) == nullptr) {
-    fail("expect", fmt::format("'{}' is not a property name", s.expect));
+    r.failAt("expect", fmt::format("'{}' is not a property name", s.expect));
   }
+}
 
-  if (const toml::node* w = r.find("weights")) {
-    const toml::array* arr = w->as_array();
-    if (arr == nullptr) fail("weights", "expected an array of numbers");
-    for (const auto& v : *arr) {
-      if (!v.is_number()) fail("weights", "expected an array of numbers");
-      const double x = v.is_integer() ? static_cast<double>(v.as_integer()->get())
-                                      : v.as_floating_point()->get();
-      if (!(x > 0)) fail("weights", "every weight must be positive");
-      s.weights.push_back(x);
-    }
+// weights = [positive numbers], or none.
+std::vector<double> readWeights(TableReader& r) {
+  std::vector<double> weights;
+  const toml::node* w = r.find("weights");
+  if (w == nullptr) return weights;
+  const toml::array* arr = w->as_array();
+  if (arr == nullptr) r.failAt("weights", "expected an array of numbers");
+  for (const auto& v : *arr) {
+    if (!v.is_number()) r.failAt("weights", "expected an array of numbers");
+    const double x = v.is_integer() ? static_cast<double>(v.as_integer()->get())
+                                    : v.as_floating_point()->get();
+    if (!(x > 0)) r.failAt("weights", "every weight must be positive");
+    weights.push_back(x);
   }
+  return weights;
+}
 
+// One [[datasets]] table, the i-th.
+DatasetSpec readDataset(const toml::table& t, const std::string& source, std::size_t i) {
+  TableReader d(t, source, fmt::format("datasets[{}].", i));
+  DatasetSpec spec;
+  spec.name = d.get<std::string>("name", fmt::format("dataset{}", i));
+  spec.size = d.required<std::int64_t>("size");
+  spec.sampler = d.get<std::string>("sampler", "pytorch");
+  spec.shuffle = d.get<bool>("shuffle", true);
+  spec.samplerDropLast = d.get<bool>("sampler_drop_last", false);
+  if (spec.size < 1) d.failAt("size", "must be at least 1");
+  if (spec.sampler != "pytorch" && spec.sampler != "elastic" &&
+      spec.sampler != "libtorch-random" && spec.sampler != "libtorch-sequential" &&
+      spec.sampler != "strided") {
+    d.failAt("sampler", fmt::format("'{}' is not one of pytorch, elastic, libtorch-random, "
+                                    "libtorch-sequential, strided",
+                                    spec.sampler));
+  }
+  d.checkUnknown();
+  return spec;
+}
+
+// The [[datasets]] tables: at least one.
+std::vector<DatasetSpec> readDatasets(TableReader& r) {
   const toml::node* ds = r.find("datasets");
-  if (ds == nullptr) fail("datasets", "at least one [[datasets]] table is required");
+  if (ds == nullptr) r.failAt("datasets", "at least one [[datasets]] table is required");
   const toml::array* dsArray = ds->as_array();
   if (dsArray == nullptr || dsArray->empty() || !dsArray->is_array_of_tables()) {
-    fail("datasets", "expected one or more [[datasets]] tables");
+    r.failAt("datasets", "expected one or more [[datasets]] tables");
   }
+  std::vector<DatasetSpec> datasets;
   for (std::size_t i = 0; i < dsArray->size(); ++i) {
-    const toml::table& t = *dsArray->at(i).as_table();
-    TableReader d(t, source, fmt::format("datasets[{}].", i));
-    DatasetSpec spec;
-    spec.name = d.get<std::string>("name", fmt::format("dataset{}", i));
-    spec.size = d.required<std::int64_t>("size");
-    spec.sampler = d.get<std::string>("sampler", "pytorch");
-    spec.shuffle = d.get<bool>("shuffle", true);
-    spec.samplerDropLast = d.get<bool>("sampler_drop_last", false);
-    if (spec.size < 1) d.fail(d.find("size"), "size", "must be at least 1");
-    if (spec.sampler != "pytorch" && spec.sampler != "elastic" &&
-        spec.sampler != "libtorch-random" && spec.sampler != "libtorch-sequential" &&
-        spec.sampler != "strided") {
-      d.fail(d.find("sampler"), "sampler",
-             fmt::format("'{}' is not one of pytorch, elastic, libtorch-random, "
-                         "libtorch-sequential, strided",
-                         spec.sampler));
-    }
-    d.checkUnknown();
-    s.datasets.push_back(std::move(spec));
+    datasets.push_back(readDataset(*dsArray->at(i).as_table(), r.source(), i));
   }
+  return datasets;
+}
+
+// Weights go with combine = "weighted" only, one per dataset.
+void checkWeightsFitDatasets(TableReader& r, const Scenario& s) {
   if (s.combine == Combine::kWeighted && s.weights.size() != s.datasets.size()) {
-    fail("weights", fmt::format("combine = \"weighted\" needs one weight per dataset ({})",
-                                s.datasets.size()));
+    r.failAt("weights", fmt::format("combine = \"weighted\" needs one weight per dataset ({})",
+                                    s.datasets.size()));
   }
   if (s.combine != Combine::kWeighted && !s.weights.empty()) {
-    fail("weights", "only used with combine = \"weighted\"");
+    r.failAt("weights", "only used with combine = \"weighted\"");
   }
+}
 
-  if (const toml::node* f = r.find("faults")) {
-    const toml::table* ft = f->as_table();
-    if (ft == nullptr) fail("faults", "expected a table");
-    TableReader fr(*ft, source, "faults.");
-    s.faults.skipSetEpoch = fr.get<bool>("skip_set_epoch", false);
-    s.faults.perRankSeed = fr.get<bool>("per_rank_seed", false);
-    s.faults.perRankOrder = fr.get<bool>("per_rank_order", false);
-    // kill and stop: a rank and the step before which it happens.
-    const auto rankStep = [&](const char* key) -> std::optional<KillFault> {
-      const toml::node* k = fr.find(key);
-      if (k == nullptr) return std::nullopt;
-      if (!k->is_table()) fr.fail(k, key, "expected { rank = R, epoch = E, step = S }");
-      TableReader kr(*k->as_table(), source, fmt::format("faults.{}.", key));
-      KillFault at;
-      at.rank = kr.required<int>("rank");
-      at.epoch = kr.get<std::int64_t>("epoch", 0);
-      at.step = kr.required<std::int64_t>("step");
-      if (at.rank < 0) kr.fail(kr.find("rank"), "rank", "must be non-negative");
-      if (at.epoch < 0 || at.step < 0) kr.fail(kr.find("step"), "step", "must be non-negative");
-      kr.checkUnknown();
-      return at;
-    };
-    s.faults.kill = rankStep("kill");
-    s.faults.stop = rankStep("stop");
-    if (const toml::node* k = fr.find("delay")) {
-      if (!k->is_table()) fr.fail(k, "delay", "expected { rank = R, ms = M }");
-      TableReader kr(*k->as_table(), source, "faults.delay.");
-      DelayFault delay;
-      delay.rank = kr.required<int>("rank");
-      delay.ms = kr.required<double>("ms");
-      if (delay.rank < 0) kr.fail(kr.find("rank"), "rank", "must be non-negative");
-      if (!(delay.ms >= 0 && delay.ms <= kMaxTimeoutSeconds * 1000)) {
-        kr.fail(kr.find("ms"), "ms",
-                fmt::format("must be between 0 and {} (a week), got {}", kMaxTimeoutSeconds * 1000,
-                            delay.ms));
-      }
-      kr.checkUnknown();
-      s.faults.delay = delay;
-    }
-    fr.checkUnknown();
+// faults.kill and faults.stop: a rank and the step before which it happens.
+std::optional<KillFault> readRankStep(TableReader& faults, const char* key) {
+  const toml::node* k = faults.find(key);
+  if (k == nullptr) return std::nullopt;
+  if (!k->is_table()) faults.fail(k, key, "expected { rank = R, epoch = E, step = S }");
+  TableReader kr(*k->as_table(), faults.source(), fmt::format("faults.{}.", key));
+  KillFault at;
+  at.rank = kr.required<int>("rank");
+  at.epoch = kr.get<std::int64_t>("epoch", 0);
+  at.step = kr.required<std::int64_t>("step");
+  if (at.rank < 0) kr.failAt("rank", "must be non-negative");
+  if (at.epoch < 0 || at.step < 0) kr.failAt("step", "must be non-negative");
+  kr.checkUnknown();
+  return at;
+}
+
+// faults.delay: a rank slowed by some milliseconds a step.
+std::optional<DelayFault> readDelay(TableReader& faults) {
+  const toml::node* k = faults.find("delay");
+  if (k == nullptr) return std::nullopt;
+  if (!k->is_table()) faults.fail(k, "delay", "expected { rank = R, ms = M }");
+  TableReader kr(*k->as_table(), faults.source(), "faults.delay.");
+  DelayFault delay;
+  delay.rank = kr.required<int>("rank");
+  delay.ms = kr.required<double>("ms");
+  if (delay.rank < 0) kr.failAt("rank", "must be non-negative");
+  if (!(delay.ms >= 0 && delay.ms <= kMaxTimeoutSeconds * 1000)) {
+    kr.failAt("ms", fmt::format("must be between 0 and {} (a week), got {}",
+                                kMaxTimeoutSeconds * 1000, delay.ms));
   }
-  if (const toml::node* t = r.find("resume")) {
-    if (!t->is_table()) fail("resume", "expected a table");
-    TableReader rr(*t->as_table(), source, "resume.");
-    ResumeSpec resume;
-    resume.stopAfterSteps = rr.required<std::int64_t>("stop_after_steps");
-    resume.worldSize = rr.required<int>("world_size");
-    resume.keepRankPositions = rr.get<bool>("keep_rank_positions", false);
-    if (resume.stopAfterSteps < 1) rr.fail(rr.find("stop_after_steps"), "stop_after_steps", "must be at least 1");
-    if (resume.worldSize < 1 || resume.worldSize > s.worldSize) {
-      rr.fail(rr.find("world_size"), "world_size",
+  kr.checkUnknown();
+  return delay;
+}
+
+// The [faults] table.
+FaultSpec readFaults(TableReader& r, const toml::node& node) {
+  const toml::table* table = node.as_table();
+  if (table == nullptr) r.failAt("faults", "expected a table");
+  TableReader fr(*table, r.source(), "faults.");
+  FaultSpec faults;
+  faults.skipSetEpoch = fr.get<bool>("skip_set_epoch", false);
+  faults.perRankSeed = fr.get<bool>("per_rank_seed", false);
+  faults.perRankOrder = fr.get<bool>("per_rank_order", false);
+  faults.kill = readRankStep(fr, "kill");
+  faults.stop = readRankStep(fr, "stop");
+  faults.delay = readDelay(fr);
+  fr.checkUnknown();
+  return faults;
+}
+
+// A stop and a resume need one dataset, one epoch, equal shards and no other fault.
+void checkResumeFitsScenario(TableReader& r, const Scenario& s) {
+  if (s.datasets.size() != 1) r.failAt("resume", "a stop and a resume need exactly one dataset");
+  if (s.epochs != 1) r.failAt("resume", "a stop and a resume need epochs = 1");
+  if (s.datasets.front().sampler != "pytorch" && s.datasets.front().sampler != "elastic") {
+    r.failAt("resume", "needs sampler = \"pytorch\" or \"elastic\" (equal shards on every rank)");
+  }
+  if (s.faults.skipSetEpoch || s.faults.perRankSeed || s.faults.perRankOrder || s.faults.kill ||
+      s.faults.stop) {
+    r.failAt("resume", "is not combined with the sampler faults, a kill or a stop");
+  }
+}
+
+// The [resume] table, read after the datasets and faults it must fit.
+ResumeSpec readResume(TableReader& r, const toml::node& node, const Scenario& s) {
+  if (!node.is_table()) r.failAt("resume", "expected a table");
+  TableReader rr(*node.as_table(), r.source(), "resume.");
+  ResumeSpec resume;
+  resume.stopAfterSteps = rr.required<std::int64_t>("stop_after_steps");
+  resume.worldSize = rr.required<int>("world_size");
+  resume.keepRankPositions = rr.get<bool>("keep_rank_positions", false);
+  if (resume.stopAfterSteps < 1) rr.failAt("stop_after_steps", "must be at least 1");
+  if (resume.worldSize < 1 || resume.worldSize > s.worldSize) {
+    rr.failAt("world_size",
               fmt::format("must be between 1 and the scenario's world_size ({})", s.worldSize));
-    }
-    rr.checkUnknown();
-    if (s.datasets.size() != 1) fail("resume", "a stop and a resume need exactly one dataset");
-    if (s.epochs != 1) fail("resume", "a stop and a resume need epochs = 1");
-    if (s.datasets.front().sampler != "pytorch" && s.datasets.front().sampler != "elastic") {
-      fail("resume", "needs sampler = \"pytorch\" or \"elastic\" (equal shards on every rank)");
-    }
-    if (s.faults.skipSetEpoch || s.faults.perRankSeed || s.faults.perRankOrder || s.faults.kill ||
-        s.faults.stop) {
-      fail("resume", "is not combined with the sampler faults, a kill or a stop");
-    }
-    s.resume = resume;
   }
+  rr.checkUnknown();
+  checkResumeFitsScenario(r, s);
+  return resume;
+}
+
+}  // namespace
+
+const char* combineName(Combine c) {
+  switch (c) {
+    case Combine::kZip: return "zip";
+    case Combine::kCycle: return "cycle";
+    case Combine::kConcat: return "concat";
+    case Combine::kWeighted: return "weighted";
+  }
+  return "?";
+}
+
+Scenario parseScenario(std::string_view text, const std::string& source) {
+  const toml::table root = parseToml(text, source);
+  TableReader r(root, source, "");
+  Scenario s;
+  s.source = source;
+  readRunKeys(r, s);
+  s.weights = readWeights(r);
+  s.datasets = readDatasets(r);
+  checkWeightsFitDatasets(r, s);
+  if (const toml::node* f = r.find("faults")) s.faults = readFaults(r, *f);
+  if (const toml::node* t = r.find("resume")) s.resume = readResume(r, *t, s);
   r.checkUnknown();
   validateScenario(s);
   return s;
