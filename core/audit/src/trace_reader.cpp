@@ -4,19 +4,23 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <type_traits>
 #include <istream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <string_view>
 
 #include "ddph/audit/trace.h"
 #include "ddph/common/error.h"
 #include "index_list.h"
+#include "trace_schema.h"
 
 namespace ddph::audit {
 namespace fs = std::filesystem;
+namespace ts = trace_schema;
 using nlohmann::json;
 
 namespace {
@@ -73,15 +77,30 @@ OrderKind orderKind(const std::string& s) {
 constexpr std::size_t kMaxDatasetParts = 4096;
 
 DatasetPart datasetPart(const json& p) {
+  namespace f = ts::loader::dataset_parts;
   DDPH_CHECK(p.is_object(), "a \"dataset_parts\" entry must be an object");
   DatasetPart part;
-  part.dataset = optionalField<std::string>(p, "dataset").value_or("");
-  part.len = optionalField<std::int64_t>(p, "len").value_or(-1);
-  part.name = optionalField<std::string>(p, "name").value_or("");
-  part.fingerprint = optionalField<std::string>(p, "fingerprint").value_or("");
-  part.items = optionalField<std::string>(p, "items").value_or("");
-  part.content = optionalField<std::string>(p, "content").value_or("");
+  part.dataset = optionalField<std::string>(p, f::kDataset).value_or("");
+  part.len = optionalField<std::int64_t>(p, f::kLen).value_or(-1);
+  part.name = optionalField<std::string>(p, f::kName).value_or("");
+  part.fingerprint = optionalField<std::string>(p, f::kFingerprint).value_or("");
+  part.items = optionalField<std::string>(p, f::kItems).value_or("");
+  part.content = optionalField<std::string>(p, f::kContent).value_or("");
   return part;
+}
+
+// The public version (trace.h) is the schema's.
+static_assert(kTraceVersion == ts::kFormatVersion, "trace.h's kTraceVersion is not trace_schema.json's");
+
+// True when `routes` names each event of the schema but the header once, and nothing else.
+template <class Route, std::size_t N>
+constexpr bool routesEverySchemaEvent(const Route (&routes)[N]) {
+  for (const char* name : ts::kEvents) {
+    int routed = std::string_view(name) == ts::header::kEvent;
+    for (const Route& route : routes) routed += std::string_view(route.event) == name;
+    if (routed != 1) return false;
+  }
+  return N + 1 == std::size(ts::kEvents);
 }
 
 // Builds one RankTrace, line by line; keeps the context the events need (the current batch).
@@ -90,92 +109,24 @@ class RankTraceBuilder {
   explicit RankTraceBuilder(RankTrace& t) : t_(t) {}
 
   void add(const json& e, std::int64_t line) {
-    const auto ev = field<std::string>(e, "ev");
-    time_ = optionalField<double>(e, "t");
-    DDPH_CHECK(!time_ || std::isfinite(*time_), "\"t\" is not a time: {}", e["t"].dump());
+    static_assert(routesEverySchemaEvent(kRoutes),
+                  "every event of trace_schema.json but the header needs a route in kRoutes");
+    const auto ev = field<std::string>(e, ts::kEv);
+    time_ = optionalField<double>(e, ts::kT);
+    DDPH_CHECK(!time_ || std::isfinite(*time_), "\"t\" is not a time: {}", e[ts::kT].dump());
     if (time_) t_.lastT = std::max(t_.lastT.value_or(*time_), *time_);
     // The first event, not line 1: blank lines before it once let a trace without a header
     // through (world size 0, and readTrace indexed an empty vector).
     if (!sawHeader_) {
-      DDPH_CHECK(ev == "header", "the first line is not a header");
-      header(e);
+      DDPH_CHECK(ev == ts::header::kEvent, "the first line is not a header");
+      header(e, line);
       sawHeader_ = true;
       return;
     }
-    if (ev == "sampler") {
-      sampler(e);
-    } else if (ev == "set_epoch") {
-      const auto id = field<std::int64_t>(e, "sampler");
-      samplerRef(id).setEpochCalls.push_back({field<std::int64_t>(e, "epoch"), line});
-    } else if (ev == "loader") {
-      loader(e);
-    } else if (ev == "epoch") {
-      pass(e, line);
-    } else if (ev == "draw") {
-      PassRecord& p = passRef(field<std::int64_t>(e, "loader"), field<std::int64_t>(e, "iter"));
-      p.samplerEpoch = field<std::int64_t>(e, "sampler_epoch");
-    } else if (ev == "batch") {
-      batch(e, line);
-    } else if (ev == "epoch_end") {
-      PassRecord& p = passRef(field<std::int64_t>(e, "loader"), field<std::int64_t>(e, "iter"));
-      p.ended = true;
-      p.endLine = line;
-    } else if (ev == "ddp") {
-      DdpRecord d;
-      d.id = field<std::int64_t>(e, "id");
-      d.module = optionalField<std::string>(e, "module").value_or("");
-      d.parameters = optionalField<std::int64_t>(e, "parameters").value_or(0);
-      t_.ddp[d.id] = d;
-    } else if (ev == "forward") {
-      DdpRecord& d = ddpRef(field<std::int64_t>(e, "ddp"));
-      ++d.forwards;
-      if (optionalField<bool>(e, "grad").value_or(true)) {
-        ++(optionalField<bool>(e, "sync").value_or(true) ? d.syncedGradForwards
-                                                          : d.unsyncedGradForwards);
-      }
-      forwardLines_.push_back(line);
-    } else if (ev == "coll") {
-      collective(e, line);
-    } else if (ev == "coll_done") {
-      const auto group = field<std::string>(e, "group");
-      const auto seq = field<std::int64_t>(e, "seq");
-      auto& list = t_.collectives[group];
-      DDPH_CHECK(seq >= 0 && seq < static_cast<std::int64_t>(list.size()),
-                 "coll_done for collective #{} of group {} that was never entered", seq, group);
-      list[seq].done = true;
-      list[seq].doneT = time_;
-    } else if (ev == "group") {
-      t_.groups[field<std::string>(e, "id")] = field<std::vector<std::int64_t>>(e, "ranks");
-    } else if (ev == "params") {
-      DdpRecord& d = ddpRef(field<std::int64_t>(e, "ddp"));
-      d.atEnd = ParamsSnapshot{field<std::string>(e, "hash"), d.backwards};
-    } else if (ev == "error") {
-      t_.errorType = optionalField<std::string>(e, "type").value_or("error");
-      t_.errorMessage = optionalField<std::string>(e, "message").value_or("");
-      t_.errorT = time_;
-      t_.errorWhere = optionalField<std::string>(e, "where");
-      t_.errorLastLine = optionalField<std::string>(e, "last_line");
-    } else if (ev == "destroy") {
-      if (optionalField<std::string>(e, "group").value_or("0") == "0")
-        t_.ddpAliveAtDestroy = field<std::vector<std::int64_t>>(e, "ddp_alive");
-    } else if (ev == "end") {
-      t_.ended = true;
-      t_.endCode = optionalField<std::int64_t>(e, "code").value_or(0);
-    } else if (ev == "emulation") {
-      EmulationRecord m;
-      m.askedBackend = optionalField<std::string>(e, "asked_backend").value_or("");
-      m.gpus = optionalField<std::int64_t>(e, "gpus").value_or(0);
-      m.autocast = optionalField<std::string>(e, "autocast").value_or("off");
-      t_.emulation = m;
-    } else if (ev == "process_group") {
-      t_.processGroupBackend = optionalField<std::string>(e, "backend").value_or("");
-    } else if (ev == "spawn") {
-      const auto n = field<std::int64_t>(e, "nprocs");
-      DDPH_CHECK(n >= 0 && n <= kMaxTraceWorldSize, "spawn of {} processes is not a world", n);
-      t_.spawnedRanks += n;
-      t_.spawnMethod = optionalField<std::string>(e, "start_method").value_or("spawn");
+    for (const Route& route : kRoutes) {
+      if (ev == route.event) return (this->*route.handler)(e, line);
     }
-    // Unknown kinds are ignored (the format lets writers add events).
+    // Unknown kinds (and a second header) are ignored: the format lets writers add events.
   }
 
   bool sawHeader() const { return sawHeader_; }
@@ -239,40 +190,42 @@ class RankTraceBuilder {
     }
   }
 
-  void header(const json& e) {
-    DDPH_CHECK(optionalField<std::string>(e, "trace").value_or("") == "ddph-audit",
+  void header(const json& e, std::int64_t) {
+    namespace f = ts::header;
+    DDPH_CHECK(optionalField<std::string>(e, f::kTrace).value_or("") == ts::kTraceName,
                "not a ddph-audit trace (\"trace\" is not \"ddph-audit\")");
-    const auto version = field<int>(e, "version");
+    const auto version = field<int>(e, f::kVersion);
     DDPH_CHECK(version == kTraceVersion, "trace format version {} (this reader knows version {})",
                version, kTraceVersion);
-    t_.rank = field<int>(e, "rank");
-    t_.worldSize = field<int>(e, "world_size");
+    t_.rank = field<int>(e, f::kRank);
+    t_.worldSize = field<int>(e, f::kWorldSize);
     DDPH_CHECK(t_.worldSize > 0 && t_.rank >= 0 && t_.rank < t_.worldSize,
                "rank {} of world size {} is not a rank", t_.rank, t_.worldSize);
     DDPH_CHECK(t_.worldSize <= kMaxTraceWorldSize, "world size {} is above the reader's limit of {}",
                t_.worldSize, kMaxTraceWorldSize);
-    t_.runId = optionalField<std::string>(e, "run_id").value_or("");
-    t_.attempt = optionalField<int>(e, "attempt").value_or(0);
-    t_.startUnix = optionalField<double>(e, "start_unix");
+    t_.runId = optionalField<std::string>(e, f::kRunId).value_or("");
+    t_.attempt = optionalField<int>(e, f::kAttempt).value_or(0);
+    t_.startUnix = optionalField<double>(e, f::kStartUnix);
     DDPH_CHECK(!t_.startUnix || std::isfinite(*t_.startUnix), "start_unix is not a finite number");
     DDPH_CHECK(t_.attempt >= 0, "attempt {} is not a restart count", t_.attempt);
-    t_.producer = optionalField<std::string>(e, "producer").value_or("");
-    t_.runtime = optionalField<std::string>(e, "runtime").value_or("");
-    t_.argv = optionalField<std::vector<std::string>>(e, "argv").value_or(std::vector<std::string>{});
+    t_.producer = optionalField<std::string>(e, f::kProducer).value_or("");
+    t_.runtime = optionalField<std::string>(e, f::kRuntime).value_or("");
+    t_.argv = optionalField<std::vector<std::string>>(e, f::kArgv).value_or(std::vector<std::string>{});
   }
 
-  void sampler(const json& e) {
+  void sampler(const json& e, std::int64_t) {
+    namespace f = ts::sampler;
     SamplerRecord s;
-    s.id = field<std::int64_t>(e, "id");
-    s.className = optionalField<std::string>(e, "class").value_or("");
-    s.datasetLen = field<std::int64_t>(e, "dataset_len");
-    s.order = orderKind(field<std::string>(e, "order"));
-    s.numReplicas = optionalField<std::int64_t>(e, "num_replicas");
-    s.rank = optionalField<std::int64_t>(e, "rank");
-    s.seed = optionalField<std::int64_t>(e, "seed");
-    s.shuffle = optionalField<bool>(e, "shuffle");
-    s.dropLast = optionalField<bool>(e, "drop_last");
-    s.replacement = optionalField<bool>(e, "replacement");
+    s.id = field<std::int64_t>(e, f::kId);
+    s.className = optionalField<std::string>(e, f::kClass).value_or("");
+    s.datasetLen = field<std::int64_t>(e, f::kDatasetLen);
+    s.order = orderKind(field<std::string>(e, f::kOrder));
+    s.numReplicas = optionalField<std::int64_t>(e, f::kNumReplicas);
+    s.rank = optionalField<std::int64_t>(e, f::kRank);
+    s.seed = optionalField<std::int64_t>(e, f::kSeed);
+    s.shuffle = optionalField<bool>(e, f::kShuffle);
+    s.dropLast = optionalField<bool>(e, f::kDropLast);
+    s.replacement = optionalField<bool>(e, f::kReplacement);
     DDPH_CHECK(s.datasetLen >= 0, "dataset_len {} is negative", s.datasetLen);
     if (s.order == OrderKind::kTorchDistributed) {
       DDPH_CHECK(s.numReplicas && s.rank && s.seed && s.shuffle && s.dropLast,
@@ -285,45 +238,47 @@ class RankTraceBuilder {
     }
   }
 
-  void loader(const json& e) {
+  void loader(const json& e, std::int64_t) {
+    namespace f = ts::loader;
     LoaderRecord l;
-    l.id = field<std::int64_t>(e, "id");
-    l.sampler = optionalField<std::int64_t>(e, "sampler").value_or(-1);
-    l.dataset = optionalField<std::string>(e, "dataset").value_or("");
-    l.datasetLen = optionalField<std::int64_t>(e, "dataset_len").value_or(0);
-    l.batchSize = optionalField<std::int64_t>(e, "batch_size").value_or(0);
-    l.dropLast = optionalField<bool>(e, "drop_last").value_or(false);
-    l.torchBatching = optionalField<std::string>(e, "batching").value_or("torch") == "torch";
-    l.datasetFingerprint = optionalField<std::string>(e, "dataset_fingerprint").value_or("");
-    l.datasetItems = optionalField<std::string>(e, "dataset_items").value_or("");
-    l.datasetContent = optionalField<std::string>(e, "dataset_content").value_or("");
-    if (const auto parts = e.find("dataset_parts"); parts != e.end() && !parts->is_null()) {
+    l.id = field<std::int64_t>(e, f::kId);
+    l.sampler = optionalField<std::int64_t>(e, f::kSampler).value_or(-1);
+    l.dataset = optionalField<std::string>(e, f::kDataset).value_or("");
+    l.datasetLen = optionalField<std::int64_t>(e, f::kDatasetLen).value_or(0);
+    l.batchSize = optionalField<std::int64_t>(e, f::kBatchSize).value_or(0);
+    l.dropLast = optionalField<bool>(e, f::kDropLast).value_or(false);
+    l.torchBatching = optionalField<std::string>(e, f::kBatching).value_or("torch") == "torch";
+    l.datasetFingerprint = optionalField<std::string>(e, f::kDatasetFingerprint).value_or("");
+    l.datasetItems = optionalField<std::string>(e, f::kDatasetItems).value_or("");
+    l.datasetContent = optionalField<std::string>(e, f::kDatasetContent).value_or("");
+    if (const auto parts = e.find(f::kDatasetParts); parts != e.end() && !parts->is_null()) {
       DDPH_CHECK(parts->is_array() && parts->size() <= kMaxDatasetParts,
                  "\"dataset_parts\" must be an array of at most {} parts", kMaxDatasetParts);
       for (const auto& p : *parts) l.datasetParts.push_back(datasetPart(p));
     }
-    l.numWorkers = optionalField<std::int64_t>(e, "num_workers").value_or(0);
+    l.numWorkers = optionalField<std::int64_t>(e, f::kNumWorkers).value_or(0);
     t_.loaders[l.id] = l;
   }
 
   void pass(const json& e, std::int64_t line) {
+    namespace f = ts::epoch;
     PassRecord p;
-    p.loader = field<std::int64_t>(e, "loader");
-    p.iter = field<std::int64_t>(e, "iter");
+    p.loader = field<std::int64_t>(e, f::kLoader);
+    p.iter = field<std::int64_t>(e, f::kIter);
     DDPH_CHECK(t_.loaders.count(p.loader), "a pass over loader {} that was never declared",
                p.loader);
     DDPH_CHECK(!t_.findPass(p.loader, p.iter), "pass {} of loader {} starts twice", p.iter,
                p.loader);
-    p.samplerEpoch = optionalField<std::int64_t>(e, "sampler_epoch");
+    p.samplerEpoch = optionalField<std::int64_t>(e, f::kSamplerEpoch);
     p.epochAtIter = p.samplerEpoch;
-    p.seed = optionalField<std::int64_t>(e, "seed");
-    p.numReplicas = optionalField<std::int64_t>(e, "num_replicas");
-    p.rank = optionalField<std::int64_t>(e, "rank");
-    p.shuffle = optionalField<bool>(e, "shuffle");
-    p.dropLast = optionalField<bool>(e, "drop_last");
-    p.datasetLen = optionalField<std::int64_t>(e, "dataset_len").value_or(t_.loaders[p.loader].datasetLen);
-    p.declaredBatches = optionalField<std::int64_t>(e, "batches");
-    if (auto it = e.find("params"); it != e.end() && it->is_object()) {
+    p.seed = optionalField<std::int64_t>(e, f::kSeed);
+    p.numReplicas = optionalField<std::int64_t>(e, f::kNumReplicas);
+    p.rank = optionalField<std::int64_t>(e, f::kRank);
+    p.shuffle = optionalField<bool>(e, f::kShuffle);
+    p.dropLast = optionalField<bool>(e, f::kDropLast);
+    p.datasetLen = optionalField<std::int64_t>(e, f::kDatasetLen).value_or(t_.loaders[p.loader].datasetLen);
+    p.declaredBatches = optionalField<std::int64_t>(e, f::kBatches);
+    if (auto it = e.find(f::kParams); it != e.end() && it->is_object()) {
       for (const auto& [key, value] : it->items()) {
         DDPH_CHECK(value.is_string(), "a params hash is not a string");
         std::int64_t id = 0;
@@ -342,16 +297,17 @@ class RankTraceBuilder {
   }
 
   void batch(const json& e, std::int64_t line) {
-    PassRecord& p = passRef(field<std::int64_t>(e, "loader"), field<std::int64_t>(e, "iter"));
+    namespace f = ts::batch;
+    PassRecord& p = passRef(field<std::int64_t>(e, f::kLoader), field<std::int64_t>(e, f::kIter));
     BatchRecord b;
-    b.seq = field<std::int64_t>(e, "seq");
-    b.size = field<std::int64_t>(e, "size");
-    b.grad = optionalField<bool>(e, "grad").value_or(true);
-    b.fingerprint = optionalField<std::string>(e, "fp").value_or("");
+    b.seq = field<std::int64_t>(e, f::kSeq);
+    b.size = field<std::int64_t>(e, f::kSize);
+    b.grad = optionalField<bool>(e, f::kGrad).value_or(true);
+    b.fingerprint = optionalField<std::string>(e, f::kFp).value_or("");
     b.line = line;
     b.t = time_;
     DDPH_CHECK(b.size >= 0, "batch size {} is negative", b.size);
-    if (auto it = e.find("idx"); it != e.end()) {
+    if (auto it = e.find(f::kIdx); it != e.end()) {
       b.indices = decodeIndexList(*it);
       DDPH_CHECK(static_cast<std::int64_t>(b.indices->size()) == b.size,
                  "batch {} has size {} but {} indices", b.seq, b.size, b.indices->size());
@@ -361,17 +317,18 @@ class RankTraceBuilder {
   }
 
   void collective(const json& e, std::int64_t line) {
+    namespace f = ts::coll;
     CollectiveRecord c;
-    c.group = field<std::string>(e, "group");
-    c.seq = field<std::int64_t>(e, "seq");
-    c.op = field<std::string>(e, "op");
-    c.dtype = optionalField<std::string>(e, "dtype").value_or("");
-    c.numel = optionalField<std::int64_t>(e, "numel").value_or(0);
-    c.src = optionalField<std::string>(e, "src").value_or("user");
-    c.ddp = optionalField<std::int64_t>(e, "ddp").value_or(-1);
-    c.bucket = optionalField<std::int64_t>(e, "bucket").value_or(-1);
-    c.backward = optionalField<std::int64_t>(e, "backward").value_or(-1);
-    c.peer = optionalField<std::int64_t>(e, "peer").value_or(-1);
+    c.group = field<std::string>(e, f::kGroup);
+    c.seq = field<std::int64_t>(e, f::kSeq);
+    c.op = field<std::string>(e, f::kOp);
+    c.dtype = optionalField<std::string>(e, f::kDtype).value_or("");
+    c.numel = optionalField<std::int64_t>(e, f::kNumel).value_or(0);
+    c.src = optionalField<std::string>(e, f::kSrc).value_or("user");
+    c.ddp = optionalField<std::int64_t>(e, f::kDdp).value_or(-1);
+    c.bucket = optionalField<std::int64_t>(e, f::kBucket).value_or(-1);
+    c.backward = optionalField<std::int64_t>(e, f::kBackward).value_or(-1);
+    c.peer = optionalField<std::int64_t>(e, f::kPeer).value_or(-1);
     DDPH_CHECK(c.backward >= -1 && c.backward < std::numeric_limits<std::int64_t>::max(),
                "\"backward\" {} is not a count", c.backward);
     c.line = line;
@@ -388,6 +345,116 @@ class RankTraceBuilder {
       d.backwards = std::max(d.backwards, c.backward + 1);
     }
     list.push_back(std::move(c));
+  }
+
+  // One handler per event (docs/trace-format.md): each reads its line into t_.
+  using Handler = void (RankTraceBuilder::*)(const json& e, std::int64_t line);
+  struct Route {
+    const char* event;
+    Handler handler;
+  };
+
+  void setEpoch(const json& e, std::int64_t line) {
+    namespace f = ts::set_epoch;
+    samplerRef(field<std::int64_t>(e, f::kSampler))
+        .setEpochCalls.push_back({field<std::int64_t>(e, f::kEpoch), line});
+  }
+
+  void draw(const json& e, std::int64_t) {
+    namespace f = ts::draw;
+    PassRecord& p = passRef(field<std::int64_t>(e, f::kLoader), field<std::int64_t>(e, f::kIter));
+    p.samplerEpoch = field<std::int64_t>(e, f::kSamplerEpoch);
+  }
+
+  void passEnd(const json& e, std::int64_t line) {
+    namespace f = ts::epoch_end;
+    PassRecord& p = passRef(field<std::int64_t>(e, f::kLoader), field<std::int64_t>(e, f::kIter));
+    p.ended = true;
+    p.endLine = line;
+  }
+
+  void ddp(const json& e, std::int64_t) {
+    namespace f = ts::ddp;
+    DdpRecord d;
+    d.id = field<std::int64_t>(e, f::kId);
+    d.module = optionalField<std::string>(e, f::kModule).value_or("");
+    d.parameters = optionalField<std::int64_t>(e, f::kParameters).value_or(0);
+    t_.ddp[d.id] = d;
+  }
+
+  void forward(const json& e, std::int64_t line) {
+    namespace f = ts::forward;
+    DdpRecord& d = ddpRef(field<std::int64_t>(e, f::kDdp));
+    ++d.forwards;
+    if (optionalField<bool>(e, f::kGrad).value_or(true)) {
+      ++(optionalField<bool>(e, f::kSync).value_or(true) ? d.syncedGradForwards
+                                                          : d.unsyncedGradForwards);
+    }
+    forwardLines_.push_back(line);
+  }
+
+  void collectiveDone(const json& e, std::int64_t) {
+    namespace f = ts::coll_done;
+    const auto group = field<std::string>(e, f::kGroup);
+    const auto seq = field<std::int64_t>(e, f::kSeq);
+    auto& list = t_.collectives[group];
+    DDPH_CHECK(seq >= 0 && seq < static_cast<std::int64_t>(list.size()),
+               "coll_done for collective #{} of group {} that was never entered", seq, group);
+    list[seq].done = true;
+    list[seq].doneT = time_;
+  }
+
+  void group(const json& e, std::int64_t) {
+    namespace f = ts::group;
+    t_.groups[field<std::string>(e, f::kId)] = field<std::vector<std::int64_t>>(e, f::kRanks);
+  }
+
+  void params(const json& e, std::int64_t) {
+    namespace f = ts::params;
+    DdpRecord& d = ddpRef(field<std::int64_t>(e, f::kDdp));
+    d.atEnd = ParamsSnapshot{field<std::string>(e, f::kHash), d.backwards};
+  }
+
+  void error(const json& e, std::int64_t) {
+    namespace f = ts::error;
+    t_.errorType = optionalField<std::string>(e, f::kType).value_or("error");
+    t_.errorMessage = optionalField<std::string>(e, f::kMessage).value_or("");
+    t_.errorT = time_;
+    t_.errorWhere = optionalField<std::string>(e, f::kWhere);
+    t_.errorLastLine = optionalField<std::string>(e, f::kLastLine);
+  }
+
+  void destroy(const json& e, std::int64_t) {
+    namespace f = ts::destroy;
+    if (optionalField<std::string>(e, f::kGroup).value_or("0") == "0")
+      t_.ddpAliveAtDestroy = field<std::vector<std::int64_t>>(e, f::kDdpAlive);
+  }
+
+  void end(const json& e, std::int64_t) {
+    t_.ended = true;
+    t_.endCode = optionalField<std::int64_t>(e, ts::end::kCode).value_or(0);
+  }
+
+  void emulation(const json& e, std::int64_t) {
+    namespace f = ts::emulation;
+    EmulationRecord m;
+    m.askedBackend = optionalField<std::string>(e, f::kAskedBackend).value_or("");
+    m.gpus = optionalField<std::int64_t>(e, f::kGpus).value_or(0);
+    m.autocast = optionalField<std::string>(e, f::kAutocast).value_or("off");
+    t_.emulation = m;
+  }
+
+  void processGroup(const json& e, std::int64_t) {
+    t_.processGroupBackend =
+        optionalField<std::string>(e, ts::process_group::kBackend).value_or("");
+  }
+
+  void spawn(const json& e, std::int64_t) {
+    namespace f = ts::spawn;
+    const auto n = field<std::int64_t>(e, f::kNprocs);
+    DDPH_CHECK(n >= 0 && n <= kMaxTraceWorldSize, "spawn of {} processes is not a world", n);
+    t_.spawnedRanks += n;
+    t_.spawnMethod = optionalField<std::string>(e, f::kStartMethod).value_or("spawn");
   }
 
   SamplerRecord& samplerRef(std::int64_t id) {
@@ -407,6 +474,30 @@ class RankTraceBuilder {
     DDPH_CHECK(it != t_.passIndex.end(), "pass {} of loader {} was never started", iter, loader);
     return t_.passes[it->second];
   }
+
+  // Every event but the header (read first, apart), to its handler; add() checks at compile time
+  // that the schema has no other event. The events of every step come first.
+  static constexpr Route kRoutes[] = {
+      {ts::batch::kEvent, &RankTraceBuilder::batch},
+      {ts::forward::kEvent, &RankTraceBuilder::forward},
+      {ts::coll::kEvent, &RankTraceBuilder::collective},
+      {ts::coll_done::kEvent, &RankTraceBuilder::collectiveDone},
+      {ts::sampler::kEvent, &RankTraceBuilder::sampler},
+      {ts::set_epoch::kEvent, &RankTraceBuilder::setEpoch},
+      {ts::loader::kEvent, &RankTraceBuilder::loader},
+      {ts::epoch::kEvent, &RankTraceBuilder::pass},
+      {ts::draw::kEvent, &RankTraceBuilder::draw},
+      {ts::epoch_end::kEvent, &RankTraceBuilder::passEnd},
+      {ts::ddp::kEvent, &RankTraceBuilder::ddp},
+      {ts::group::kEvent, &RankTraceBuilder::group},
+      {ts::params::kEvent, &RankTraceBuilder::params},
+      {ts::error::kEvent, &RankTraceBuilder::error},
+      {ts::destroy::kEvent, &RankTraceBuilder::destroy},
+      {ts::end::kEvent, &RankTraceBuilder::end},
+      {ts::emulation::kEvent, &RankTraceBuilder::emulation},
+      {ts::process_group::kEvent, &RankTraceBuilder::processGroup},
+      {ts::spawn::kEvent, &RankTraceBuilder::spawn},
+  };
 
   struct Position {
     std::int64_t loader = -1, iter = -1, batchSeq = -1;
@@ -574,10 +665,11 @@ std::optional<std::string> headerRunId(const fs::path& file) {
   std::string first;
   if (!std::getline(in, first)) return std::nullopt;
   const json header = json::parse(first, nullptr, /*allow_exceptions=*/false);
-  if (!header.is_object() || header.find("ev") == header.end() || header["ev"] != "header") {
+  if (!header.is_object() || header.find(ts::kEv) == header.end() ||
+      header[ts::kEv] != ts::header::kEvent) {
     return std::nullopt;
   }
-  const auto id = header.find("run_id");
+  const auto id = header.find(ts::header::kRunId);
   return id != header.end() && id->is_string() ? id->get<std::string>() : "";
 }
 

@@ -13,8 +13,10 @@
 #include "ddph/audit/trace.h"
 #include "ddph/common/error.h"
 #include "index_list.h"
+#include "trace_schema.h"
 
 namespace ddph::audit {
+namespace ts = trace_schema;
 using nlohmann::ordered_json;
 
 namespace {
@@ -49,14 +51,15 @@ TraceWriter::TraceWriter(const std::filesystem::path& dir, int rank, int worldSi
                          std::string runId, std::vector<std::string> argv, std::string producer,
                          int attempt)
     : path_(dir / fmt::format("rank-{}.jsonl", rank)), start_(monotonicSeconds()) {
+  namespace f = ts::header;
   file_ = std::fopen(path_.c_str(), "w");
   DDPH_CHECK(file_ != nullptr, "cannot write the audit trace '{}': {}", path_.string(),
              std::strerror(errno));
-  ordered_json j = {{"ev", "header"}, {"t", 0.0}, {"trace", "ddph-audit"},
-                    {"version", kTraceVersion}, {"rank", rank}, {"world_size", worldSize},
-                    {"run_id", runId}, {"attempt", attempt}, {"start_unix", unixSeconds()},
-                    {"pid", static_cast<long>(::getpid())},
-                    {"producer", producer}, {"runtime", "C++ (LibTorch)"}, {"argv", argv}};
+  ordered_json j = {{ts::kEv, f::kEvent}, {ts::kT, 0.0}, {f::kTrace, ts::kTraceName},
+                    {f::kVersion, ts::kFormatVersion}, {f::kRank, rank}, {f::kWorldSize, worldSize},
+                    {f::kRunId, runId}, {f::kAttempt, attempt}, {f::kStartUnix, unixSeconds()},
+                    {f::kPid, static_cast<long>(::getpid())},
+                    {f::kProducer, producer}, {f::kRuntime, "C++ (LibTorch)"}, {f::kArgv, argv}};
   line(j.dump());
 }
 
@@ -101,111 +104,126 @@ void TraceWriter::line(const std::string& json) {
 namespace {
 // {"ev":…, "t":…, the rest}: the order of the format's examples.
 std::string eventLine(const ordered_json& fields, double t) {
-  ordered_json j = {{"ev", fields.at("ev")}, {"t", t}};
+  ordered_json j = {{ts::kEv, fields.at(ts::kEv)}, {ts::kT, t}};
   for (const auto& [key, value] : fields.items()) {
-    if (key != "ev") j[key] = value;
+    if (key != ts::kEv) j[key] = value;
   }
   return j.dump();
 }
 }  // namespace
 
 std::int64_t TraceWriter::addSampler(const SamplerInfo& s) {
+  namespace f = ts::sampler;
   const std::int64_t id = samplers_++;
-  ordered_json j = {{"ev", "sampler"}, {"id", id}, {"class", s.className},
-                    {"dataset_len", s.datasetLen}};
-  putOptional(j, "num_replicas", s.numReplicas);
-  putOptional(j, "rank", s.rank);
-  putOptional(j, "seed", s.seed);
-  putOptional(j, "shuffle", s.shuffle);
-  putOptional(j, "drop_last", s.dropLast);
-  j["order"] = s.order;
+  ordered_json j = {{ts::kEv, f::kEvent}, {f::kId, id}, {f::kClass, s.className},
+                    {f::kDatasetLen, s.datasetLen}};
+  putOptional(j, f::kNumReplicas, s.numReplicas);
+  putOptional(j, f::kRank, s.rank);
+  putOptional(j, f::kSeed, s.seed);
+  putOptional(j, f::kShuffle, s.shuffle);
+  putOptional(j, f::kDropLast, s.dropLast);
+  j[f::kOrder] = s.order;
   line(eventLine(j, now()));
   return id;
 }
 
 void TraceWriter::setEpoch(std::int64_t sampler, std::int64_t epoch) {
-  line(eventLine({{"ev", "set_epoch"}, {"sampler", sampler}, {"epoch", epoch}}, now()));
+  namespace f = ts::set_epoch;
+  line(eventLine({{ts::kEv, f::kEvent}, {f::kSampler, sampler}, {f::kEpoch, epoch}}, now()));
 }
 
 std::int64_t TraceWriter::addLoader(const LoaderInfo& l) {
+  namespace f = ts::loader;
   const std::int64_t id = loaders_++;
-  ordered_json j = {{"ev", "loader"}, {"id", id}, {"sampler", l.sampler}, {"dataset", l.dataset},
-                    {"dataset_len", l.datasetLen}, {"batch_size", l.batchSize},
-                    {"drop_last", l.dropLast}, {"num_workers", 0},
-                    {"batching", l.torchBatching ? "torch" : "custom"}};
-  if (!l.datasetFingerprint.empty()) j["dataset_fingerprint"] = l.datasetFingerprint;
+  ordered_json j = {{ts::kEv, f::kEvent}, {f::kId, id}, {f::kSampler, l.sampler}, {f::kDataset, l.dataset},
+                    {f::kDatasetLen, l.datasetLen}, {f::kBatchSize, l.batchSize},
+                    {f::kDropLast, l.dropLast}, {f::kNumWorkers, 0},
+                    {f::kBatching, l.torchBatching ? "torch" : "custom"}};
+  if (!l.datasetFingerprint.empty()) j[f::kDatasetFingerprint] = l.datasetFingerprint;
   line(eventLine(j, now()));
   return id;
 }
 
 void TraceWriter::startPass(const PassInfo& p) {
-  ordered_json j = {{"ev", "epoch"}, {"loader", p.loader}, {"iter", p.iter}};
-  putOptional(j, "sampler_epoch", p.samplerEpoch);
-  putOptional(j, "seed", p.seed);
-  putOptional(j, "num_replicas", p.numReplicas);
-  putOptional(j, "rank", p.rank);
-  putOptional(j, "shuffle", p.shuffle);
-  putOptional(j, "drop_last", p.dropLast);
-  j["dataset_len"] = p.datasetLen;
-  putOptional(j, "batches", p.batches);
+  namespace f = ts::epoch;
+  ordered_json j = {{ts::kEv, f::kEvent}, {f::kLoader, p.loader}, {f::kIter, p.iter}};
+  putOptional(j, f::kSamplerEpoch, p.samplerEpoch);
+  putOptional(j, f::kSeed, p.seed);
+  putOptional(j, f::kNumReplicas, p.numReplicas);
+  putOptional(j, f::kRank, p.rank);
+  putOptional(j, f::kShuffle, p.shuffle);
+  putOptional(j, f::kDropLast, p.dropLast);
+  j[f::kDatasetLen] = p.datasetLen;
+  putOptional(j, f::kBatches, p.batches);
   ordered_json params = ordered_json::object();
   for (const auto& [id, hash] : p.params) params[std::to_string(id)] = hash;
-  j["params"] = params;
+  j[f::kParams] = params;
   line(eventLine(j, now()));
 }
 
 void TraceWriter::batch(std::int64_t loader, std::int64_t iter, std::int64_t seq, std::int64_t size,
                         bool grad, const std::vector<Index>* indices) {
-  ordered_json j = {{"ev", "batch"}, {"loader", loader}, {"iter", iter}, {"seq", seq},
-                    {"size", size}, {"grad", grad}};
-  if (indices) j["idx"] = encodeIndexList(*indices);
+  namespace f = ts::batch;
+  ordered_json j = {{ts::kEv, f::kEvent}, {f::kLoader, loader}, {f::kIter, iter}, {f::kSeq, seq},
+                    {f::kSize, size}, {f::kGrad, grad}};
+  if (indices) j[f::kIdx] = encodeIndexList(*indices);
   line(eventLine(j, now()));
 }
 
 void TraceWriter::endPass(std::int64_t loader, std::int64_t iter, std::int64_t batches) {
-  line(eventLine({{"ev", "epoch_end"}, {"loader", loader}, {"iter", iter}, {"batches", batches}}, now()));
+  namespace f = ts::epoch_end;
+  line(eventLine({{ts::kEv, f::kEvent}, {f::kLoader, loader}, {f::kIter, iter}, {f::kBatches, batches}}, now()));
 }
 
 std::int64_t TraceWriter::addDdp(const std::string& module, std::int64_t parameters) {
+  namespace f = ts::ddp;
   const std::int64_t id = ddps_++;
-  line(eventLine({{"ev", "ddp"}, {"id", id}, {"module", module}, {"parameters", parameters},
-              {"device", "cpu"}}, now()));
+  line(eventLine({{ts::kEv, f::kEvent}, {f::kId, id}, {f::kModule, module}, {f::kParameters, parameters},
+              {f::kDevice, "cpu"}}, now()));
   return id;
 }
 
 void TraceWriter::forward(std::int64_t ddp, std::int64_t n, bool training, bool grad) {
-  line(eventLine({{"ev", "forward"}, {"ddp", ddp}, {"n", n}, {"training", training}, {"grad", grad}}, now()));
+  namespace f = ts::forward;
+  line(eventLine({{ts::kEv, f::kEvent}, {f::kDdp, ddp}, {f::kN, n}, {f::kTraining, training}, {f::kGrad, grad}}, now()));
 }
 
 std::int64_t TraceWriter::enterCollective(const Collective& c) {
+  namespace f = ts::coll;
   std::int64_t seq = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     seq = collectives_++;
   }
-  ordered_json j = {{"ev", "coll"}, {"group", "0"}, {"seq", seq}, {"op", c.op},
-                    {"dtype", c.dtype}, {"numel", c.numel}, {"src", c.ddp ? "ddp" : "user"}};
+  ordered_json j = {{ts::kEv, f::kEvent}, {f::kGroup, "0"}, {f::kSeq, seq}, {f::kOp, c.op},
+                    {f::kDtype, c.dtype}, {f::kNumel, c.numel}, {f::kSrc, c.ddp ? "ddp" : "user"}};
   if (c.ddp) {
-    j["ddp"] = c.module;
-    j["bucket"] = c.bucket;
-    j["backward"] = c.backward;
+    j[f::kDdp] = c.module;
+    j[f::kBucket] = c.bucket;
+    j[f::kBackward] = c.backward;
   }
   line(eventLine(j, now()));
   return seq;
 }
 
 void TraceWriter::collectiveDone(std::int64_t seq) {
-  line(eventLine({{"ev", "coll_done"}, {"group", "0"}, {"seq", seq}}, now()));
+  namespace f = ts::coll_done;
+  line(eventLine({{ts::kEv, f::kEvent}, {f::kGroup, "0"}, {f::kSeq, seq}}, now()));
 }
 
 void TraceWriter::params(std::int64_t ddp, const std::string& hash) {
-  line(eventLine({{"ev", "params"}, {"ddp", ddp}, {"hash", hash}, {"at", "end"}}, now()));
+  namespace f = ts::params;
+  line(eventLine({{ts::kEv, f::kEvent}, {f::kDdp, ddp}, {f::kHash, hash}, {f::kAt, "end"}}, now()));
 }
 
 void TraceWriter::error(const std::string& type, const std::string& message) {
-  line(eventLine({{"ev", "error"}, {"type", type}, {"message", message}}, now()));
+  namespace f = ts::error;
+  line(eventLine({{ts::kEv, f::kEvent}, {f::kType, type}, {f::kMessage, message}}, now()));
 }
 
-void TraceWriter::end(int code) { line(eventLine({{"ev", "end"}, {"code", code}}, now())); }
+void TraceWriter::end(int code) {
+  namespace f = ts::end;
+  line(eventLine({{ts::kEv, f::kEvent}, {f::kCode, code}}, now()));
+}
 
 }  // namespace ddph::audit
