@@ -26,6 +26,7 @@ import inspect
 import os
 import time
 
+from . import trace_events
 from .instrumentor import Instrumentor, install_on_import
 
 ENV_ON = "DDPH_CPU"
@@ -209,7 +210,7 @@ class CudaOnCpuInstrumentor(Instrumentor):
             return
         self.recorded = True
         if recorder.is_active():
-            recorder.emit("emulation", asked_backend=self.asked_backend, backend="gloo",
+            recorder.emit(trace_events.EMULATION, asked_backend=self.asked_backend, backend="gloo",
                           gpus=self.gpus, device="cuda:%d" % self.current,
                           devices=sorted(self.asked_devices), autocast=self.autocast)
 

@@ -17,7 +17,7 @@ import collections
 import functools
 import operator
 
-from . import recorder
+from . import recorder, trace_events
 from . import index_codec
 from . import batch_fingerprint
 from . import dataset_fingerprint
@@ -76,8 +76,8 @@ class _Pass:
         # An iterable dataset: no index names a batch, its content fingerprint does ("fp").
         self.stream = False
         # A batch whose indices are not recorded (the sampler's order is known): one format.
-        self.batch_line = line_format("batch", {"loader": loader_id, "iter": k, "seq": INT,
-                                                "size": INT, "grad": FLAG})
+        self.batch_line = line_format(trace_events.BATCH, {
+            "loader": loader_id, "iter": k, "seq": INT, "size": INT, "grad": FLAG})
 
 
 def _qualname(cls):
@@ -136,7 +136,7 @@ def register_sampler(sampler, loader=None):
         fields["dataset_len"] = n
     fields.update(_sampler_fields(sampler))
     fields["order"] = info.order
-    recorder.emit("sampler", **fields)
+    recorder.emit(trace_events.SAMPLER, **fields)
     return info
 
 
@@ -160,7 +160,7 @@ def _wrap_set_epoch(fn):
                 except TypeError:
                     epoch = getattr(self, "epoch", None)
                     epoch = epoch if isinstance(epoch, int) else None
-                recorder.emit("set_epoch", sampler=info.id, epoch=epoch)
+                recorder.emit(trace_events.SET_EPOCH, sampler=info.id, epoch=epoch)
             except Exception as e:
                 recorder.fail(e, "set_epoch")
         return result
@@ -245,7 +245,7 @@ def _announce(loader, info):
                    "num_workers": int(loader.num_workers), "batching": info.batching})
     if not info.mapstyle:
         fields["iterable"] = True
-    recorder.emit("loader", **fields)
+    recorder.emit(trace_events.LOADER, **fields)
 
 
 def _on_pass_start(loader, it):
@@ -278,7 +278,7 @@ def _on_pass_start(loader, it):
             fields["batches"] = n
     from . import ddp_instrumentor
     fields["params"] = ddp_instrumentor.live_hashes()
-    recorder.emit("epoch", **fields)
+    recorder.emit(trace_events.EPOCH, **fields)
 
 
 def _wrap_loader_iter(fn):
@@ -302,7 +302,7 @@ def _on_first_draw(p):
     epoch = getattr(p.sampler, "epoch", None)
     if isinstance(epoch, int) and epoch != p.epoch and recorder.state.active:
         try:
-            recorder.emit("draw", loader=p.loader, iter=p.iter, sampler_epoch=epoch)
+            recorder.emit(trace_events.DRAW, loader=p.loader, iter=p.iter, sampler_epoch=epoch)
         except Exception as e:
             recorder.fail(e, "DataLoader iterator")
 
@@ -361,7 +361,7 @@ def _emit_batch(p, index, data):
             fields["idx"] = index_codec.encode(index_codec.to_int_list(index))
         except (TypeError, ValueError):
             fields["idx_opaque"] = True  # the sampler yields keys that are not integers
-    recorder.emit("batch", **fields)
+    recorder.emit(trace_events.BATCH, **fields)
 
 
 def _wrap_next(fn):
@@ -374,7 +374,8 @@ def _wrap_next(fn):
             if p is not None and not p.ended and recorder.state.active:
                 try:
                     p.ended = True
-                    recorder.emit("epoch_end", loader=p.loader, iter=p.iter, batches=p.seq)
+                    recorder.emit(trace_events.EPOCH_END, loader=p.loader, iter=p.iter,
+                                  batches=p.seq)
                 except Exception as e:
                     recorder.fail(e, "DataLoader iterator")
             raise

@@ -21,7 +21,7 @@ which never allocates on the device but trails DDP's one rebuild by a backward (
 import functools
 import weakref
 
-from . import distributed_instrumentor, recorder
+from . import distributed_instrumentor, recorder, trace_events
 from .trace_writer import INT, line_format
 
 LAYOUT_READS = 4  # synchronised backwards whose layout is read again (DDP rebuilds at most once)
@@ -118,7 +118,7 @@ class _Watch:
         self.handle = None  # the parameter hook's handle
         self.formats = None  # the buckets' coll line formats, made for formats_of
         self.formats_of = None
-        self.done = line_format("coll_done", {"group": self.gid, "seq": INT})
+        self.done = line_format(trace_events.COLL_DONE, {"group": self.gid, "seq": INT})
         param = _always_reduced_parameter(ddp)
         if param is not None:
             self.handle = param.register_hook(self.on_param_grad)
@@ -178,7 +178,7 @@ class _Watch:
         key = (buckets, self.op_dtype)
         if self.formats_of != key:
             st = self.st
-            self.formats = [line_format("coll", {
+            self.formats = [line_format(trace_events.COLL, {
                 "group": self.gid, "seq": INT, "op": "all_reduce", "dtype": self.op_dtype or dtype,
                 "numel": numel, "src": "ddp", "ddp": st.id, "bucket": index, "backward": INT})
                 for index, (dtype, numel) in enumerate(buckets)]

@@ -17,7 +17,7 @@ import functools
 import threading
 import weakref
 
-from . import ddp_backward_watch, recorder
+from . import ddp_backward_watch, recorder, trace_events
 from .object_registry import ObjectRegistry
 from .params_hash import module_hash
 from .trace_writer import FLAG, INT, JSON_BOOL, line_format
@@ -33,8 +33,8 @@ class _DDPState:
 
     def __init__(self, ddp_id):
         self.id = ddp_id
-        self.forward_line = line_format("forward", {"ddp": ddp_id, "n": INT, "training": FLAG,
-                                                    "grad": FLAG, "sync": FLAG})
+        self.forward_line = line_format(trace_events.FORWARD, {
+            "ddp": ddp_id, "n": INT, "training": FLAG, "grad": FLAG, "sync": FLAG})
         self.forwards = 0
         self.backwards = 0
         self.hook = None  # _HookState once ours is registered around the program's hook
@@ -80,7 +80,7 @@ def _end_params(key):
     if not recorder.is_active():
         return
     try:
-        recorder.emit("params", ddp=st.id, hash=module_hash(entry[2]), at="end")
+        recorder.emit(trace_events.PARAMS, ddp=st.id, hash=module_hash(entry[2]), at="end")
     except Exception as e:
         recorder.fail(e, "params at end")
 
@@ -110,7 +110,7 @@ def _recording_hook(state, bucket):
             gid = di.group_id(state.process_group)
             seq = di.next_seq(gid)
             buf = bucket.buffer()
-            recorder.emit("coll", group=gid, seq=seq, op="comm_hook",
+            recorder.emit(trace_events.COLL, group=gid, seq=seq, op="comm_hook",
                           dtype=di.dtype_name(buf.dtype), numel=int(buf.numel()),
                           src="ddp", ddp=st.id, bucket=int(bucket.index()),
                           backward=st.backwards, hook=state.user_name)
@@ -164,7 +164,7 @@ def poll_watched():
             done.append(token)
         _watched[:] = still
     for gid, seq in done:
-        recorder.emit("coll_done", group=gid, seq=seq)
+        recorder.emit(trace_events.COLL_DONE, group=gid, seq=seq)
 
 
 def _make_hook(name):
@@ -206,7 +206,7 @@ def _wrap_init(fn):
             fields = {"id": st.id, "module": type(self.module).__name__,
                       "parameters": int(sum(p.numel() for p in params))}
             fields["device"] = str(params[0].device) if params else "cpu"
-            recorder.emit("ddp", **fields)
+            recorder.emit(trace_events.DDP, **fields)
             _track_end(self, st)
         except Exception as e:
             recorder.fail(e, "DistributedDataParallel.__init__")

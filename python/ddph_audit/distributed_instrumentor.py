@@ -12,7 +12,7 @@ import functools
 import inspect
 import threading
 
-from . import recorder
+from . import recorder, trace_events
 
 COLLECTIVES = (
     "all_reduce", "all_gather", "all_gather_into_tensor", "_all_gather_base", "reduce",
@@ -102,7 +102,7 @@ def _declare_group(group, ranks):
     gid = str(recorder.next_id("group") + 1)
     if group is not None:
         _groups[id(group)] = (group, gid)
-    recorder.emit("group", id=gid, ranks=ranks)
+    recorder.emit(trace_events.GROUP, id=gid, ranks=ranks)
     return gid
 
 
@@ -178,9 +178,9 @@ def _wrap_collective(name, fn):
             try:
                 gid, seq, is_async = token
                 if is_async:
-                    recorder.emit("coll_done", group=gid, seq=seq, **{"async": True})
+                    recorder.emit(trace_events.COLL_DONE, group=gid, seq=seq, **{"async": True})
                 else:
-                    recorder.emit("coll_done", group=gid, seq=seq)
+                    recorder.emit(trace_events.COLL_DONE, group=gid, seq=seq)
             except Exception as e:
                 recorder.fail(e, name)
         return result
@@ -221,7 +221,7 @@ def _begin(name, args, kwargs, get, tensor_arg, peer_arg, root_arg, always_async
     is_async = always_async or bool(get(args, kwargs, "async_op", False))
     if is_async:
         fields["async"] = True
-    recorder.emit("coll", **fields)
+    recorder.emit(trace_events.COLL, **fields)
     return gid, seq, is_async
 
 
@@ -276,7 +276,7 @@ def _wrap_suppressing(name, fn, after=None, before=None):
 def _after_init(args, kwargs, result):
     if _dist.is_initialized():
         recorder.on_process_group_ready(_dist.get_rank(), _dist.get_world_size())
-        recorder.emit("process_group", backend=str(_dist.get_backend()),
+        recorder.emit(trace_events.PROCESS_GROUP, backend=str(_dist.get_backend()),
                       rank=_dist.get_rank(), world_size=_dist.get_world_size())
 
 
@@ -301,7 +301,7 @@ def _before_destroy(args, kwargs):
     from . import ddp_instrumentor
     alive = sorted(st.id for _, st in ddp_instrumentor.registry.live())
     gid = "0" if group is None else _groups.get(id(group), (None, "0"))[1]
-    recorder.emit("destroy", group=gid, ddp_alive=alive)
+    recorder.emit(trace_events.DESTROY, group=gid, ddp_alive=alive)
 
 
 def _set_everywhere(name, fn, wrapper):

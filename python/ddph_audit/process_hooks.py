@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-from . import recorder
+from . import recorder, trace_events
 
 _installed = False
 _prev_excepthook = None
@@ -93,7 +93,7 @@ def record_error(exc_type, exc, tb=None):
         fields["where"] = where
     if last:
         fields["last_line"] = last
-    recorder.emit("error", **fields)
+    recorder.emit(trace_events.ERROR, **fields)
 
 
 def _excepthook(exc_type, exc, tb):
@@ -134,7 +134,7 @@ def at_exit():
         from . import ddp_instrumentor
         ddp_instrumentor.write_end_params()
         code = st.exit_code if st.exit_code is not None else 0
-        recorder.emit("end", code=code)
+        recorder.emit(trace_events.END, code=code)
     except Exception as e:
         recorder.fail(e, "exit")
     finally:

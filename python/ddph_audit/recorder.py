@@ -23,7 +23,7 @@ import os
 import sys
 import threading
 
-from . import __version__
+from . import __version__, trace_events
 from .trace_writer import TraceWriter
 
 RANK_PID_ENV = "DDPH_AUDIT_RANK_PID"
@@ -200,7 +200,7 @@ def become_spawner(nprocs, start_method):
             w.rename(spawner_file_name())
         else:
             open_trace(state.rank if state.rank is not None else 0, state.world_size or 1)
-        emit("spawn", nprocs=int(nprocs), start_method=str(start_method))
+        emit(trace_events.SPAWN, nprocs=int(nprocs), start_method=str(start_method))
     except Exception as e:
         fail(e, "recording the spawn")
 
@@ -213,7 +213,7 @@ def open_trace(rank, world_size, exclusive=False):
     if w.is_open:
         return True
     try:
-        header = {"trace": "ddph-audit", "version": 1, "rank": int(rank),
+        header = {"trace": trace_events.TRACE, "version": trace_events.VERSION, "rank": int(rank),
                   "world_size": int(world_size) if world_size is not None else None,
                   "run_id": state.run_id, "attempt": state.attempt,
                   "start_unix": round(w.start_unix, 6), "pid": os.getpid(),

@@ -21,6 +21,8 @@ import threading
 import time
 import weakref
 
+from . import trace_events
+
 
 def _make_dumps():
     """One compact, ASCII JSON encoding of an event; the C encoder made once where there is one
@@ -215,7 +217,7 @@ class TraceWriter:
             os.makedirs(self.trace_dir, exist_ok=True)
             path = os.path.join(self.trace_dir, name or "rank-%d.jsonl" % rank)
             fd = _create(path, exclusive)
-            header = {"ev": "header", "t": 0.0}
+            header = {"ev": trace_events.HEADER, "t": 0.0}
             header.update(header_fields)
             if self._dropped:
                 header["dropped_events"] = self._dropped

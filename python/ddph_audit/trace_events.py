@@ -1,0 +1,31 @@
+"""The trace's name, version and event names, as the schema defines them
+(core/audit/trace_schema.json; docs/trace-format.md). tests/test_trace_schema.py fails when this
+module and the schema disagree: a new event is added to both (docs/trace-format.md, "Adding a
+trace event")."""
+
+TRACE = "ddph-audit"
+VERSION = 1
+
+HEADER = "header"
+SAMPLER = "sampler"
+SET_EPOCH = "set_epoch"
+LOADER = "loader"
+EPOCH = "epoch"
+DRAW = "draw"
+BATCH = "batch"
+EPOCH_END = "epoch_end"
+DDP = "ddp"
+FORWARD = "forward"
+COLL = "coll"
+COLL_DONE = "coll_done"
+GROUP = "group"
+PARAMS = "params"
+ERROR = "error"
+DESTROY = "destroy"
+PROCESS_GROUP = "process_group"
+EMULATION = "emulation"
+SPAWN = "spawn"
+END = "end"
+
+EVENTS = (HEADER, SAMPLER, SET_EPOCH, LOADER, EPOCH, DRAW, BATCH, EPOCH_END, DDP, FORWARD, COLL,
+          COLL_DONE, GROUP, PARAMS, ERROR, DESTROY, PROCESS_GROUP, EMULATION, SPAWN, END)
