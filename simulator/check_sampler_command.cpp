@@ -189,11 +189,8 @@ report::Counterexample printMinimalCase(Sampler& sampler, const CheckSamplerArgs
   return pageCase(r, exchanges, std::move(replay));
 }
 
-int run(const CheckSamplerArgs& a) {
-  if (a.list) {
-    printList();
-    return kExitOk;
-  }
+// Refuses contradictory or out-of-range options before anything starts.
+void checkArgs(const CheckSamplerArgs& a) {
   DDPH_CHECK(a.builtin.has_value() != !a.command.empty(),
              "give either --builtin NAME or a sampler command after --, not {}",
              a.builtin ? "both" : "neither");
@@ -204,7 +201,10 @@ int run(const CheckSamplerArgs& a) {
   DDPH_CHECK(a.maxReplicas >= 1, "--max-replicas must be at least 1");
   DDPH_CHECK(a.maxEpoch >= 1, "--max-epoch must be at least 1");
   if (a.htmlPath) report::checkReportPath(*a.htmlPath);
+}
 
+// The contract named by --contract, with --properties and --no-shuffle applied.
+Contract contractOf(const CheckSamplerArgs& a) {
   Contract contract = findContract(a.contract);
   if (!a.properties.empty()) {
     contract.name = fmt::format("{} with properties {}", a.contract, fmt::join(a.properties, ","));
@@ -212,82 +212,95 @@ int run(const CheckSamplerArgs& a) {
   }
   if (a.noShuffle) contract.expectations.shuffle = false;
   validateContract(contract);
+  return contract;
+}
 
+SearchOptions searchOptionsOf(const CheckSamplerArgs& a) {
   SearchOptions options;
   options.cases = a.cases;
   options.seed = a.seed;
   options.maxDatasetSize = a.maxDatasetSize;
   options.maxReplicas = a.maxReplicas;
   options.maxEpoch = a.maxEpoch;
+  return options;
+}
 
-  std::unique_ptr<Sampler> sampler;
-  LineProtocolSampler* external = nullptr;
+// The sampler under check: a built-in one, or the user's command over the line protocol.
+std::unique_ptr<Sampler> samplerOf(const CheckSamplerArgs& a, const Contract& contract) {
   if (a.builtin) {
-    sampler = makeBuiltinSampler(*a.builtin, contract.expectations.shuffle,
-                                 contract.expectations.dropLast);
-  } else {
-    LineProtocolOptions protocol;
-    protocol.requestTimeout = std::chrono::milliseconds(static_cast<long>(a.timeout * 1000));
-    protocol.startupTimeout = std::chrono::milliseconds(static_cast<long>(a.startupTimeout * 1000));
-    auto lineSampler = std::make_unique<LineProtocolSampler>(a.command, protocol);
-    external = lineSampler.get();
-    sampler = std::move(lineSampler);
+    return makeBuiltinSampler(*a.builtin, contract.expectations.shuffle,
+                              contract.expectations.dropLast);
   }
+  LineProtocolOptions protocol;
+  protocol.requestTimeout = std::chrono::milliseconds(static_cast<long>(a.timeout * 1000));
+  protocol.startupTimeout = std::chrono::milliseconds(static_cast<long>(a.startupTimeout * 1000));
+  return std::make_unique<LineProtocolSampler>(a.command, protocol);
+}
 
-  fmt::print("check-sampler: contract '{}' ({} properties), {} cases each, seed {}, sampler {}\n",
-             contract.name, contract.properties.size(), a.cases, a.seed,
-             a.builtin ? "builtin " + *a.builtin : sampler->name());
-  std::fflush(stdout);
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<std::string> violated;
+// The HTML page before the search: its title, the command that repeats it, the properties.
+report::Page pageFor(const CheckSamplerArgs& a, const Contract& contract, const Sampler& sampler) {
   report::Page page;
-  page.title = fmt::format("ddp-sim check-sampler: {}", a.builtin ? "builtin " + *a.builtin : sampler->name());
+  page.title = fmt::format("ddp-sim check-sampler: {}",
+                           a.builtin ? "builtin " + *a.builtin : sampler.name());
   page.command = searchCommand(a);
   for (const auto& property : contract.properties) {
     const PropertyInfo* info = findProperty(property);
     page.verdict.properties.push_back({property, info ? std::string(info->summary) : ""});
   }
-  silenceRapidCheck();
+  return page;
+}
+
+// One property's line ("ok" or "FAIL" with its minimal case), added to the page when violated.
+void reportSearch(Sampler& sampler, const CheckSamplerArgs& a, const Contract& contract,
+                  const SearchResult& r, std::size_t width, report::Page& page) {
+  if (r.passed) {
+    fmt::print("  ok   {:<{}} {} cases\n", r.property, width, r.casesPassed);
+    return;
+  }
+  fmt::print("  FAIL {:<{}} minimal case {} (after {} passing cases)\n", r.property, width,
+             formatCase(*r.counterexample), r.casesPassed);
+  fmt::print("       {}\n", formatViolation(*r.violation));
+  fmt::print("       likely cause: {}\n", likelyCauseOf(*r.violation));
+  page.counterexamples.push_back(printMinimalCase(sampler, a, contract, r));
+  page.verdict.violations.push_back({r.property, r.violation->ranks, r.violation->epoch,
+                                     r.violation->step, r.violation->detail,
+                                     likelyCauseOf(*r.violation)});
+}
+
+// Searches each property of the contract in turn, printing its line as it ends; returns the
+// violated ones. On a terminal a progress line says which property is searched. Throws
+// ProtocolError when an external sampler breaks the protocol.
+std::vector<std::string> searchEveryProperty(Sampler& sampler, const CheckSamplerArgs& a,
+                                             const Contract& contract, report::Page& page) {
+  const SearchOptions options = searchOptionsOf(a);
   std::size_t width = 15;  // the property column
   for (const auto& property : contract.properties) width = std::max(width, property.size());
-  // On a terminal: which property is searched, elapsed (nothing when stderr is a log or a pipe).
+  const auto start = std::chrono::steady_clock::now();
   std::atomic<std::size_t> searching{0};
   ProgressLine progress(STDERR_FILENO, [&] {
     if (contract.properties.empty()) return std::string("ddp-sim check-sampler");
     const std::size_t k = std::min(searching.load(), contract.properties.size() - 1);
-    return fmt::format("ddp-sim check-sampler: property {} of {} ({}), {}", k + 1, contract.properties.size(),
-                       contract.properties[k], ProgressLine::formatElapsed(std::chrono::steady_clock::now() - start));
+    return fmt::format("ddp-sim check-sampler: property {} of {} ({}), {}", k + 1,
+                       contract.properties.size(), contract.properties[k],
+                       ProgressLine::formatElapsed(std::chrono::steady_clock::now() - start));
   });
-  try {
-    for (const auto& property : contract.properties) {
-      const SearchResult r = searchCounterexample(*sampler, property, contract.expectations, options);
-      progress.printAbove([&] {
-        if (r.passed) {
-          fmt::print("  ok   {:<{}} {} cases\n", property, width, r.casesPassed);
-        } else {
-          violated.push_back(property);
-          fmt::print("  FAIL {:<{}} minimal case {} (after {} passing cases)\n", property, width,
-                     formatCase(*r.counterexample), r.casesPassed);
-          fmt::print("       {}\n", formatViolation(*r.violation));
-          fmt::print("       likely cause: {}\n", likelyCauseOf(*r.violation));
-          page.counterexamples.push_back(printMinimalCase(*sampler, a, contract, r));
-          page.verdict.violations.push_back({property, r.violation->ranks, r.violation->epoch,
-                                             r.violation->step, r.violation->detail,
-                                             likelyCauseOf(*r.violation)});
-        }
-        std::fflush(stdout);
-      });
-      ++searching;
-    }
-  } catch (const ProtocolError& e) {
-    progress.stop();
-    std::fflush(stdout);
-    fmt::print(stderr, "ddp-sim: error: {}\n", e.what());
-    return kExitUsage;
+  std::vector<std::string> violated;
+  for (const auto& property : contract.properties) {
+    const SearchResult r = searchCounterexample(sampler, property, contract.expectations, options);
+    progress.printAbove([&] {
+      if (!r.passed) violated.push_back(property);
+      reportSearch(sampler, a, contract, r, width, page);
+      std::fflush(stdout);
+    });
+    ++searching;
   }
-  progress.stop();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return violated;
+}
+
+// The closing line (PASSED, or FAILED with the command that repeats the search) and the page.
+int printVerdict(const CheckSamplerArgs& a, const Contract& contract, const Sampler& sampler,
+                 const std::vector<std::string>& violated, double seconds, report::Page& page) {
+  const auto* external = dynamic_cast<const LineProtocolSampler*>(&sampler);
   const std::string requests =
       external ? fmt::format("{} requests in ", external->requestsAnswered()) : "";
   page.verdict.passed = violated.empty();
@@ -300,11 +313,39 @@ int run(const CheckSamplerArgs& a) {
                contract.name, contract.properties.size(), a.cases, requests, seconds);
     return kExitOk;
   }
-  fmt::print("check-sampler: FAILED: {} of {} properties of contract '{}' violated ({}) ({}{:.1f} s)\n"
-             "  repeat this search: {}\n",
+  fmt::print("check-sampler: FAILED: {} of {} properties of contract '{}' violated ({}) "
+             "({}{:.1f} s)\n  repeat this search: {}\n",
              violated.size(), contract.properties.size(), contract.name, fmt::join(violated, ", "),
              requests, seconds, searchCommand(a));
   return kExitViolation;
+}
+
+int run(const CheckSamplerArgs& a) {
+  if (a.list) {
+    printList();
+    return kExitOk;
+  }
+  checkArgs(a);
+  const Contract contract = contractOf(a);
+  const std::unique_ptr<Sampler> sampler = samplerOf(a, contract);
+  fmt::print("check-sampler: contract '{}' ({} properties), {} cases each, seed {}, sampler {}\n",
+             contract.name, contract.properties.size(), a.cases, a.seed,
+             a.builtin ? "builtin " + *a.builtin : sampler->name());
+  std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
+  report::Page page = pageFor(a, contract, *sampler);
+  silenceRapidCheck();
+  std::vector<std::string> violated;
+  try {
+    violated = searchEveryProperty(*sampler, a, contract, page);
+  } catch (const ProtocolError& e) {  // the progress line is gone with its scope
+    std::fflush(stdout);
+    fmt::print(stderr, "ddp-sim: error: {}\n", e.what());
+    return kExitUsage;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return printVerdict(a, contract, *sampler, violated, seconds, page);
 }
 
 }  // namespace
