@@ -5,7 +5,15 @@
 #include <string_view>
 #include <nlohmann/json.hpp>
 
+#include "trace_schema.h"
+
 namespace ddph::audit {
+namespace ts = trace_schema;
+
+namespace {
+// `"name"`: how an event's name appears in its line, found before the line is parsed.
+std::string quoted(const char* name) { return std::string("\"") + name + "\""; }
+}  // namespace
 
 TraceProgress::TraceProgress(std::filesystem::path dir, int worldSize)
     : dir_(std::move(dir)), ranks_(static_cast<std::size_t>(std::max(0, worldSize))) {}
@@ -30,16 +38,19 @@ void TraceProgress::readRank(int rank, RankFile& file) {
   for (std::size_t end; (end = file.partial.find('\n', start)) != std::string::npos; start = end + 1) {
     const std::string_view line(file.partial.data() + start, end - start);
     // Only two kinds of line matter; the others (most of a trace: batches) are not parsed.
-    const bool done = line.find("\"coll_done\"") != std::string_view::npos;
-    const bool ended = line.find("\"epoch_end\"") != std::string_view::npos;
+    static const std::string kDone = quoted(ts::coll_done::kEvent);
+    static const std::string kEnded = quoted(ts::epoch_end::kEvent);
+    const bool done = line.find(kDone) != std::string_view::npos;
+    const bool ended = line.find(kEnded) != std::string_view::npos;
     if (!done && !ended) continue;
     const auto event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!event.is_object()) continue;
-    const auto ev = event.find("ev");
-    const auto loader = event.find("loader");
+    const auto ev = event.find(ts::kEv);
+    const auto loader = event.find(ts::epoch_end::kLoader);
     if (ev == event.end() || !ev->is_string()) continue;
-    if (*ev == "coll_done") file.joined = true;
-    if (*ev == "epoch_end" && loader != event.end() && loader->is_number_integer() && *loader == 0) {
+    if (*ev == ts::coll_done::kEvent) file.joined = true;
+    if (*ev == ts::epoch_end::kEvent && loader != event.end() && loader->is_number_integer() &&
+        *loader == 0) {
       ++file.epochsDone;
     }
   }
