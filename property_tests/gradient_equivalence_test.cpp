@@ -17,8 +17,10 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <utility>
 
 #include "ddph/ddp/gradient_equivalence.h"
+#include "ddph/ddp/negative_controls.h"
 #include "ddph/verify/property.h"
 
 namespace ddph {
@@ -162,9 +164,9 @@ rc::Gen<TrainingSetup> genControl(int minWorld, int minBatch) {
   });
 }
 
-void assertNotEquivalent(const TrainingSetup& s, const EquivalenceReport& report,
-                         const std::string& expectedWords) {
-  if (report.equivalent()) RC_FAIL("reported equivalent: " + describeSetup(s));
+void assertNotEquivalent(const TrainingSetup& s, const NegativeControls& controls,
+                         const EquivalenceReport& report, const std::string& expectedWords) {
+  if (report.equivalent()) RC_FAIL("reported equivalent: " + describeSetup(s, controls));
   bool explained = false;
   for (const auto& v : report.violations) {
     RC_ASSERT(v.property == std::string(property::kGradientEquivalence));
@@ -172,7 +174,7 @@ void assertNotEquivalent(const TrainingSetup& s, const EquivalenceReport& report
     if (v.detail.find(expectedWords) != std::string::npos) explained = true;
   }
   if (!explained) {
-    RC_FAIL("no violation says '" + expectedWords + "': " + describeSetup(s) +
+    RC_FAIL("no violation says '" + expectedWords + "': " + describeSetup(s, controls) +
             violationsText(report));
   }
 }
@@ -180,7 +182,7 @@ void assertNotEquivalent(const TrainingSetup& s, const EquivalenceReport& report
 DDPH_RC_PROP(GradientEquivalenceControls, SumReducedLossIsNotEquivalent, 5, ()) {
   TrainingSetup s = *genControl(2, 1);
   s.loss = LossReduction::kSum;
-  assertNotEquivalent(s, checkGradientEquivalence(s), "exactly 1/W");
+  assertNotEquivalent(s, {}, checkGradientEquivalence(s), "exactly 1/W");
 }
 
 DDPH_RC_PROP(GradientEquivalenceControls, UnsyncedBatchNormIsNotEquivalent, 5, ()) {
@@ -191,28 +193,31 @@ DDPH_RC_PROP(GradientEquivalenceControls, UnsyncedBatchNormIsNotEquivalent, 5, (
   if (s.model.hidden.empty()) s.model.hidden = {4};
   for (auto& width : s.model.hidden) width = std::max(width, 4);
   s.model.batchNorm = true;
-  assertNotEquivalent(s, checkGradientEquivalence(s), "BatchNorm");
+  assertNotEquivalent(s, {}, checkGradientEquivalence(s), "BatchNorm");
 }
 
 DDPH_RC_PROP(GradientEquivalenceControls, UnevenLastBatchIsNotEquivalent, 5, ()) {
-  TrainingSetup s = *genControl(2, 2);
-  s.unevenLastBatch = true;
-  assertNotEquivalent(s, checkGradientEquivalence(s), "batches of different sizes");
+  const TrainingSetup s = *genControl(2, 2);
+  NegativeControls c;
+  c.unevenLastBatch = true;
+  assertNotEquivalent(s, c, checkGradientEquivalence(s, c), "batches of different sizes");
 }
 
 DDPH_RC_PROP(GradientEquivalenceControls, RankSkippingAStepIsNotEquivalent, 2, ()) {
   TrainingSetup s = *genControl(2, 1);
   s.steps = 3;
-  s.skipRank = *rc::gen::inRange(0, s.worldSize).as("skipping rank");
-  s.skipStep = *rc::gen::inRange(0, s.steps).as("skipped step");
+  NegativeControls c;
+  c.skipRank = *rc::gen::inRange(0, s.worldSize).as("skipping rank");
+  c.skipStep = *rc::gen::inRange(0, s.steps).as("skipped step");
   s.timeout = std::chrono::milliseconds(1500);  // its peers wait for it until then
-  assertNotEquivalent(s, checkGradientEquivalence(s), "different numbers of steps");
+  assertNotEquivalent(s, c, checkGradientEquivalence(s, c), "different numbers of steps");
 }
 
 DDPH_RC_PROP(GradientEquivalenceControls, NoInitialBroadcastIsNotEquivalent, 5, ()) {
-  TrainingSetup s = *genControl(2, 1);
-  s.noInitialBroadcast = true;
-  assertNotEquivalent(s, checkGradientEquivalence(s), "not broadcast from rank 0");
+  const TrainingSetup s = *genControl(2, 1);
+  NegativeControls c;
+  c.noInitialBroadcast = true;
+  assertNotEquivalent(s, c, checkGradientEquivalence(s, c), "not broadcast from rank 0");
 }
 
 // --- Mutants of DistributedDataParallel itself (NOTE [DDP mutants]) ----------------------------
@@ -220,7 +225,7 @@ DDPH_RC_PROP(GradientEquivalenceControls, NoInitialBroadcastIsNotEquivalent, 5, 
 // MLP 4-[4]-4 in float64 with a bucket cap of 20 values: two buckets of equal size,
 // [2.bias, 2.weight] then [0.bias, 0.weight] (reverse registration order), so buckets launched in
 // another order pair without a size mismatch, as in a real model with equal buckets.
-TrainingSetup mutantSetup(DdpMutant mutant, int rank) {
+TrainingSetup mutantSetup() {
   TrainingSetup s;
   s.model.inputs = 4;
   s.model.hidden = {4};
@@ -229,24 +234,29 @@ TrainingSetup mutantSetup(DdpMutant mutant, int rank) {
   s.batchPerRank = 2;
   s.steps = 2;
   s.bucketCapBytes = 20 * sizeof(double);
-  s.ddpMutant = mutant;
-  s.mutantRank = rank;
   return s;
 }
 
+NegativeControls mutant(DdpMutant m, int rank) {
+  NegativeControls c;
+  c.ddpMutant = m;
+  c.mutantRank = rank;
+  return c;
+}
+
 // The one violation at `step` whose detail holds every one of `words`.
-void expectCaught(const TrainingSetup& s, std::int64_t step,
+void expectCaught(const TrainingSetup& s, const NegativeControls& c, std::int64_t step,
                   const std::vector<std::string>& words) {
-  const auto report = checkGradientEquivalence(s);
-  EXPECT_EQ(report.buckets, 2) << describeSetup(s);
-  ASSERT_FALSE(report.equivalent()) << describeSetup(s);
+  const auto report = checkGradientEquivalence(s, c);
+  EXPECT_EQ(report.buckets, 2) << describeSetup(s, c);
+  ASSERT_FALSE(report.equivalent()) << describeSetup(s, c);
   const Violation* atStep = nullptr;
   for (const auto& v : report.violations) {
     EXPECT_EQ(v.property, property::kGradientEquivalence);
     if (v.step == step && atStep == nullptr) atStep = &v;
   }
   ASSERT_NE(atStep, nullptr) << "nothing at step " << step << ":" << violationsText(report);
-  std::cout << describeSetup(s) << "\n  " << atStep->detail << "\n";  // real output for ddp.md
+  std::cout << describeSetup(s, c) << "\n  " << atStep->detail << "\n";  // real output for ddp.md
   for (const auto& w : words) {
     EXPECT_NE(atStep->detail.find(w), std::string::npos)
         << "'" << w << "' is not in: " << atStep->detail;
@@ -254,45 +264,46 @@ void expectCaught(const TrainingSetup& s, std::int64_t step,
 }
 
 TEST(DdpMutants, TheUnmutatedSetupIsEquivalent) {
-  const auto report = checkGradientEquivalence(mutantSetup(DdpMutant::kNone, -1));
+  const auto report = checkGradientEquivalence(mutantSetup(), mutant(DdpMutant::kNone, -1));
   EXPECT_EQ(report.buckets, 2);
   EXPECT_TRUE(report.equivalent()) << violationsText(report);
 }
 
 TEST(DdpMutants, SummedGradientsAreWTimesTooLarge) {
-  expectCaught(mutantSetup(DdpMutant::kSumNotAverage, -1), 0,
+  expectCaught(mutantSetup(), mutant(DdpMutant::kSumNotAverage, -1), 0,
                {"every DDP gradient is exactly W = 4 times the single-process one",
                 "summed over ranks instead of averaged"});
 }
 
 TEST(DdpMutants, ABucketNeverReducedIsNamedWithItsParameters) {
-  expectCaught(mutantSetup(DdpMutant::kSkipLastBucket, -1), 0,
+  expectCaught(mutantSetup(), mutant(DdpMutant::kSkipLastBucket, -1), 0,
                {"every rank holds its own gradient of '0.weight', '0.bias'",
                 "exactly bucket 1 of 2", "that bucket was never allreduced"});
 }
 
 TEST(DdpMutants, NoAllreduceAtAllLeavesEveryRankItsOwnGradients) {
-  expectCaught(mutantSetup(DdpMutant::kSkipAllreduce, -1), 0,
+  expectCaught(mutantSetup(), mutant(DdpMutant::kSkipAllreduce, -1), 0,
                {"nothing was averaged across ranks (the allreduce was skipped)"});
 }
 
 TEST(DdpMutants, BucketsLaunchedInAnotherOrderOnOneRankAreNamed) {
-  expectCaught(mutantSetup(DdpMutant::kReverseBuckets, 2), 0,
+  expectCaught(mutantSetup(), mutant(DdpMutant::kReverseBuckets, 2), 0,
                {"rank(s) 2 hold gradients of", "different from the other 3 ranks'",
                 "paired different buckets"});
 }
 
 TEST(DdpMutants, NoBroadcastAtConstructionWithPerRankSeeds) {
-  TrainingSetup s = mutantSetup(DdpMutant::kNone, -1);
-  s.noInitialBroadcast = true;  // each rank initialises from seed + rank, and DDP broadcasts nothing
-  expectCaught(s, 0, {"the replicas started from different weights", "not broadcast from rank 0"});
+  NegativeControls c;
+  c.noInitialBroadcast = true;  // each rank initialises from seed + rank; DDP broadcasts nothing
+  expectCaught(mutantSetup(), c, 0,
+               {"the replicas started from different weights", "not broadcast from rank 0"});
 }
 
 // The "W times" diagnosis on generated setups too, not one hand-picked model.
 DDPH_RC_PROP(GradientEquivalenceControls, SummingDdpIsWTimesTooLarge, 5, ()) {
-  TrainingSetup s = *genControl(2, 1);
-  s.ddpMutant = DdpMutant::kSumNotAverage;
-  assertNotEquivalent(s, checkGradientEquivalence(s), "exactly W = ");
+  const TrainingSetup s = *genControl(2, 1);
+  const NegativeControls c = mutant(DdpMutant::kSumNotAverage, -1);
+  assertNotEquivalent(s, c, checkGradientEquivalence(s, c), "exactly W = ");
 }
 
 // The catalogue knows the property, and each control's report reads as documented (printed, so
@@ -306,24 +317,24 @@ TEST(GradientEquivalenceControls, ReportsAreReadable) {
   base.worldSize = 4;
   base.batchPerRank = 3;
   base.model.hidden = {8};
-  std::vector<TrainingSetup> controls(5, base);
-  controls[0].loss = LossReduction::kSum;
-  controls[1].model.batchNorm = true;
-  controls[2].unevenLastBatch = true;
-  controls[3].skipRank = 2;
-  controls[3].skipStep = 1;
-  controls[3].steps = 3;
-  controls[3].timeout = std::chrono::milliseconds(1500);
-  controls[4].noInitialBroadcast = true;
+  std::vector<std::pair<TrainingSetup, NegativeControls>> controls(5, {base, {}});
+  controls[0].first.loss = LossReduction::kSum;
+  controls[1].first.model.batchNorm = true;
+  controls[2].second.unevenLastBatch = true;
+  controls[3].second.skipRank = 2;
+  controls[3].second.skipStep = 1;
+  controls[3].first.steps = 3;
+  controls[3].first.timeout = std::chrono::milliseconds(1500);
+  controls[4].second.noInitialBroadcast = true;
   const TrainingSetup correct = base;
   const auto ok = checkGradientEquivalence(correct);
   std::cout << "\n" << describeSetup(correct) << "\n  equivalent: " << ok.equivalent()
             << " (max relative gradient error " << ok.maxGradientError << ", " << ok.buckets
             << " bucket(s))\n";
   EXPECT_TRUE(ok.equivalent()) << violationsText(ok);
-  for (const auto& s : controls) {
-    const auto report = checkGradientEquivalence(s);
-    std::cout << "\n" << describeSetup(s) << violationsText(report) << "\n";
+  for (const auto& [s, c] : controls) {
+    const auto report = checkGradientEquivalence(s, c);
+    std::cout << "\n" << describeSetup(s, c) << violationsText(report) << "\n";
     ASSERT_FALSE(report.equivalent());
     for (const auto& v : report.violations) EXPECT_EQ(v.property, "gradient-equivalence");
   }

@@ -13,11 +13,11 @@
 // sizes, ranks that started from different weights, ranks that hold different gradients after
 // backward, BatchNorm layers, a collective that failed).
 //
-// The setups that are NOT equivalent (the negative controls) are expressed in the same vocabulary:
-// a sum-reduced loss, BatchNorm without synchronisation, an uneven last batch, a rank that skips a
-// step, ranks that start from different weights without the initial broadcast; and mutants of
-// DistributedDataParallel itself (DdpMutant). The checker does not know which one it was given;
-// it reports what it sees.
+// The setups that are NOT equivalent (the negative controls) are a sum-reduced loss and BatchNorm
+// without synchronisation, in this vocabulary, and the departures of ddph/ddp/negative_controls.h
+// (an uneven last batch, a rank that skips a step, no initial broadcast, mutants of
+// DistributedDataParallel itself), which only tests set. The checker does not know which one it
+// was given; it reports what it sees.
 //
 // Torch stays out of this header: it is included by tests and tools that need no tensors.
 
@@ -28,7 +28,6 @@
 #include <vector>
 
 #include "ddph/comm/communicator.h"
-#include "ddph/ddp/ddp_mutant.h"
 #include "ddph/verify/property.h"
 
 namespace ddph {
@@ -65,19 +64,6 @@ struct TrainingSetup {
   LossReduction loss = LossReduction::kMean;
   std::uint64_t seed = 1;
   std::size_t bucketCapBytes = std::size_t{25} << 20;
-
-  // Departures from a correct data-parallel setup (negative controls).
-  /// In the last step, the last rank gets one sample less (the global batch is W*B - 1).
-  bool unevenLastBatch = false;
-  /// Rank `skipRank` skips step `skipStep` entirely (-1: nobody skips).
-  int skipRank = -1;
-  int skipStep = -1;
-  /// Each rank initialises its replica from seed + rank and DDP does not broadcast from rank 0.
-  bool noInitialBroadcast = false;
-  /// DistributedDataParallel itself broken (NOTE [DDP mutants]) on rank `mutantRank`, or on every
-  /// rank when it is -1.
-  DdpMutant ddpMutant = DdpMutant::kNone;
-  int mutantRank = -1;
 
   /// Deadline of every collective (a rank that skips a step leaves its peers waiting).
   std::chrono::milliseconds timeout{30000};
