@@ -158,6 +158,7 @@ TEST(ForkServer, AuditProgramsGiveTheSameFindingsEitherWay) {
     std::vector<std::string> args;
     int ranks;
     bool exact;
+    bool cpu = false;  ///< a GPU program, run with --cpu
   };
   const std::vector<Case> cases = {
       {{"healthy.py"}, 4, true},
@@ -169,6 +170,7 @@ TEST(ForkServer, AuditProgramsGiveTheSameFindingsEitherWay) {
       {{"cpu_spawn.py", "--forget-set-epoch"}, 1, true},  // torch.multiprocessing.spawn in a rank
       {{"early_stop_rank0.py"}, 4, false},
       {{"corrupt_sample.py"}, 4, false},
+      {{"gpu_torchrun.py", "3", "1", "--forget-set-epoch"}, 2, true, true},  // nccl, .to(rank), AMP
   };
   for (const auto& c : cases) {
     json reports[2];
@@ -176,9 +178,10 @@ TEST(ForkServer, AuditProgramsGiveTheSameFindingsEitherWay) {
       const std::string report = dir.path() + "/" + c.args[0] + std::to_string(exec) + ".json";
       std::vector<std::string> args = c.args;
       args[0] = kAuditPrograms + "/" + args[0];
-      const auto r = launchPython(exec == 1, {"-n", std::to_string(c.ranks), "--audit", "--report",
-                                              report, "--timeout", "300"},
-                                  args, {{"TMPDIR", dir.path()}});
+      std::vector<std::string> extra = {"-n", std::to_string(c.ranks), "--audit", "--report", report,
+                                        "--timeout", "300"};
+      if (c.cpu) extra.push_back("--cpu");
+      const auto r = launchPython(exec == 1, extra, args, {{"TMPDIR", dir.path()}});
       ASSERT_NE(r.exitCode, -1) << c.args[0];
       reports[exec] = readJson(report);
     }
