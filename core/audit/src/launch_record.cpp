@@ -7,6 +7,7 @@
 
 #include "ddph/common/atomic_file.h"
 #include "ddph/common/error.h"
+#include "ddph/launch/launcher.h"
 
 namespace ddph::audit {
 namespace fs = std::filesystem;

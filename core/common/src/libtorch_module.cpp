@@ -1,4 +1,5 @@
-// Finds and loads the on-demand LibTorch library (NOTE [LibTorch on demand] in backend.h).
+// Finds and loads the on-demand LibTorch library (NOTE [LibTorch on demand] in
+// ddph/common/libtorch_module.h).
 #include <dlfcn.h>
 
 #include <fmt/format.h>

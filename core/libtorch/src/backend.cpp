@@ -1,4 +1,5 @@
-// The on-demand LibTorch library's entry point (NOTE [LibTorch on demand] in backend.h).
+// The on-demand LibTorch library's entry point (NOTE [LibTorch on demand] in
+// ddph/common/libtorch_module.h).
 #include "ddph/common/libtorch_module.h"
 
 #include "ddph/config.h"

@@ -7,7 +7,10 @@
 #include <string>
 
 #include "ddph/common/private_folder.h"
-#include "ddph/launch/launcher.h"
+
+namespace ddph {
+struct LaunchResult;  // ddph/launch/launcher.h: the audit links the launcher privately
+}  // namespace ddph
 
 namespace ddph::audit {
 

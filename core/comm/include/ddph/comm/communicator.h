@@ -167,8 +167,8 @@ class Communicator {
   /// Every rank's `block`, all of the same length, concatenated in rank order.
   virtual std::vector<std::int64_t> gatherBlocks(std::vector<std::int64_t> block,
                                                  std::string_view step) = 0;
-  /// allgather's one virtual (`lengths` may be null). Default: the padded allgather of
-  /// padded_allgather.h over gatherBlocks, with its length check; a decorator (the audit's
+  /// allgather's one virtual (`lengths` may be null). Default: the padded allgather over
+  /// gatherBlocks, with its length check (communicator.cpp); a decorator (the audit's
   /// RecordingCommunicator) overrides it to see one collective, not its parts.
   virtual std::vector<std::vector<std::int64_t>> allgatherv(
       const std::vector<std::int64_t>& mine, const std::vector<std::int64_t>* lengths,
