@@ -126,6 +126,20 @@ TEST(AuditPattern, EvaluationSamplerWithDropLastLeavesSamplesUnscored) {
   EXPECT_TRUE(has(text(v, "likely_cause"), "indices[rank::world_size]")) << shown(a);
 }
 
+TEST(AuditPattern, TheTrainingSamplerOnTheEvaluationLoaderLeavesItsTailUnscored) {
+  const auto a = launchAudited(4, python("eval_with_train_sampler.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_TRUE(has(text(v, "detail"), "loader 1 (TensorDataset, 1000 samples)")) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "was built over 400 samples, the sampler of loader 0")) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "600 of the loader's 1000 samples (400..999) are on no rank"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "a sampler made for another dataset (loader 0's)")) << shown(a);
+  EXPECT_FALSE(has(text(v, "likely_cause"), "seed")) << shown(a);
+}
+
 TEST(AuditPattern, RandomSplitAfterAPerRankSeedGivesEachRankAnotherTrainingSet) {
   const auto a = launchAudited(4, python("random_split_per_rank_seed.py"));
   EXPECT_EQ(a.command.exitCode, 1) << shown(a);

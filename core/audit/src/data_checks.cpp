@@ -361,6 +361,7 @@ class DataChecker {
     if (!sameDataset(loader, k, ranks)) return false;
     const std::optional<std::int64_t> n = ranks[0].pass->datasetLen;
     if (!allKnown(ranks, false)) return true;
+    if (samplerOverAnotherLength(loader, k, ranks)) return false;
     const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
     if (drawsWithReplacement(s)) {
       checkDrawsDiffer(loader, k, *n, ranks);
@@ -379,6 +380,40 @@ class DataChecker {
     v->likelyCause = partitionCause(ranks, v->property);
     record(loader, *v);
     return false;
+  }
+
+  // A sampler made for another dataset than its loader's (a copied line that passes the training
+  // set's sampler to the evaluation loader): it draws indices of its own length, so a longer
+  // dataset's tail is never drawn on any rank (coverage), a shorter one's indices run past it.
+  bool samplerOverAnotherLength(std::int64_t loader, std::int64_t k, const std::vector<RankPass>& ranks) {
+    const LoaderRecord& l = ranks[0].trace->loaders.at(loader);
+    const std::optional<std::int64_t> drawn = ranks[0].pass->datasetLen;
+    if (l.datasetLen <= 0 || !drawn || *drawn <= 0 || *drawn == l.datasetLen) return false;
+    const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+    std::optional<std::int64_t> owner;  // the loader whose dataset the sampler was made for
+    for (const auto& [id, other] : ranks[0].trace->loaders) {
+      if (id != loader && s && other.sampler == s->id && other.datasetLen == *drawn) owner = id;
+    }
+    const std::string alsoUsedBy =
+        owner ? fmt::format(", the sampler of {} too", describeLoader(*ranks[0].trace, *owner)) : "";
+    Violation v;
+    v.property = std::string(*drawn < l.datasetLen ? property::kCoverage : property::kValidRange);
+    v.epoch = k;
+    v.detail = fmt::format(
+        "{}: {} was built over {} samples{}, so it draws indices 0..{} only: {}",
+        describeLoader(*ranks[0].trace, loader), samplerName(ranks[0]), *drawn, alsoUsedBy, *drawn - 1,
+        *drawn < l.datasetLen
+            ? fmt::format("{} of the loader's {} samples ({}..{}) are on no rank", l.datasetLen - *drawn,
+                          l.datasetLen, *drawn, l.datasetLen - 1)
+            : fmt::format("indices {}..{} are past the loader's {} samples", l.datasetLen, *drawn - 1,
+                          l.datasetLen));
+    v.likelyCause = fmt::format(
+        "the loader was given a sampler made for another dataset{}; build a sampler over the "
+        "loader's own dataset (DistributedSampler(dataset, shuffle=False) for an evaluation)",
+        owner ? fmt::format(" (loader {}'s)", *owner) : "");
+    judged(property::kCoverage);
+    record(loader, v);
+    return true;
   }
 
   // NOTE [Data with no sampler indices] (docs/audit.md): a pass over an iterable dataset is known
