@@ -33,6 +33,7 @@ struct RunArgs {
   std::optional<int> worldSize;
   std::optional<std::string> reportPath;
   std::optional<std::string> htmlPath;
+  std::optional<std::string> traceDir;
   std::optional<double> deadlineS;
   bool quiet = false;
 };
@@ -46,14 +47,10 @@ int runRun(const RunArgs& a) {
   options.deadlineS = a.deadlineS;
   options.gloo = glooOptionsFromEnvironment();
   if (a.htmlPath) report::checkReportPath(*a.htmlPath);
-  // --html: the ranks write their trace (ScenarioTrace) into a private folder, read back for the
-  // page's coverage and timeline, then removed.
-  std::optional<audit::TraceFolder> traces;
-  if (a.htmlPath) {
-    traces.emplace(std::nullopt);
-    ::setenv("DDPH_AUDIT_DIR", traces->path().c_str(), 1);
-    ::setenv("DDPH_AUDIT_RUN_ID", fmt::format("run-{}", ::getpid()).c_str(), 1);
-  }
+  // The ranks write their trace (ScenarioTrace) into the run's trace folder: the user's
+  // (--trace-dir, kept, for `ddp-sim audit`) or a private one removed at the end.
+  const audit::TraceFolder traces(a.traceDir);
+  options.trace = {traces.path(), fmt::format("run-{}", ::getpid())};
   Scenario scenario = resolveScenario(a.scenario);
   if (a.worldSize) scenario.worldSize = *a.worldSize;
   validateScenario(scenario);
@@ -73,11 +70,11 @@ int runRun(const RunArgs& a) {
   if (a.htmlPath) {
     std::optional<audit::Trace> trace;
     try {
-      trace = audit::readTrace(traces->path());
+      trace = audit::readTrace(traces.path());
     } catch (const ConfigError&) {
       // A run stopped before any rank wrote its trace: the page says so (runPage's note).
     }
-    report::writeHtmlReport(*a.htmlPath, runPage(report, trace ? &*trace : nullptr));
+    report::writeHtmlReport(*a.htmlPath, runPage(report, trace ? &*trace : nullptr, scenario));
   }
   if (!a.quiet) std::cout << reportText(report) << std::flush;
   if (report.interruptedBy != 0) {
@@ -120,6 +117,9 @@ Command addRunCommand(CLI::App& app) {
   sub->add_option("--html", args->htmlPath,
                   "also write a self-contained HTML report here (verdict, coverage, rank timeline; "
                   "docs/html-report.md)");
+  sub->add_option("--trace-dir", args->traceDir,
+                  "keep the ranks' audit trace in this folder (created; refused when it already "
+                  "holds a trace), for ddp-sim audit");
   sub->add_option("--timeout", args->deadlineS,
                   "seconds before the whole run is stopped (every collective also has the "
                   "scenario's timeout_s)");

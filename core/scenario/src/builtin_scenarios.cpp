@@ -98,7 +98,7 @@ sampler_drop_last = false
 )"},
       {"padding-inflates-eval", R"(name = "padding-inflates-eval"
 description = "evaluation with DistributedSampler: padding evaluates 7 samples twice and skews the metric"
-expect = "disjointness"
+expect = "no-duplicates"
 phase = "eval"
 world_size = 8
 epochs = 1

@@ -8,6 +8,7 @@
 #include "ddph/verify/builtin_samplers.h"
 #include "ddph/verify/distributed_sampler.h"
 #include "ddph/verify/partition_checks.h"
+#include "ddph/verify/property.h"
 #include "ddph/verify/resume_checks.h"
 
 namespace ddph {
@@ -45,6 +46,11 @@ void EpochChecks::check(std::int64_t epoch,
       continue;
     }
     auto disjoint = checkDisjointness(p, e);
+    if (s_.phase == "eval" && disjoint) {
+      // An evaluation counts every sample once: a copy on a second rank is a duplicate counted
+      // twice (the audit's no-duplicates), whatever made it (padding, overlapping shards).
+      disjoint->property = std::string(property::kNoDuplicates);
+    }
     if (s_.phase == "eval") {
       const std::string metric = evalMetric(p, c);
       observer_.onNote(fmt::format("epoch {}: {}", epoch, metric));
@@ -87,6 +93,9 @@ void EpochChecks::checkResumed(std::int64_t epoch, const std::vector<std::vector
 
 void EpochChecks::report(std::optional<Violation> v, const Checked& c) {
   if (!v) return;
+  for (const auto& hint : hints_) {
+    if (hint.dataset == c.name && hint.property == v->property) v->likelyCause = hint.text;
+  }
   if (checked_.size() > 1) v->detail = fmt::format("dataset {}: {}", c.name, v->detail);
   observer_.onViolation(*v);
 }

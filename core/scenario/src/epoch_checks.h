@@ -1,8 +1,8 @@
 #pragma once
 // Private to the scenario library: rank 0's checks at each epoch end, over what every rank
-// consumed (gathered): valid range, coverage per dataset, disjointness (with the eval metric's
-// skew in the eval phase), equal length and reshuffle against the previous epoch, and a note of
-// the samples no rank visited.
+// consumed (gathered): valid range, coverage per dataset, disjointness (in the eval phase
+// no-duplicates, with the eval metric's skew), equal length and reshuffle against the previous
+// epoch, and a note of the samples no rank visited.
 
 #include <cstdint>
 #include <optional>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ddph/scenario/rank_program.h"
+#include "pipeline_hints.h"
 #include "rank_sources.h"
 
 namespace ddph {
@@ -22,6 +23,10 @@ class EpochChecks {
 
   /// `gathered[source][rank]`: the ids rank consumed from that source in `epoch`.
   void check(std::int64_t epoch, const std::vector<std::vector<std::vector<Index>>>& gathered);
+
+  /// What the pipeline's configuration explains: each hint becomes the likely cause of the
+  /// violations of its property on its dataset.
+  void explainWith(std::vector<PipelineHint> hints) { hints_ = std::move(hints); }
 
   /// [resume] (one dataset): `gathered[rank]` holds what the rank took before the stop (its first
   /// `consumed`) and after the resume; judged by resume-exactly-once and resume-balance.
@@ -37,6 +42,7 @@ class EpochChecks {
   const std::vector<Checked>& checked_;
   std::int64_t world_;
   RankObserver& observer_;
+  std::vector<PipelineHint> hints_;
   std::vector<std::optional<Partition>> previous_;  ///< per checked dataset, the last epoch
 };
 

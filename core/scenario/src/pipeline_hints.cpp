@@ -3,13 +3,15 @@
 #include <fmt/format.h>
 
 #include "ddph/verify/distributed_sampler.h"
+#include "ddph/verify/property.h"
 
 namespace ddph {
 
-std::vector<std::string> pipelineHints(const Scenario& s, const std::vector<DatasetSpec>& datasets,
-                                       const std::vector<std::size_t>& batchesPerRank,
-                                       std::int64_t world) {
-  std::vector<std::string> hints;
+std::vector<PipelineHint> pipelineHints(const Scenario& s, const std::vector<DatasetSpec>& datasets,
+                                        const std::vector<std::size_t>& batchesPerRank,
+                                        std::int64_t world) {
+  std::vector<PipelineHint> hints;
+  const std::string coverage(property::kCoverage);
   const std::int64_t w = world;
   if (s.combine == Combine::kZip && datasets.size() > 1) {
     std::size_t shortest = 0;
@@ -18,12 +20,12 @@ std::vector<std::string> pipelineHints(const Scenario& s, const std::vector<Data
     }
     for (std::size_t d = 0; d < batchesPerRank.size(); ++d) {
       if (batchesPerRank[d] == batchesPerRank[shortest]) continue;
-      hints.push_back(fmt::format(
-          "hint: zip() stops with the shortest loader: {} has {} batches per rank, {} has {}; "
+      hints.push_back({datasets[d].name, coverage, fmt::format(
+          "zip() stops with the shortest loader: {} has {} batches per rank, {} has {}; "
           "the last {} batches of {} are never drawn (cycle the shorter or iterate by epochs of "
           "the longer)",
           datasets[shortest].name, batchesPerRank[shortest], datasets[d].name, batchesPerRank[d],
-          batchesPerRank[d] - batchesPerRank[shortest], datasets[d].name));
+          batchesPerRank[d] - batchesPerRank[shortest], datasets[d].name)});
     }
   }
   for (const auto& spec : datasets) {
@@ -31,25 +33,25 @@ std::vector<std::string> pipelineHints(const Scenario& s, const std::vector<Data
     if (spec.sampler != "pytorch") continue;
     const std::int64_t perRank = distributedNumSamples(n, w, spec.samplerDropLast);
     if (s.dropLast && perRank % s.batchSize != 0) {
-      hints.push_back(fmt::format(
-          "hint: DataLoader(drop_last=True) drops the last {} samples of every rank's shard of "
+      hints.push_back({spec.name, coverage, fmt::format(
+          "DataLoader(drop_last=True) drops the last {} samples of every rank's shard of "
           "{} ({} per epoch); DistributedSampler(drop_last=True) is the one that drops at most "
           "W - 1 = {} samples",
-          perRank % s.batchSize, spec.name, (perRank % s.batchSize) * w, w - 1));
+          perRank % s.batchSize, spec.name, (perRank % s.batchSize) * w, w - 1)});
     }
     if (spec.samplerDropLast && perRank == 0) {
-      hints.push_back(fmt::format(
-          "hint: DistributedSampler(drop_last=True) with N = {} < W = {} gives num_samples = 0: "
+      hints.push_back({spec.name, coverage, fmt::format(
+          "DistributedSampler(drop_last=True) with N = {} < W = {} gives num_samples = 0: "
           "no rank gets a sample; use fewer ranks or drop_last=False",
-          n, w));
+          n, w)});
     }
     const std::int64_t padding = perRank * w - n;
     if (s.phase == "eval" && padding > 0) {
-      hints.push_back(fmt::format(
-          "hint: DistributedSampler pads {} with {} repeated samples to give {} ranks equal "
+      hints.push_back({spec.name, std::string(property::kNoDuplicates), fmt::format(
+          "DistributedSampler pads {} with {} repeated samples to give {} ranks equal "
           "shards; evaluation counts them twice: evaluate without padding (an unpadded sampler, "
           "then all_reduce the metric sums)",
-          spec.name, padding, w));
+          spec.name, padding, w)});
     }
   }
   return hints;

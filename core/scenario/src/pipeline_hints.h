@@ -1,20 +1,29 @@
 #pragma once
 // Private to the scenario library: facts about a pipeline's configuration that explain a
-// violation, as a user would work them out by hand from the sampler and DataLoader settings
-// (shown as notes beside rank 0's findings).
+// violation, as a user would work them out by hand from the sampler and DataLoader settings.
+// Each names the dataset and the property it explains, and becomes the likely cause of the
+// violations of that property on that dataset (and nothing else: a configuration that explains
+// one finding says nothing about another).
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ddph/scenario/scenario.h"
 
 namespace ddph {
 
+struct PipelineHint {
+  std::string dataset;   ///< the dataset whose violations it explains
+  std::string property;  ///< the property it explains
+  std::string text;      ///< the cause and its remedy
+};
+
 /// `datasets[d]` yields `batchesPerRank[d]` batches per rank per epoch, at world size `world`.
-std::vector<std::string> pipelineHints(const Scenario& s, const std::vector<DatasetSpec>& datasets,
-                                       const std::vector<std::size_t>& batchesPerRank,
-                                       std::int64_t world);
+std::vector<PipelineHint> pipelineHints(const Scenario& s, const std::vector<DatasetSpec>& datasets,
+                                        const std::vector<std::size_t>& batchesPerRank,
+                                        std::int64_t world);
 
 }  // namespace ddph

@@ -112,7 +112,7 @@ class RankRun {
     if (epoch == 0 && rank_ == 0) {
       std::vector<DatasetSpec> specs;
       for (const auto& src : data_.sources) specs.push_back(src.spec);
-      for (const auto& hint : pipelineHints(s_, specs, counts, world_)) observer_.onNote(hint);
+      checks_.explainWith(pipelineHints(s_, specs, counts, world_));
     }
     const auto schedule = epochSchedule(s_, counts, epoch);
     std::vector<std::int64_t> batchCounts, drawn(batches.size(), 0);
@@ -251,10 +251,11 @@ bool sampleCorrect(std::int64_t dataset, std::int64_t id) {
          70;
 }
 
-RankRunStats runRankProgram(const Scenario& scenario, Communicator& comm, RankObserver& observer) {
+RankRunStats runRankProgram(const Scenario& scenario, Communicator& comm, RankObserver& observer,
+                            const RankTraceTarget& target) {
   DDPH_CHECK(comm.size() == scenario.worldSize, "scenario {} needs {} ranks, the world has {}",
              scenario.name, scenario.worldSize, comm.size());
-  ScenarioTrace trace(comm.rank(), comm.size());  // DDPH_AUDIT_DIR: ddp-sim launch --audit
+  ScenarioTrace trace(comm.rank(), comm.size(), target);
   RankRun run(scenario, trace.record(comm), observer, trace);
   const RankRunStats stats = run.run();
   trace.end();

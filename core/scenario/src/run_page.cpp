@@ -2,6 +2,10 @@
 #include "ddph/scenario/run_page.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <optional>
 
 #include <set>
 
@@ -9,15 +13,64 @@
 
 namespace ddph {
 
-const std::vector<std::string_view>& runCheckedProperties() {
-  static const std::vector<std::string_view> kProperties = {
-      property::kValidRange,         property::kCoverage,    property::kDisjointness,
-      property::kEqualLength,        property::kReshuffle,   property::kCollectiveMismatch,
-      property::kRankFailure,        property::kStraggler};
-  return kProperties;
+std::vector<std::string_view> runCheckedProperties(const Scenario& s) {
+  std::vector<std::string_view> out;
+  if (s.resume) {
+    out = {property::kResumeExactlyOnce, property::kResumeBalance};
+  } else {
+    out = {property::kValidRange, property::kCoverage,
+           s.phase == "eval" ? property::kNoDuplicates : property::kDisjointness,
+           property::kEqualLength, property::kReshuffle};
+  }
+  for (auto p : {property::kCollectiveMismatch, property::kRankFailure, property::kStraggler}) {
+    out.push_back(p);
+  }
+  return out;
 }
 
-report::Page runPage(const RunReport& r, const audit::Trace* trace) {
+std::set<std::string> runNotApplicable(const Scenario& s, const RunReport& r, std::string* why) {
+  // The epoch the run stopped in, when it stopped before its end (the partitions of that epoch
+  // and the later ones were never gathered).
+  std::optional<std::int64_t> stoppedAt;
+  for (const auto& v : r.violations) {
+    if (v.property != property::kCollectiveMismatch && v.property != property::kRankFailure) continue;
+    const std::int64_t epoch = std::max<std::int64_t>(v.epoch, 0);
+    stoppedAt = stoppedAt ? std::min(*stoppedAt, epoch) : epoch;
+  }
+  if (r.interruptedBy != 0) stoppedAt = 0;
+  std::set<std::string> out;
+  std::vector<std::string> reasons;
+  for (const auto p : runCheckedProperties(s)) {
+    const std::string name(p);
+    const bool partition = p != property::kCollectiveMismatch && p != property::kRankFailure &&
+                           p != property::kStraggler && p != property::kReshuffle;
+    if (p == property::kReshuffle && (s.epochs < 2 || (stoppedAt && *stoppedAt < 2))) {
+      out.insert(name);
+    } else if ((partition && stoppedAt && *stoppedAt == 0) ||
+               (p == property::kStraggler && stoppedAt)) {
+      out.insert(name);
+    }
+  }
+  if (s.epochs < 2 && out.count(std::string(property::kReshuffle))) {
+    reasons.push_back("reshuffle (one epoch)");
+  }
+  if (stoppedAt) {
+    std::vector<std::string> stopped;
+    for (const auto& name : out) {
+      if (name != property::kReshuffle || s.epochs >= 2) stopped.push_back(name);
+    }
+    if (!stopped.empty()) {
+      reasons.push_back(fmt::format("{} (the run stopped in epoch {}, before that epoch's end)",
+                                    fmt::join(stopped, ", "), *stoppedAt));
+    }
+  }
+  // What was found is judged, whatever stopped the run after it.
+  for (const auto& v : r.violations) out.erase(v.property);
+  if (why && !reasons.empty()) *why = fmt::format("not judged: {}", fmt::join(reasons, "; "));
+  return out;
+}
+
+report::Page runPage(const RunReport& r, const audit::Trace* trace, const Scenario& scenario) {
   report::Page page;
   page.title = fmt::format("ddp-sim run {}", r.scenario);
   page.subtitle = fmt::format("{} on {} rank processes: {}{}", r.source, r.worldSize,
@@ -25,7 +78,11 @@ report::Page runPage(const RunReport& r, const audit::Trace* trace) {
                               r.description.empty() ? "" : " — " + r.description);
   std::vector<std::string> notes = r.notes;
   if (!trace) notes.push_back("the ranks' trace could not be read: no coverage chart");
-  page.verdict = audit::verdictOf(r.passed, r.violations, notes, runCheckedProperties());
+  std::string notJudged;
+  const auto notApplicable = runNotApplicable(scenario, r, &notJudged);
+  if (!notJudged.empty()) notes.push_back(notJudged);
+  page.verdict =
+      audit::verdictOf(r.passed, r.violations, notes, runCheckedProperties(scenario), notApplicable);
   std::set<std::int64_t> stragglers, failed;
   for (const auto& v : r.violations) {
     if (v.property == property::kStraggler) stragglers.insert(v.ranks.begin(), v.ranks.end());

@@ -39,15 +39,20 @@ std::string reportText(const RunReport& r) {
                                 r.worldSize, r.passed ? "PASSED" : "FAILED");
   if (!r.description.empty()) out += fmt::format("  {}\n", r.description);
   constexpr std::size_t kShown = 8;
-  // Hints come from this run's own configuration (rank 0 explains its pipeline): when there are
-  // any, they are the likely cause; the catalogue's cause is the usual one for the property.
-  std::vector<std::string> hints;
-  for (const auto& note : r.notes) {
-    if (note.rfind("hint: ", 0) == 0) hints.push_back(note.substr(6));
+  // A cause this run's own configuration explains is the violation's own (pipeline hints, set on
+  // rank 0); the others get the catalogue's.
+  // The same cause under the same property is shown once (zip's truncation in every epoch).
+  std::vector<Violation> shown = r.violations;
+  for (std::size_t i = 0; i < shown.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (r.violations[j].property == shown[i].property &&
+          r.violations[j].likelyCause == r.violations[i].likelyCause) {
+        shown[i].likelyCause.clear();
+      }
+    }
   }
-  out += violationsText(r.violations, hints, kShown);
+  out += violationsText(shown, {}, kShown);
   for (std::size_t i = 0; i < r.notes.size() && i < kShown; ++i) {
-    if (r.notes[i].rfind("hint: ", 0) == 0 && !r.violations.empty()) continue;  // shown above
     out += fmt::format("  note: {}\n", r.notes[i]);
   }
   if (r.notes.size() > kShown) out += fmt::format("  … {} more notes\n", r.notes.size() - kShown);

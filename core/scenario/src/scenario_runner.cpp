@@ -45,7 +45,7 @@ class PipeObserver final : public RankObserver {
   void onWaiting(bool waiting) override { slot_.waiting.store(waiting ? 1 : 0); }
   void onViolation(const Violation& v) override {
     send({{"t", "violation"}, {"property", v.property}, {"ranks", v.ranks}, {"epoch", v.epoch},
-          {"step", v.step}, {"detail", v.detail}});
+          {"step", v.step}, {"detail", v.detail}, {"likely_cause", v.likelyCause}});
   }
   void onNote(const std::string& line) override { send({{"t", "note"}, {"text", line}}); }
   void send(const Json& j) { writeLine(fd_, j.dump()); }
@@ -57,8 +57,10 @@ class PipeObserver final : public RankObserver {
   int rank_;
 };
 
-int rankMain(const Scenario& s, const GlooOptions& engine, const std::string& storePath, int rank,
-             int fd, SharedProgress& progress, RunProgress* shown) {
+int rankMain(const Scenario& s, const RunOptions& options, const std::string& storePath, int rank,
+             int fd, SharedProgress& progress) {
+  const GlooOptions& engine = options.gloo;
+  RunProgress* shown = options.progress;
   PipeObserver observer(fd, progress.slot(rank), shown, rank);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(s.timeoutS * 1000));
   // NOTE [Connect deadline]: ranks are forked one after another and all connect on the same
@@ -88,7 +90,7 @@ int rankMain(const Scenario& s, const GlooOptions& engine, const std::string& st
     comm->setTimeout(timeout);
     observer.onJoined();
     const double connectS = std::chrono::duration<double>(Clock::now() - start).count();
-    const RankRunStats stats = runRankProgram(s, *comm, observer);
+    const RankRunStats stats = runRankProgram(s, *comm, observer, options.trace);
     // Sampled before the barrier, while every rank is alive: the sum over ranks counts each page
     // the ranks share once (own_pss.h).
     const std::optional<double> pss = ownPssMb();
@@ -135,6 +137,7 @@ Parsed parseOutput(const std::string& output) {
       v.epoch = j["epoch"];
       v.step = j["step"];
       v.detail = j["detail"];
+      v.likelyCause = j.value("likely_cause", "");
       p.violations.push_back(std::move(v));
     } else if (t == "note") {
       p.notes.push_back(j["text"]);
@@ -192,7 +195,7 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
   const PrivateFolder folder("ddph-run-");
   const std::string storePath = folder.path() + "/store";
   const ForkedWorldResult result = runForkedWorld(world, [&](int rank, int fd, SharedProgress& progress) {
-    return rankMain(s, options.gloo, storePath, rank, fd, progress, options.progress);
+    return rankMain(s, options, storePath, rank, fd, progress);
   });
 
   RunReport report;

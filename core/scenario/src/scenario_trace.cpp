@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
 #include <functional>
 #include <string_view>
 
@@ -9,11 +10,22 @@
 
 namespace ddph {
 
-ScenarioTrace::ScenarioTrace(int rank, int worldSize)
-    : writer_(audit::TraceWriter::fromEnvironment(rank, worldSize,
-                                                  std::string("ddp-sim rank-run ") + DDPH_VERSION)),
-      rank_(rank),
-      worldSize_(worldSize) {}
+namespace {
+
+std::unique_ptr<audit::TraceWriter> writerFor(int rank, int worldSize, const RankTraceTarget& target) {
+  const std::string producer = std::string("ddp-sim rank-run ") + DDPH_VERSION;
+  if (target.dir.empty()) return audit::TraceWriter::fromEnvironment(rank, worldSize, producer);
+  std::vector<std::string> argv;
+  std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
+  for (std::string arg; std::getline(cmdline, arg, '\0');) argv.push_back(arg);
+  return std::make_unique<audit::TraceWriter>(target.dir, rank, worldSize, target.runId,
+                                              std::move(argv), producer);
+}
+
+}  // namespace
+
+ScenarioTrace::ScenarioTrace(int rank, int worldSize, const RankTraceTarget& target)
+    : writer_(writerFor(rank, worldSize, target)), rank_(rank), worldSize_(worldSize) {}
 
 Communicator& ScenarioTrace::record(Communicator& comm) {
   if (!writer_) return comm;

@@ -1,8 +1,9 @@
 #pragma once
 // The scenario rank program's audit trace (docs/trace-format.md): what `ddp-sim rank-run` does, in
 // the lines a Python program's recorder writes, so that `ddp-sim launch --audit -- ddp-sim
-// rank-run NAME` is judged by the same verifier as a real script. On only when DDPH_AUDIT_DIR is
-// set; every method is a no-op otherwise.
+// rank-run NAME` (DDPH_AUDIT_DIR) and every `ddp-sim run` (its ranks write into the run's trace
+// folder) are judged by the same verifier as a real script. Without a folder every method is a
+// no-op.
 //
 // Per dataset: its sampler ("pytorch" is torch's order, recomputed by the verifier; the others
 // are recorded batch by batch), a loader, and per epoch a set_epoch (unless the scenario forgets
@@ -18,13 +19,15 @@
 
 #include "ddph/audit/recording_communicator.h"
 #include "ddph/audit/trace_writer.h"
+#include "ddph/scenario/rank_program.h"
 #include "ddph/scenario/scenario.h"
 
 namespace ddph {
 
 class ScenarioTrace {
  public:
-  ScenarioTrace(int rank, int worldSize);
+  /// Into `target.dir`, or $DDPH_AUDIT_DIR when that is empty (rank_program.h).
+  ScenarioTrace(int rank, int worldSize, const RankTraceTarget& target);
 
   bool enabled() const { return writer_ != nullptr; }
 

@@ -11,6 +11,7 @@
 // Ending each epoch costs one extra allreduce whose header is all zeros.
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -42,10 +43,18 @@ struct RankRunStats {
   bool stoppedOnMismatch = false;
 };
 
-/// Runs `scenario` as rank comm.rank() of comm.size(). Injected kill faults raise SIGKILL in the
+/// Where a rank writes its audit trace (docs/trace-format.md). `dir` empty: into $DDPH_AUDIT_DIR
+/// when it is set (`ddp-sim launch --audit -- ddp-sim rank-run`), else nowhere.
+struct RankTraceTarget {
+  std::filesystem::path dir;
+  std::string runId;  ///< the same on every rank of the run
+};
+
+/// Runs `scenario` as rank comm.rank() of comm.size(), writing its trace to `trace`. Injected kill faults raise SIGKILL in the
 /// calling process: use only in a rank process. Collective failures propagate as TimeoutError /
 /// ProtocolError.
-RankRunStats runRankProgram(const Scenario& scenario, Communicator& comm, RankObserver& observer);
+RankRunStats runRankProgram(const Scenario& scenario, Communicator& comm, RankObserver& observer,
+                            const RankTraceTarget& trace = {});
 
 /// Eval metric stand-in: whether sample `id` of dataset `dataset` is "classified correctly"
 /// (a fixed hash, about 70 % true), so metric skew from duplicates is exactly reproducible.

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "ddph/comm/gloo_communicator.h"
+#include "ddph/scenario/rank_program.h"
 #include "ddph/scenario/run_progress.h"
 #include "ddph/scenario/run_report.h"
 #include "ddph/scenario/scenario.h"
@@ -19,6 +20,9 @@ struct RunOptions {
   /// Where the ranks say they joined and which epoch they are in (for a progress line); its world
   /// size must be the run's. Null: nowhere.
   RunProgress* progress = nullptr;
+  /// Where the ranks write their audit trace (`ddp-sim run` gives every run one; empty: nowhere
+  /// unless $DDPH_AUDIT_DIR is set).
+  RankTraceTarget trace;
 };
 
 /// Runs the scenario. Violations (including rank-failure) are in the report; throws ConfigError
