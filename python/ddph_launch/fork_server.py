@@ -88,13 +88,11 @@ def fork_unsafe_reason():
     n = threads_alive()
     if n > 1:
         return "%d threads were alive after importing torch (a fork copies none of them)" % n
-    torch = sys.modules.get("torch")
-    cuda = getattr(torch, "cuda", None)
-    try:
-        if cuda is not None and cuda.is_initialized():
-            return "CUDA was initialised while importing torch (a forked child cannot use it)"
-    except Exception:
-        pass
+    # torch.cuda's own flag, not is_initialized(): under --cpu the stand-in devices answer that
+    # they are initialised, and no CUDA context exists.
+    cuda = getattr(sys.modules.get("torch"), "cuda", None)
+    if getattr(cuda, "_initialized", False):
+        return "CUDA was initialised while importing torch (a forked child cannot use it)"
     return None
 
 
