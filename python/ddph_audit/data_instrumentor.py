@@ -141,17 +141,14 @@ def register_sampler(sampler, loader=None):
 
 
 def _wrap_set_epoch(fn):
-    tls = recorder.tls
+    inside = recorder.suppressed(recorder.SET_EPOCH)
 
     @functools.wraps(fn)
     def set_epoch(self, *args, **kwargs):
-        d = getattr(tls, "set_epoch_depth", 0)
-        tls.set_epoch_depth = d + 1
-        try:
+        outermost = not inside.active()
+        with inside:
             result = fn(self, *args, **kwargs)
-        finally:
-            tls.set_epoch_depth = d
-        if d == 0 and recorder.state.active:
+        if outermost and recorder.state.active:
             try:
                 info = register_sampler(self)
                 epoch = args[0] if args else kwargs.get("epoch", next(iter(kwargs.values()), None))

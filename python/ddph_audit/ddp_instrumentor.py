@@ -122,13 +122,8 @@ def _recording_hook(state, bucket):
             st.backwards += 1
     except Exception as e:
         recorder.fail(e, "DDP comm hook")
-    tls = recorder.tls
-    d = getattr(tls, "depth", 0)
-    tls.depth = d + 1  # collectives inside the program's hook belong to this bucket
-    try:
+    with recorder.suppressed():  # collectives inside the program's hook belong to this bucket
         fut = state.user_hook(state.user_state, bucket)
-    finally:
-        tls.depth = d
     if token is not None:
         _watch(fut, token)
     return fut

@@ -4,8 +4,8 @@ Each public function listed in ``COLLECTIVES`` is replaced, in ``torch.distribut
 ``torch.distributed.distributed_c10d``, by a wrapper that writes ``coll`` before the call and
 ``coll_done`` once it returned (for ``async_op=True`` / ``isend`` / ``irecv``: when the call
 returned, with ``"async": true``). Only the outermost call is recorded (``all_gather_object`` calls
-``all_gather`` inside; ``init_process_group`` and ``new_group`` may call ``barrier``): a
-thread-local depth counter. ``seq`` counts this rank's recorded calls per group.
+``all_gather`` inside; ``init_process_group`` and ``new_group`` may call ``barrier``): the wrapped call runs inside
+``recorder.suppressed()``. ``seq`` counts this rank's recorded calls per group.
 """
 
 import functools
@@ -153,27 +153,20 @@ def _wrap_collective(name, fn):
     peer_arg = PEER_ARG.get(name)
     root_arg = ROOT_ARG.get(name)
     always_async = name in ALWAYS_ASYNC
-    tls = recorder.tls
+    inside = recorder.suppressed()
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        d = getattr(tls, "depth", 0)
-        if d or not recorder.state.active:
-            tls.depth = d + 1
-            try:
+        if inside.active() or not recorder.state.active:
+            with inside:
                 return fn(*args, **kwargs)
-            finally:
-                tls.depth = d
         token = None
         try:
             token = _begin(name, args, kwargs, get, tensor_arg, peer_arg, root_arg, always_async)
         except Exception as e:
             recorder.fail(e, name)
-        tls.depth = d + 1
-        try:
+        with inside:
             result = fn(*args, **kwargs)
-        finally:
-            tls.depth = d
         if token is not None:
             try:
                 gid, seq, is_async = token
@@ -247,7 +240,7 @@ def _reduce_op_name(op):
 def _wrap_suppressing(name, fn, after=None, before=None):
     """init_process_group / new_group / destroy_process_group: nothing inside them is recorded;
     ``before`` sees the arguments, ``after`` the result."""
-    tls = recorder.tls
+    inside = recorder.suppressed()
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -256,12 +249,8 @@ def _wrap_suppressing(name, fn, after=None, before=None):
                 before(args, kwargs)
             except Exception as e:
                 recorder.fail(e, name)
-        d = getattr(tls, "depth", 0)
-        tls.depth = d + 1
-        try:
+        with inside:
             result = fn(*args, **kwargs)
-        finally:
-            tls.depth = d
         if after is not None and recorder.state.writer is not None and not recorder.state.failed:
             try:
                 after(args, kwargs, result)

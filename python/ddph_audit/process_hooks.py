@@ -125,7 +125,7 @@ def at_exit():
             return
         if not st.writer.is_open:
             # Never learned its rank: rank 0, if it recorded anything and no rank 0 wrote.
-            if not st.writer._pending:
+            if not st.writer.has_queued:
                 return
             recorder.open_trace(st.rank if st.rank is not None else 0, st.world_size or 1,
                                 exclusive=True)

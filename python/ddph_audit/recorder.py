@@ -29,7 +29,7 @@ from .trace_writer import TraceWriter
 RANK_PID_ENV = "DDPH_AUDIT_RANK_PID"
 
 _lock = threading.RLock()
-tls = threading.local()  # .depth: nesting of wrapped calls; .set_epoch_depth
+_tls = threading.local()  # per thread: the suppression counters below; .polling
 
 
 class _State:
@@ -55,8 +55,44 @@ def is_active():
     return state.active and w is not None and not w.dead
 
 
-def depth():
-    return getattr(tls, "depth", 0)
+CALLS = "calls"  # collectives and process-group calls: only the outermost is recorded
+SET_EPOCH = "set_epoch"  # a sampler's set_epoch: only the outermost of nested calls is recorded
+
+
+class _Suppressed:
+    """``with recorder.suppressed(scope):`` what the thread calls inside is not recorded as
+    ``scope`` (nests; per thread). Made once per scope: entering costs two attribute lookups."""
+
+    __slots__ = ("_attr",)
+
+    def __init__(self, scope):
+        self._attr = "suppressed_" + scope
+
+    def __enter__(self):
+        setattr(_tls, self._attr, getattr(_tls, self._attr, 0) + 1)
+        return self
+
+    def __exit__(self, *exc):
+        setattr(_tls, self._attr, getattr(_tls, self._attr) - 1)
+        return False
+
+    def active(self):
+        return getattr(_tls, self._attr, 0) > 0
+
+
+_suppressions = {CALLS: _Suppressed(CALLS), SET_EPOCH: _Suppressed(SET_EPOCH)}
+
+
+def suppressed(scope=CALLS):
+    """The context inside which this thread's calls of ``scope`` are not recorded: a wrapper
+    records only when ``is_suppressed(scope)`` is False, and calls the wrapped function inside
+    ``suppressed(scope)`` so that what it calls in turn (``all_gather_object`` calling
+    ``all_gather``, ``init_process_group`` calling ``barrier``) is not recorded again."""
+    return _suppressions[scope]
+
+
+def is_suppressed(scope=CALLS):
+    return _suppressions[scope].active()
 
 
 def now():
@@ -84,9 +120,9 @@ pollers = []  # called before each event (e.g. DDP futures completed meanwhile)
 
 def _poll():
     """Runs the pollers (not re-entered); False when recording was disabled."""
-    if getattr(tls, "polling", False):
+    if getattr(_tls, "polling", False):
         return True
-    tls.polling = True
+    _tls.polling = True
     try:
         for poll in pollers:
             poll()
@@ -94,7 +130,7 @@ def _poll():
         fail(e, "polling")
         return False
     finally:
-        tls.polling = False
+        _tls.polling = False
     return True
 
 

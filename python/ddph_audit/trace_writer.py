@@ -121,6 +121,11 @@ class TraceWriter:
     def is_open(self):
         return self._fd is not None
 
+    @property
+    def has_queued(self):
+        """Whether events wait in memory for the file to open (the rank is not known yet)."""
+        return bool(self._pending)
+
     @staticmethod
     def _line(ev, fields, t):
         obj = {"ev": ev, "t": t}
