@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "ddph/launch/master_port.h"
+
 namespace ddph {
 
 struct LaunchOptions {
@@ -85,14 +87,7 @@ struct LaunchResult {
 /// cannot be started (nothing is left running then).
 LaunchResult launchRanks(const LaunchOptions& options);
 
-/// A port on `address` nobody holds right now, chosen outside the kernel's ephemeral range
-/// (/proc/sys/net/ipv4/ip_local_port_range), where no outgoing connection (another job's Gloo
-/// pairs) can take it before rank 0's store binds it; checked free by binding it, as the store
-/// will (every address, IPv6 and IPv4). A port of the range only when none outside is free.
-std::uint16_t findFreePort(const std::string& address = "127.0.0.1");
 
-/// The kernel's ephemeral port range, [first, last] (Linux's default when it cannot be read).
-std::pair<std::uint16_t, std::uint16_t> ephemeralPortRange();
 
 /// "rank 2 (pid 4711) exited with code 3", "… was killed by signal 9 (SIGKILL)", …
 std::string describeOutcome(const RankOutcome& outcome);
