@@ -30,7 +30,13 @@ _lock = threading.RLock()
 _trace_dir = None
 _activated = False
 _spawned_rank = False
-_spawned = None  # the SpawnedRanksInstrumentor, once torch.multiprocessing is imported
+_version_noted = False
+# The recorder's instrumentors, one per concern, each made and instrumented when its torch module
+# is imported (in this order when they already are): concern -> instance. They patch disjoint
+# attributes; uninstrument() undoes them in the reverse order.
+_CONCERNS = (("distributed", "torch.distributed"), ("data", "torch.utils.data"),
+             ("ddp", "torch.nn.parallel"), ("spawn", "torch.multiprocessing.spawn"))
+_instrumentors = {}
 
 
 def _activate():
@@ -44,31 +50,44 @@ def _activate():
         process_hooks.install()
 
 
-def _instrument_spawn(module):
-    global _spawned
+def _make(concern):
+    """A new instrumentor of ``concern`` (imported only now: nothing of torch before)."""
+    if concern == "distributed":
+        from .distributed_instrumentor import DistributedInstrumentor
+        return DistributedInstrumentor()
+    if concern == "data":
+        from .data_instrumentor import DataInstrumentor
+        return DataInstrumentor()
+    if concern == "ddp":
+        from .ddp_instrumentor import DdpInstrumentor
+        return DdpInstrumentor()
     from .spawned_ranks import SpawnedRanksInstrumentor
-    if _spawned is None:
-        _spawned = SpawnedRanksInstrumentor(_trace_dir)
-    _spawned.instrument()
+    return SpawnedRanksInstrumentor(_trace_dir)
 
 
-def _on_import(patch_name):
+def _note_version(instrumentor):
+    """One line per process when torch is outside the versions the recorder was tested with."""
+    global _version_noted
+    note = instrumentor.version_note()
+    if note and not _version_noted:
+        _version_noted = True
+        sys.stderr.write("ddph_audit: %s\n" % note)
+
+
+def _on_import(concern):
     def callback(module):
         from . import recorder
         try:
             _activate()
             if recorder.state.failed:
                 return
-            if patch_name == "spawn":
-                _instrument_spawn(module)
-                return
-            if patch_name == "distributed":
-                from . import distributed_instrumentor as m
-            elif patch_name == "data":
-                from . import data_instrumentor as m
-            else:
-                from . import ddp_instrumentor as m
-            m.patch(module)
+            instrumentor = _instrumentors.get(concern)
+            if instrumentor is None:
+                made = _make(concern)  # imports outside the lock
+                with _lock:
+                    instrumentor = _instrumentors.setdefault(concern, made)
+            instrumentor.instrument()
+            _note_version(instrumentor)
         except Exception as e:
             recorder.fail(e, "patching %s" % getattr(module, "__name__", "?"))
 
@@ -88,10 +107,8 @@ def instrument(trace_dir, spawned_rank=False):
             return
         _trace_dir = os.path.abspath(trace_dir)
         _spawned_rank = spawned_rank
-        import_hook.when_imported("torch.distributed", _on_import("distributed"))
-        import_hook.when_imported("torch.utils.data", _on_import("data"))
-        import_hook.when_imported("torch.nn.parallel", _on_import("ddp"))
-        import_hook.when_imported("torch.multiprocessing.spawn", _on_import("spawn"))
+        for concern, module in _CONCERNS:
+            import_hook.when_imported(module, _on_import(concern))
 
 
 def restart_in_forked_rank():
@@ -108,24 +125,22 @@ def restart_in_forked_rank():
 def uninstrument():
     """Stops recording: writes ``params``/``end``, closes the file, restores every patch.
     Idempotent."""
-    global _trace_dir, _activated, _spawned
+    global _trace_dir, _activated
     with _lock:
         if _trace_dir is None:
             return
         from . import import_hook
         import_hook.remove()
         if _activated:
-            from . import (data_instrumentor, ddp_instrumentor, distributed_instrumentor,
-                           process_hooks, recorder)
+            from . import process_hooks, recorder
             process_hooks.at_exit()
             process_hooks.uninstall()
-            data_instrumentor.unpatch()
-            ddp_instrumentor.unpatch()
-            distributed_instrumentor.unpatch()
-            if _spawned is not None:
-                _spawned.uninstrument()
-                _spawned = None
+            for concern, _module in reversed(_CONCERNS):
+                instrumentor = _instrumentors.pop(concern, None)
+                if instrumentor is not None:
+                    instrumentor.uninstrument()
             recorder.state.active = False
             recorder.state.writer = None
+        _instrumentors.clear()
         _trace_dir = None
         _activated = False

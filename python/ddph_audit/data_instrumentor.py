@@ -1,10 +1,11 @@
-"""torch.utils.data: samplers, DataLoaders, their passes and batches.
+"""torch.utils.data: samplers, DataLoaders, their passes and batches (``DataInstrumentor``).
 
 - ``DistributedSampler.__init__`` -> ``sampler`` line; ``DistributedSampler.set_epoch`` (class
   level) -> ``set_epoch`` line.
 - ``DataLoader.__init__`` -> ``sampler`` line for the sampler it draws from (once per sampler
   object); a sampler class of the program that defines ``set_epoch`` gets it wrapped (class level,
-  once) so its calls are recorded too. Only the outermost ``set_epoch`` of nested calls is recorded.
+  once) so its calls are recorded too. Only the outermost ``set_epoch`` of nested calls is recorded
+  (``recorder.suppressed(recorder.SET_EPOCH)``).
 - ``DataLoader.__iter__`` -> ``loader`` line the first time, then an ``epoch`` line for each pass
   (``persistent_workers``: the reused iterator's ``_reset`` is a new pass too).
 - ``_BaseDataLoaderIter._next_index`` pushes each batch's indices onto a FIFO (worker prefetch
@@ -15,22 +16,18 @@
 
 import collections
 import functools
+import importlib
 import operator
+import types
 
 from . import recorder, trace_events
 from . import index_codec
 from . import batch_fingerprint
 from . import dataset_fingerprint
+from .ddp_registry import ddp_modules
+from .instrumentor import Instrumentor
 from .object_registry import ObjectRegistry
 from .trace_writer import FLAG, INT, JSON_BOOL, line_format
-
-samplers = ObjectRegistry()  # sampler -> _SamplerInfo
-loaders = ObjectRegistry()  # loader -> _LoaderInfo
-_patched = []  # (cls, name, original) for unpatch
-_wrapped_classes = set()
-_torch_iters = {}  # "torch-distributed"/"sequential" -> the __iter__ function
-_batch_sampler_iter = None
-_MAP = 0  # torch.utils.data.dataloader._DatasetKind.Map
 
 _SAMPLER_ATTRS = ("num_replicas", "rank", "seed", "shuffle", "drop_last", "replacement")
 
@@ -84,14 +81,6 @@ def _qualname(cls):
     return "%s.%s" % (cls.__module__, cls.__qualname__)
 
 
-def _order(sampler):
-    it = getattr(type(sampler), "__iter__", None)
-    for order, fn in _torch_iters.items():
-        if it is fn:
-            return order
-    return "recorded"
-
-
 def _sized_len(obj):
     if obj is None:
         return None
@@ -99,16 +88,6 @@ def _sized_len(obj):
         return int(len(obj))
     except Exception:
         return None
-
-
-def _sampler_dataset_len(sampler, loader=None):
-    for attr in ("dataset", "data_source"):
-        n = _sized_len(getattr(sampler, attr, None))
-        if n is not None:
-            return n
-    if loader is not None and _is_mapstyle(loader):
-        return _sized_len(loader.dataset)
-    return None
 
 
 def _sampler_fields(sampler):
@@ -120,176 +99,17 @@ def _sampler_fields(sampler):
     return out
 
 
-def _is_mapstyle(loader):
-    return getattr(loader, "_dataset_kind", _MAP) == _MAP
-
-
-def register_sampler(sampler, loader=None):
-    """Writes the ``sampler`` line (once per object); returns its info."""
-    info = samplers.get(sampler)
-    if info is not None:
-        return info
-    info = samplers.add(sampler, _SamplerInfo(recorder.next_id("sampler"), _order(sampler)))
-    fields = {"id": info.id, "class": _qualname(type(sampler))}
-    n = _sampler_dataset_len(sampler, loader)
-    if n is not None:
-        fields["dataset_len"] = n
-    fields.update(_sampler_fields(sampler))
-    fields["order"] = info.order
-    recorder.emit(trace_events.SAMPLER, **fields)
-    return info
-
-
-def _wrap_set_epoch(fn):
-    inside = recorder.suppressed(recorder.SET_EPOCH)
-
-    @functools.wraps(fn)
-    def set_epoch(self, *args, **kwargs):
-        outermost = not inside.active()
-        with inside:
-            result = fn(self, *args, **kwargs)
-        if outermost and recorder.state.active:
-            try:
-                info = register_sampler(self)
-                epoch = args[0] if args else kwargs.get("epoch", next(iter(kwargs.values()), None))
-                try:
-                    epoch = operator.index(epoch)
-                except TypeError:
-                    epoch = getattr(self, "epoch", None)
-                    epoch = epoch if isinstance(epoch, int) else None
-                recorder.emit(trace_events.SET_EPOCH, sampler=info.id, epoch=epoch)
-            except Exception as e:
-                recorder.fail(e, "set_epoch")
-        return result
-
-    set_epoch.__ddph_original__ = fn
-    return set_epoch
-
-
-def _wrap_class_set_epoch(cls):
-    """Wraps ``set_epoch`` on every class of ``cls``'s MRO that defines it (once per class)."""
-    import types
-    for klass in cls.__mro__:
-        if klass in _wrapped_classes or klass is object:
-            continue
-        _wrapped_classes.add(klass)
-        fn = klass.__dict__.get("set_epoch")
-        if isinstance(fn, types.FunctionType) and not hasattr(fn, "__ddph_original__"):
-            try:
-                setattr(klass, "set_epoch", _wrap_set_epoch(fn))
-                _patched.append((klass, "set_epoch", fn))
-            except (TypeError, AttributeError):
-                pass
-
-
-def _loader_sampler(loader):
+def _loader_sampler(loader, batch_sampler_iter):
     """(sampler the loader draws from, batching)."""
     bs = getattr(loader, "batch_sampler", None)
     if bs is None:
         return loader.sampler, "torch"
     inner = getattr(bs, "sampler", None)
-    if type(bs).__iter__ is _batch_sampler_iter and inner is loader.sampler:
+    if type(bs).__iter__ is batch_sampler_iter and inner is loader.sampler:
         return loader.sampler, "torch"
     if inner is not None and hasattr(inner, "__iter__"):
         return inner, "custom"
     return bs, "custom"
-
-
-def _on_loader_init(loader):
-    info = loaders.add(loader, _LoaderInfo())
-    info.mapstyle = _is_mapstyle(loader)
-    if not info.mapstyle:
-        info.needs_idx = False
-        return
-    sampler, batching = _loader_sampler(loader)
-    _wrap_class_set_epoch(type(sampler))
-    sinfo = register_sampler(sampler, loader)
-    info.sampler = sampler
-    info.sampler_id = sinfo.id
-    info.batching = batching
-    info.needs_idx = sinfo.order == "recorded" or batching == "custom"
-
-
-def _wrap_loader_init(fn):
-    @functools.wraps(fn)
-    def __init__(self, *args, **kwargs):
-        fn(self, *args, **kwargs)
-        if recorder.state.active and loaders.get(self) is None:
-            try:
-                _on_loader_init(self)
-            except Exception as e:
-                recorder.fail(e, "DataLoader.__init__")
-
-    return __init__
-
-
-def _announce(loader, info):
-    info.id = recorder.next_id("loader")
-    info.announced = True
-    fields = {"id": info.id, "sampler": info.sampler_id,
-              "dataset": type(loader.dataset).__name__}
-    n = _sized_len(loader.dataset) if info.mapstyle else None
-    if n is not None:
-        fields["dataset_len"] = n
-    if info.mapstyle:
-        fields.update(dataset_fingerprint.describe(loader.dataset))
-    batch_size = loader.batch_size
-    if batch_size is None:  # DataLoader(batch_sampler=…): the batch sampler's own, when it says
-        batch_size = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
-        batch_size = batch_size if isinstance(batch_size, int) and batch_size > 0 else None
-    drop_last = loader.drop_last or bool(getattr(loader.batch_sampler, "drop_last", False))
-    fields.update({"batch_size": batch_size, "drop_last": bool(drop_last),
-                   "num_workers": int(loader.num_workers), "batching": info.batching})
-    if not info.mapstyle:
-        fields["iterable"] = True
-    recorder.emit(trace_events.LOADER, **fields)
-
-
-def _on_pass_start(loader, it):
-    info = loaders.get(loader)
-    if info is None:
-        _on_loader_init(loader)
-        info = loaders.get(loader)
-    if not info.announced:
-        _announce(loader, info)
-    k = info.passes
-    info.passes += 1
-    p = it._ddph_pass = _Pass(info.id, k, info.needs_idx)
-    p.stream = not info.mapstyle
-    fields = {"loader": info.id, "iter": k}
-    sampler = info.sampler
-    if sampler is not None:
-        epoch = getattr(sampler, "epoch", None)
-        if isinstance(epoch, int):
-            fields["sampler_epoch"] = epoch
-            p.sampler, p.epoch = sampler, epoch
-            # Worker processes were handed their first indices inside iter(): drawn already.
-            p.drawn = bool(it.__dict__.get("_ddph_fifo"))
-        fields.update(_sampler_fields(sampler))
-        n = _sampler_dataset_len(sampler, loader)
-        if n is not None:
-            fields["dataset_len"] = n
-    if info.mapstyle:
-        n = _sized_len(loader)
-        if n is not None:
-            fields["batches"] = n
-    from . import ddp_instrumentor
-    fields["params"] = ddp_instrumentor.live_hashes()
-    recorder.emit(trace_events.EPOCH, **fields)
-
-
-def _wrap_loader_iter(fn):
-    @functools.wraps(fn)
-    def __iter__(self):
-        it = fn(self)
-        if recorder.state.active:
-            try:
-                _on_pass_start(self, it)
-            except Exception as e:
-                recorder.fail(e, "DataLoader.__iter__")
-        return it
-
-    return __iter__
 
 
 def _on_first_draw(p):
@@ -395,60 +215,238 @@ def _wrap_next(fn):
     return __next__
 
 
-def _patch_attr(cls, name, make):
-    fn = cls.__dict__.get(name)
-    if fn is None or hasattr(fn, "__ddph_original__"):
-        return
-    wrapper = make(fn)
-    wrapper.__ddph_original__ = fn
-    setattr(cls, name, wrapper)
-    _patched.append((cls, name, fn))
+class DataInstrumentor(Instrumentor):
+    """Samplers, DataLoaders and their iterators (module docstring). The samplers and loaders it
+    saw are kept by object (``ObjectRegistry``); a program's sampler classes are wrapped as
+    loaders meet them and put back by ``uninstrument()``."""
 
+    NAME = "the torch.utils.data instrumentor"
+    MODULE = "torch.utils.data"
+    SUPPORTED_TORCH = ((1, 13), (2, 14))
 
-def patch(data_module):
-    """Called right after ``torch.utils.data`` is imported."""
-    global _batch_sampler_iter, _MAP
-    import importlib
-    dl = importlib.import_module("torch.utils.data.dataloader")
-    sampler_mod = importlib.import_module("torch.utils.data.sampler")
-    dist_mod = importlib.import_module("torch.utils.data.distributed")
-    DistributedSampler = dist_mod.DistributedSampler
-    try:
-        _MAP = dl._DatasetKind.Map
-    except AttributeError:
-        pass
-    _torch_iters["torch-distributed"] = DistributedSampler.__dict__["__iter__"]
-    _torch_iters["sequential"] = sampler_mod.SequentialSampler.__dict__["__iter__"]
-    _batch_sampler_iter = sampler_mod.BatchSampler.__dict__["__iter__"]
+    def __init__(self, ddp=None):
+        super().__init__()
+        self.ddp = ddp if ddp is not None else ddp_modules  # the epoch lines' parameter hashes
+        self.samplers = ObjectRegistry()  # sampler -> _SamplerInfo
+        self.loaders = ObjectRegistry()  # loader -> _LoaderInfo
+        self._wrapped_classes = set()
+        self._torch_iters = {}  # "torch-distributed"/"sequential" -> the __iter__ function
+        self._batch_sampler_iter = None
+        self._map = 0  # torch.utils.data.dataloader._DatasetKind.Map
 
-    def make_ds_init(fn):
+    def _instrument(self):
+        dl = importlib.import_module("torch.utils.data.dataloader")
+        sampler_mod = importlib.import_module("torch.utils.data.sampler")
+        dist_mod = importlib.import_module("torch.utils.data.distributed")
+        DistributedSampler = dist_mod.DistributedSampler
+        try:
+            self._map = dl._DatasetKind.Map
+        except AttributeError:
+            pass
+        self._torch_iters["torch-distributed"] = DistributedSampler.__dict__["__iter__"]
+        self._torch_iters["sequential"] = sampler_mod.SequentialSampler.__dict__["__iter__"]
+        self._batch_sampler_iter = sampler_mod.BatchSampler.__dict__["__iter__"]
+        self._patch_attr(DistributedSampler, "__init__", self._wrap_sampler_init)
+        self._wrapped_classes.add(DistributedSampler)
+        self._patch_attr(DistributedSampler, "set_epoch", self._wrap_set_epoch)
+        self._patch_attr(dl.DataLoader, "__init__", self._wrap_loader_init)
+        self._patch_attr(dl.DataLoader, "__iter__", self._wrap_loader_iter)
+        base = dl._BaseDataLoaderIter
+        self._patch_attr(base, "_next_index", _wrap_next_index)
+        self._patch_attr(base, "_reset", _wrap_reset)
+        self._patch_attr(base, "__next__", _wrap_next)
+
+    def _uninstrument(self):
+        self._wrapped_classes.clear()
+
+    def _patch_attr(self, cls, name, make):
+        fn = cls.__dict__.get(name)
+        if fn is None or hasattr(fn, "__ddph_original__"):
+            return
+        wrapper = make(fn)
+        wrapper.__ddph_original__ = fn
+        self.patch(cls, name, wrapper)
+
+    def _order(self, sampler):
+        it = getattr(type(sampler), "__iter__", None)
+        for order, fn in self._torch_iters.items():
+            if it is fn:
+                return order
+        return "recorded"
+
+    def _is_mapstyle(self, loader):
+        return getattr(loader, "_dataset_kind", self._map) == self._map
+
+    def _sampler_dataset_len(self, sampler, loader=None):
+        for attr in ("dataset", "data_source"):
+            n = _sized_len(getattr(sampler, attr, None))
+            if n is not None:
+                return n
+        if loader is not None and self._is_mapstyle(loader):
+            return _sized_len(loader.dataset)
+        return None
+
+    def register_sampler(self, sampler, loader=None):
+        """Writes the ``sampler`` line (once per object); returns its info."""
+        info = self.samplers.get(sampler)
+        if info is not None:
+            return info
+        info = self.samplers.add(sampler, _SamplerInfo(recorder.next_id("sampler"),
+                                                       self._order(sampler)))
+        fields = {"id": info.id, "class": _qualname(type(sampler))}
+        n = self._sampler_dataset_len(sampler, loader)
+        if n is not None:
+            fields["dataset_len"] = n
+        fields.update(_sampler_fields(sampler))
+        fields["order"] = info.order
+        recorder.emit(trace_events.SAMPLER, **fields)
+        return info
+
+    def _wrap_sampler_init(self, fn):
+        samplers, register = self.samplers, self.register_sampler
+
         @functools.wraps(fn)
         def __init__(self, *args, **kwargs):
             fn(self, *args, **kwargs)
             if recorder.state.active and samplers.get(self) is None:
                 try:
-                    register_sampler(self)
+                    register(self)
                 except Exception as e:
                     recorder.fail(e, "DistributedSampler.__init__")
 
         return __init__
 
-    _patch_attr(DistributedSampler, "__init__", make_ds_init)
-    _wrapped_classes.add(DistributedSampler)
-    _patch_attr(DistributedSampler, "set_epoch", _wrap_set_epoch)
-    _patch_attr(dl.DataLoader, "__init__", _wrap_loader_init)
-    _patch_attr(dl.DataLoader, "__iter__", _wrap_loader_iter)
-    base = dl._BaseDataLoaderIter
-    _patch_attr(base, "_next_index", _wrap_next_index)
-    _patch_attr(base, "_reset", _wrap_reset)
-    _patch_attr(base, "__next__", _wrap_next)
+    def _wrap_set_epoch(self, fn):
+        inside = recorder.suppressed(recorder.SET_EPOCH)
+        register = self.register_sampler
 
+        @functools.wraps(fn)
+        def set_epoch(self, *args, **kwargs):
+            outermost = not inside.active()
+            with inside:
+                result = fn(self, *args, **kwargs)
+            if outermost and recorder.state.active:
+                try:
+                    info = register(self)
+                    epoch = args[0] if args else kwargs.get("epoch", next(iter(kwargs.values()), None))
+                    try:
+                        epoch = operator.index(epoch)
+                    except TypeError:
+                        epoch = getattr(self, "epoch", None)
+                        epoch = epoch if isinstance(epoch, int) else None
+                    recorder.emit(trace_events.SET_EPOCH, sampler=info.id, epoch=epoch)
+                except Exception as e:
+                    recorder.fail(e, "set_epoch")
+            return result
 
-def unpatch():
-    for cls, name, fn in reversed(_patched):
-        try:
-            setattr(cls, name, fn)
-        except (TypeError, AttributeError):
-            pass
-    _patched.clear()
-    _wrapped_classes.clear()
+        set_epoch.__ddph_original__ = fn
+        return set_epoch
+
+    def _wrap_class_set_epoch(self, cls):
+        """Wraps ``set_epoch`` on every class of ``cls``'s MRO that defines it (once per class)."""
+        for klass in cls.__mro__:
+            if klass in self._wrapped_classes or klass is object:
+                continue
+            self._wrapped_classes.add(klass)
+            fn = klass.__dict__.get("set_epoch")
+            if isinstance(fn, types.FunctionType) and not hasattr(fn, "__ddph_original__"):
+                try:
+                    self.patch(klass, "set_epoch", self._wrap_set_epoch(fn))
+                except (TypeError, AttributeError):
+                    pass
+
+    def _on_loader_init(self, loader):
+        info = self.loaders.add(loader, _LoaderInfo())
+        info.mapstyle = self._is_mapstyle(loader)
+        if not info.mapstyle:
+            info.needs_idx = False
+            return
+        sampler, batching = _loader_sampler(loader, self._batch_sampler_iter)
+        self._wrap_class_set_epoch(type(sampler))
+        sinfo = self.register_sampler(sampler, loader)
+        info.sampler = sampler
+        info.sampler_id = sinfo.id
+        info.batching = batching
+        info.needs_idx = sinfo.order == "recorded" or batching == "custom"
+
+    def _wrap_loader_init(self, fn):
+        loaders, on_init = self.loaders, self._on_loader_init
+
+        @functools.wraps(fn)
+        def __init__(self, *args, **kwargs):
+            fn(self, *args, **kwargs)
+            if recorder.state.active and loaders.get(self) is None:
+                try:
+                    on_init(self)
+                except Exception as e:
+                    recorder.fail(e, "DataLoader.__init__")
+
+        return __init__
+
+    @staticmethod
+    def _announce(loader, info):
+        info.id = recorder.next_id("loader")
+        info.announced = True
+        fields = {"id": info.id, "sampler": info.sampler_id,
+                  "dataset": type(loader.dataset).__name__}
+        n = _sized_len(loader.dataset) if info.mapstyle else None
+        if n is not None:
+            fields["dataset_len"] = n
+        if info.mapstyle:
+            fields.update(dataset_fingerprint.describe(loader.dataset))
+        batch_size = loader.batch_size
+        if batch_size is None:  # DataLoader(batch_sampler=…): the batch sampler's own, when it says
+            batch_size = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+            batch_size = batch_size if isinstance(batch_size, int) and batch_size > 0 else None
+        drop_last = loader.drop_last or bool(getattr(loader.batch_sampler, "drop_last", False))
+        fields.update({"batch_size": batch_size, "drop_last": bool(drop_last),
+                       "num_workers": int(loader.num_workers), "batching": info.batching})
+        if not info.mapstyle:
+            fields["iterable"] = True
+        recorder.emit(trace_events.LOADER, **fields)
+
+    def _on_pass_start(self, loader, it):
+        info = self.loaders.get(loader)
+        if info is None:
+            self._on_loader_init(loader)
+            info = self.loaders.get(loader)
+        if not info.announced:
+            self._announce(loader, info)
+        k = info.passes
+        info.passes += 1
+        p = it._ddph_pass = _Pass(info.id, k, info.needs_idx)
+        p.stream = not info.mapstyle
+        fields = {"loader": info.id, "iter": k}
+        sampler = info.sampler
+        if sampler is not None:
+            epoch = getattr(sampler, "epoch", None)
+            if isinstance(epoch, int):
+                fields["sampler_epoch"] = epoch
+                p.sampler, p.epoch = sampler, epoch
+                # Worker processes were handed their first indices inside iter(): drawn already.
+                p.drawn = bool(it.__dict__.get("_ddph_fifo"))
+            fields.update(_sampler_fields(sampler))
+            n = self._sampler_dataset_len(sampler, loader)
+            if n is not None:
+                fields["dataset_len"] = n
+        if info.mapstyle:
+            n = _sized_len(loader)
+            if n is not None:
+                fields["batches"] = n
+        fields["params"] = self.ddp.live_hashes()
+        recorder.emit(trace_events.EPOCH, **fields)
+
+    def _wrap_loader_iter(self, fn):
+        on_pass_start = self._on_pass_start
+
+        @functools.wraps(fn)
+        def __iter__(self):
+            it = fn(self)
+            if recorder.state.active:
+                try:
+                    on_pass_start(self, it)
+                except Exception as e:
+                    recorder.fail(e, "DataLoader.__iter__")
+            return it
+
+        return __iter__

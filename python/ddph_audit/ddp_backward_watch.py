@@ -21,28 +21,21 @@ which never allocates on the device but trails DDP's one rebuild by a backward (
 import functools
 import weakref
 
-from . import distributed_instrumentor, recorder, trace_events
+from . import recorder, trace_events
+from .groups import dtype_name
 from .trace_writer import INT, line_format
 
 LAYOUT_READS = 4  # synchronised backwards whose layout is read again (DDP rebuilds at most once)
 
 
-_engine_object = None
-
-
-def _engine():
-    global _engine_object
-    if _engine_object is None:
-        import torch
-        _engine_object = torch.autograd.Variable._execution_engine
-    return _engine_object
-
-
-def available():
+def autograd_engine():
+    """torch's autograd engine (its ``queue_callback``), or None where it has none."""
     try:
-        return hasattr(_engine(), "queue_callback")
+        import torch
+        engine = torch.autograd.Variable._execution_engine
+        return engine if hasattr(engine, "queue_callback") else None
     except Exception:
-        return False
+        return None
 
 
 def _grad_tensors(out, found, depth=0):
@@ -83,7 +76,7 @@ class Layout:
     @staticmethod
     def _read_reducer(ddp):
         buffers = [b.buffer() for b in ddp.reducer._get_zeros_like_grad_buckets()]
-        return tuple((distributed_instrumentor.dtype_name(t.dtype), int(t.numel())) for t in buffers)
+        return tuple((dtype_name(t.dtype), int(t.numel())) for t in buffers)
 
     def _read_logged(self, ddp):
         data = ddp._get_ddp_logging_data()
@@ -91,7 +84,7 @@ class Layout:
         sizes = [int(s) for s in str(text).replace(",", " ").split()]
         if self.dtype is None:  # several dtypes: which bucket holds which is not logged
             return tuple(("mixed", n) for n in sizes)
-        name = distributed_instrumentor.dtype_name(self.dtype)
+        name = dtype_name(self.dtype)
         return tuple((name, n // self.itemsize) for n in sizes)
 
 
@@ -100,18 +93,20 @@ def _itemsize(dtype):
     return torch.empty((), dtype=dtype).element_size()
 
 
-class _Watch:
+class Watch:
     """One DDP module's watch: armed by a synchronising forward, fired once in the backward."""
 
-    __slots__ = ("ddp", "st", "gid", "layout", "armed", "op_dtype", "handle", "formats",
-                 "formats_of", "done")
+    __slots__ = ("ddp", "st", "gid", "groups", "engine", "layout", "armed", "op_dtype", "handle",
+                 "formats", "formats_of", "done")
 
-    def __init__(self, ddp, st):
+    def __init__(self, ddp, st, groups, engine):
         # Weak (and the group by its id): a parameter's or an output's hook keeps this watch, and
         # must keep neither the module nor its process group alive.
         self.ddp = weakref.ref(ddp)
         self.st = st
-        self.gid = distributed_instrumentor.group_id(getattr(ddp, "process_group", None))
+        self.groups = groups  # groups.ProcessGroups: the buckets' sequence numbers
+        self.engine = engine  # autograd_engine()
+        self.gid = groups.group_id(getattr(ddp, "process_group", None))
         self.layout = Layout(ddp.module)
         self.armed = False  # True (parameter hook), or the armed forward's ticket (output hooks)
         self.op_dtype = None
@@ -149,7 +144,7 @@ class _Watch:
     def _fire(self):
         self.armed = False
         try:
-            _engine().queue_callback(self.launched)
+            self.engine.queue_callback(self.launched)
         except Exception as e:
             recorder.fail(e, "DDP backward (gradient hook)")
 
@@ -160,11 +155,11 @@ class _Watch:
             if ddp is None or not recorder.is_active():
                 return
             formats = self._bucket_formats(self.layout.current(ddp))
-            first = distributed_instrumentor.next_seqs(self.gid, len(formats))
+            first = self.groups.next_seqs(self.gid, len(formats))
             backward = st.backwards
             st.backwards = backward + 1
             recorder.emit_lines([(f, (first + i, backward)) for i, f in enumerate(formats)])
-            _engine().queue_callback(functools.partial(self.completed, first, len(formats)))
+            self.engine.queue_callback(functools.partial(self.completed, first, len(formats)))
         except Exception as e:
             recorder.fail(e, "DDP backward (buckets launched)")
 
@@ -205,10 +200,11 @@ def _always_reduced_parameter(ddp):
     return None
 
 
-def watch(ddp, st, output, op_dtype=None):
+def watch(ddp, st, output, op_dtype, groups, engine):
     """After DDP's forward: arms the module's watch for the next backward that reaches it.
 
-    ``op_dtype``: the dtype the buckets travel in when a builtin hook changes it (FP16_COMPRESS)."""
+    ``op_dtype``: the dtype the buckets travel in when a builtin hook changes it (FP16_COMPRESS).
+    (A module function, called through the module: benchmarks/audit_step_cost.py switches it.)"""
     if st.watch is None:  # the module's first watched forward
-        st.watch = _Watch(ddp, st)
+        st.watch = Watch(ddp, st, groups, engine)
     st.watch.arm(output, op_dtype)

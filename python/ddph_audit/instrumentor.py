@@ -53,13 +53,13 @@ class Instrumentor:
             return
         self._uninstrument()
         for owner, name, held in reversed(self._patches):
-            if held is _MISSING:
-                try:
+            try:
+                if held is _MISSING:
                     delattr(owner, name)
-                except AttributeError:
-                    pass
-            else:
-                setattr(owner, name, held)
+                else:
+                    setattr(owner, name, held)
+            except (AttributeError, TypeError):
+                pass
         self._patches.clear()
         self._instrumented = False
 
@@ -78,8 +78,8 @@ class Instrumentor:
         namespace = getattr(owner, "__dict__", {})
         held = namespace[name] if name in namespace else _MISSING
         previous = getattr(owner, name, None)
+        setattr(owner, name, replacement)  # first: an owner that refuses it is not recorded
         self._patches.append((owner, name, held))
-        setattr(owner, name, replacement)
         return previous
 
     def _instrument(self):

@@ -13,6 +13,7 @@ import re
 import sys
 
 from . import recorder, trace_events
+from .ddp_registry import ddp_modules
 
 _installed = False
 _prev_excepthook = None
@@ -131,8 +132,7 @@ def at_exit():
                                 exclusive=True)
             if not st.writer.is_open:
                 return
-        from . import ddp_instrumentor
-        ddp_instrumentor.write_end_params()
+        ddp_modules.write_end_params()
         code = st.exit_code if st.exit_code is not None else 0
         recorder.emit(trace_events.END, code=code)
     except Exception as e:

@@ -1,0 +1,136 @@
+"""The DDP modules this rank made, and what the recorder keeps about each.
+
+A shared service: the DDP instrumentor adds each module it sees constructed and counts its
+forwards and backwards here; the data instrumentor reads the live modules' parameter hashes (the
+``params`` of ``epoch`` lines), the distributed one which modules are alive at
+``destroy_process_group``, and the process hooks write every module's final ``params`` line at
+exit. ``ddp_modules`` is this process's; an instrumentor takes another (a test's) in its
+constructor.
+"""
+
+import threading
+import weakref
+
+from . import recorder, trace_events
+from .object_registry import ObjectRegistry
+from .params_hash import module_hash
+from .trace_writer import FLAG, INT, line_format
+
+
+class DdpModuleState:
+    """What is recorded of one DDP module (written by the DDP instrumentor, on the threads that
+    run its forwards and its backward's callbacks: one module's are never concurrent)."""
+
+    __slots__ = ("id", "forward_line", "forwards", "backwards", "hook", "user_hooked", "builtin",
+                 "watched", "watch")
+
+    def __init__(self, ddp_id):
+        self.id = ddp_id
+        self.forward_line = line_format(trace_events.FORWARD, {
+            "ddp": ddp_id, "n": INT, "training": FLAG, "grad": FLAG, "sync": FLAG})
+        self.forwards = 0
+        self.backwards = 0
+        self.hook = None  # the recording hook's state once ours is registered around the program's
+        self.user_hooked = False  # the program registered a hook (through us)
+        self.builtin = None  # the builtin hook type's name, once one is registered
+        self.watched = None  # buckets watched from autograd: decided at a forward after any hook
+        self.watch = None  # ddp_backward_watch.Watch, from the module's first watched forward
+
+
+class DdpRegistry:
+    """DDP modules (held weakly) -> DdpModuleState, their final ``params`` lines, and the futures
+    of the program's comm hooks whose ``coll_done`` is still to be written."""
+
+    def __init__(self):
+        self._modules = ObjectRegistry()
+        self._ends = {}  # key -> (weakref to the DDP module, its state, wrapped module)
+        self._ends_lock = threading.Lock()
+        # The program's hooks return futures completed by other threads: their ``coll_done`` is
+        # written when the recorder next writes an event (or at exit) and sees the future done
+        # without error, so no Python callback of ours runs on a communication thread.
+        self._futures = []
+        self._futures_lock = threading.Lock()
+
+    def get(self, ddp):
+        return self._modules.get(ddp)
+
+    def add(self, ddp, st):
+        """Registers ``ddp`` and writes its ``params`` line at its end (collected or exit)."""
+        self._modules.add(ddp, st)
+        key = object()
+        ref = weakref.ref(ddp, lambda _r, key=key: self._end_params(key))
+        with self._ends_lock:
+            self._ends[key] = (ref, st, ddp.module)
+        return st
+
+    def live(self):
+        """[(module, state)] of the modules still alive, in construction order."""
+        return self._modules.live()
+
+    def live_ids(self):
+        return sorted(st.id for _, st in self._modules.live())
+
+    def live_hashes(self):
+        """{"<ddp id>": hash} for every live DDP module (the ``params`` of ``epoch`` lines)."""
+        out = {}
+        for module, st in self._modules.live():
+            out[str(st.id)] = module_hash(module)
+        return out
+
+    def close_watches(self):
+        """Removes every live module's backward watch (recording stops)."""
+        for _module, st in self._modules.live():
+            if st.watch is not None:
+                st.watch.close()
+
+    def _end_params(self, key):
+        """The ``params`` line of a module at its end: when it is collected or at exit, whichever
+        comes first (the weak reference's callback holds the wrapped module, not the wrapper)."""
+        with self._ends_lock:
+            entry = self._ends.pop(key, None)
+        if entry is None:
+            return
+        st = entry[1]
+        if st.watch is not None:
+            st.watch.close()
+        if not recorder.is_active():
+            return
+        try:
+            recorder.emit(trace_events.PARAMS, ddp=st.id, hash=module_hash(entry[2]), at="end")
+        except Exception as e:
+            recorder.fail(e, "params at end")
+
+    def write_end_params(self):
+        """At exit: the hooks' completed futures, then each live module's final ``params``."""
+        self.poll_futures()
+        with self._ends_lock:
+            keys = sorted(self._ends, key=lambda k: self._ends[k][1].id)
+        for key in keys:
+            self._end_params(key)
+
+    def watch_future(self, fut, token):
+        """``coll_done`` of (group id, seq) once ``fut`` is seen done without error."""
+        with self._futures_lock:
+            self._futures.append((fut, token))
+
+    def poll_futures(self):
+        if not self._futures:
+            return
+        with self._futures_lock:
+            still = []
+            done = []
+            for fut, token in self._futures:
+                try:
+                    if not fut.done():
+                        still.append((fut, token))
+                        continue
+                    fut.value()
+                except Exception:
+                    continue  # failed: no coll_done
+                done.append(token)
+            self._futures[:] = still
+        for gid, seq in done:
+            recorder.emit(trace_events.COLL_DONE, group=gid, seq=seq)
+
+
+ddp_modules = DdpRegistry()  # this process's
