@@ -150,7 +150,8 @@ TEST(ForkServer, ARankEndsAsAnExecdOne) {
 }
 
 // Programs whose ranks spawn, use DataLoader workers, fail, stop early: the audit finds the same
-// either way. Runs whose findings race (which peer saw the failure first) compare their first.
+// either way. Runs whose findings race (which peers the launcher stopped before they reached the
+// collective) compare their first finding's property and cause.
 TEST(ForkServer, AuditProgramsGiveTheSameFindingsEitherWay) {
   SKIP_WITHOUT_PYTHON();
   TempDir dir("ddph-fork-server");
@@ -195,7 +196,8 @@ TEST(ForkServer, AuditProgramsGiveTheSameFindingsEitherWay) {
       continue;
     }
     ASSERT_FALSE(f["violations"].empty()) << c.args[0];
-    for (const char* key : {"property", "ranks", "likely_cause"})
+    // Which peers had entered the last collective when the launcher stopped them is timing's.
+    for (const char* key : {"property", "likely_cause"})
       EXPECT_EQ(f["violations"][0][key], e["violations"][0][key]) << c.args[0] << ": " << key;
   }
 }
