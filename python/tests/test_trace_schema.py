@@ -2,7 +2,7 @@
 constants (ddph_audit.trace_events), the format page (docs/trace-format.md), and the lines the
 recorder really writes (every line of two audited programs is an event of the schema, with the
 schema's fields and types). The C++ side is generated from the schema (cmake/DdphTraceSchema.cmake)
-and its writer checked by integration/trace_schema_test.cpp."""
+and its writer checked by core/audit/tests/trace_schema_test.cpp."""
 import json
 import os
 import re
