@@ -34,6 +34,7 @@
 #include "ddph/train/progress.h"
 #include "ddph/train/training_page.h"
 #include "model.h"
+#include "resume_state.h"
 #include "training_trace.h"
 
 namespace ddph::train {
@@ -314,47 +315,103 @@ class StopAgreement {
   int stoppedBy_ = 0;
 };
 
+/// What a run is made of, built by setUpRun in the order its side effects need.
+struct RunParts {
+  World world;
+  std::vector<LoadedDataset> datasets;
+  std::unique_ptr<TrainingTrace> audit;
+  MultiInputMlp model{nullptr};
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<StopAgreement> stop;
+  ResumeState resume;
+  std::unique_ptr<DistributedDataParallel> ddp;
+};
+
+// The same seed on every rank (DDP also broadcasts rank 0's parameters).
+MultiInputMlp makeModel(const TrainConfig& config, const std::vector<LoadedDataset>& datasets,
+                        const World& world, torch::ScalarType dtype) {
+  std::vector<ModelInput> inputs;
+  std::int64_t classes = 0;
+  for (std::size_t d = 0; d < datasets.size(); ++d) {
+    inputs.push_back({config.datasets[d], datasets[d].train.shape.features()});
+    classes = std::max<std::int64_t>(classes, datasets[d].train.numClasses);
+  }
+  torch::manual_seed(static_cast<std::uint64_t>(config.seed));
+  MultiInputMlp model(inputs, config.hidden, classes);
+  model->to(world.device, dtype);
+  return model;
+}
+
+torch::ScalarType torchDtype(const TrainConfig& config) {
+  return config.dtype == DType::kFloat64 ? torch::kDouble : torch::kFloat;
+}
+
+/// NOTE [Setting up a run]: the steps have side effects and run in this order: torch's threads
+/// before any torch work; the datasets before joining the world, so that a missing or corrupt
+/// file fails every rank at once, before anyone waits for a peer; the trace once the rank is
+/// known and before the first collective (it records them); the signal handlers (NOTE [Stopping
+/// on a signal]) before the checkpoint loads and DDP's first broadcast; DDP once the model holds
+/// the checkpoint's weights; the trace's declarations last, over the DDP module.
+RunParts setUpRun(const TrainConfig& config, const std::optional<RankEnv>& env) {
+  RunParts run;
+  // 1. Who and where this rank is (no communication), and torch's intra-op threads.
+  run.world = describeWorld(config, env);
+  torch::set_num_threads(config.threads > 0 ? config.threads : defaultThreads(run.world));
+  // 2. The datasets.
+  run.datasets = loadDatasets(config, run.world.device);
+  // 3. Join the world (env://), then record its collectives in the audit trace (DDPH_AUDIT_DIR,
+  //    ddp-sim launch --audit, or --trace-samples DIR).
+  connectWorld(run.world, config, env);
+  run.audit = std::make_unique<TrainingTrace>(run.world.rank, run.world.size,
+                                              config.traceSamplesPath);
+  run.world.comm = run.audit->record(std::move(run.world.comm));
+  // 4. The model, its optimizer, and the signal handlers while a checkpoint can be written.
+  run.model = makeModel(config, run.datasets, run.world, torchDtype(config));
+  run.optimizer = makeOptimizer(config, run.model->parameters());
+  Fingerprint fingerprint = fingerprintOf(config, run.datasets);
+  run.stop = std::make_unique<StopAgreement>(!config.checkpointPath.empty());
+  // 5. --resume: the checkpoint's weights, optimizer state and position (elastic on another
+  //    world size).
+  TrainingPosition loaded;
+  if (!config.resumePath.empty()) {
+    loaded = loadCheckpoint(config.resumePath, *run.model, *run.optimizer, fingerprint);
+  }
+  std::vector<std::int64_t> trainSizes;
+  for (const auto& ds : run.datasets) trainSizes.push_back(ds.train.size());
+  run.resume = startFrom(std::move(loaded), std::move(fingerprint), config, trainSizes,
+                         run.world.size);
+  // 6. DDP over the (recorded) communicator.
+  if (run.world.comm) {
+    DdpOptions options;
+    // concat: a step holds one dataset, so the other datasets' input layers get no gradient.
+    options.findUnusedParameters = config.mix == data::Mix::kConcat && run.datasets.size() > 1;
+    run.ddp = std::make_unique<DistributedDataParallel>(run.model.ptr(), *run.world.comm, options);
+  }
+  // 7. The trace's samplers, loaders and DDP module.
+  if (run.audit->enabled()) {
+    run.audit->declare(config.datasets, trainSizes, config.seed, config.shuffle, config.batchSize,
+                       *run.model);
+  }
+  return run;
+}
+
 /// One run of runTraining: the world, the model and its optimizer, the datasets, and where the
-/// run stands (global step, last checkpoint). run() trains epoch after epoch; each epoch is
-/// runEpoch (its steps), then its record summed over ranks (epochRecord).
+/// run stands (ResumeState). run() trains epoch after epoch; each epoch is runEpoch (its steps),
+/// then its record summed over ranks (epochRecord).
 class TrainingRun {
  public:
-  TrainingRun(const TrainConfig& config, const std::optional<RankEnv>& env)
+  TrainingRun(const TrainConfig& config, RunParts parts)
       : config_(config),
-        // Datasets first: a missing or corrupt file fails every rank at once, before anyone waits
-        // for a peer.
-        world_(describeWorld(config, env)),
-        threads_(setThreads(config, world_)),
-        datasets_(loadDatasets(config, world_.device)),
-        audit_(connect(world_, config, env), world_.size, config.traceSamplesPath),
+        world_(std::move(parts.world)),
+        datasets_(std::move(parts.datasets)),
+        audit_(std::move(parts.audit)),
         isRank0_(world_.rank == 0),
-        dtype_(config.dtype == DType::kFloat64 ? torch::kDouble : torch::kFloat),
-        model_(makeModel()),
-        optimizer_(makeOptimizer(config, model_->parameters())),
-        fingerprint_(fingerprintOf(config, datasets_)),
-        stop_(!config.checkpointPath.empty()) {
-    // DDPH_AUDIT_DIR (ddp-sim launch --audit) or --trace-samples DIR: the audit trace.
-    world_.comm = audit_.record(std::move(world_.comm));
-    if (!config.resumePath.empty()) {
-      position_ = loadCheckpoint(config.resumePath, *model_, *optimizer_, fingerprint_);
-      if (position_.worldSize != 0 && position_.worldSize != world_.size) resumeElastically();
-    }
-    position_.worldSize = world_.size;
-    position_.history.resize(datasets_.size());
-    globalStep_ = position_.globalStep;
-    current_ = position_;
-    if (world_.comm) {
-      DdpOptions options;
-      // concat: a step holds one dataset, so the other datasets' input layers get no gradient.
-      options.findUnusedParameters = config.mix == data::Mix::kConcat && datasets_.size() > 1;
-      ddp_ = std::make_unique<DistributedDataParallel>(model_.ptr(), *world_.comm, options);
-    }
-    if (audit_.enabled()) {
-      std::vector<std::int64_t> sizes;
-      for (const auto& ds : datasets_) sizes.push_back(ds.train.size());
-      audit_.declare(config.datasets, sizes, config.seed, config.shuffle, config.batchSize, *model_);
-    }
-  }
+        dtype_(torchDtype(config)),
+        model_(std::move(parts.model)),
+        optimizer_(std::move(parts.optimizer)),
+        stop_(std::move(parts.stop)),
+        resume_(std::move(parts.resume)),
+        ddp_(std::move(parts.ddp)) {}
 
   TrainingReport run() {
     announce();
@@ -362,7 +419,7 @@ class TrainingRun {
     report.worldSize = world_.size;
     report.backend = world_.comm ? world_.comm->backendName() : "none";
     report.config = config_;
-    for (std::int64_t epoch = position_.epoch; epoch < config_.epochs && !limitReached(); ++epoch) {
+    for (std::int64_t epoch = resume_.start.epoch; epoch < config_.epochs && !limitReached(); ++epoch) {
       EpochRecord record = runEpoch(epoch);
       report.trainSeconds += record.seconds;
       report.trainSamples += record.samples;
@@ -373,14 +430,14 @@ class TrainingRun {
       report.epochs.push_back(std::move(record));
     }
     // The final checkpoint, at an epoch boundary (or where a resumed run found nothing to do).
-    if (!config_.checkpointPath.empty() && checkpointedAt_ != globalStep_) {
-      writeCheckpoint(current_);
+    if (!config_.checkpointPath.empty() && resume_.checkpointedAt != resume_.globalStep) {
+      writeCheckpoint(resume_.current);
     }
-    report.globalSteps = globalStep_;
-    report.stoppedBySignal = stop_.stoppedBy();
-    if (isRank0_ && stop_.stoppedBy() != 0) {
-      fmt::print(stderr, "ddp-train: stopped by signal {} before step {}{}\n", stop_.stoppedBy(),
-                 globalStep_,
+    report.globalSteps = resume_.globalStep;
+    report.stoppedBySignal = stop_->stoppedBy();
+    if (isRank0_ && stop_->stoppedBy() != 0) {
+      fmt::print(stderr, "ddp-train: stopped by signal {} before step {}{}\n", stop_->stoppedBy(),
+                 resume_.globalStep,
                  config_.checkpointPath.empty()
                      ? ""
                      : fmt::format("; resume with --resume {}", config_.checkpointPath));
@@ -391,7 +448,7 @@ class TrainingRun {
     // Nobody leaves before rank 0 has written its files (a launcher may stop the world as soon as
     // one rank exits).
     if (world_.comm) world_.comm->barrier("end of training");
-    audit_.finish(*model_);
+    audit_->finish(*model_);
     return report;
   }
 
@@ -416,32 +473,6 @@ class TrainingRun {
     std::int64_t stepsInEpoch() const { return static_cast<std::int64_t>(plan.size()); }
   };
 
-  static int setThreads(const TrainConfig& config, const World& world) {
-    const int threads = config.threads > 0 ? config.threads : defaultThreads(world);
-    torch::set_num_threads(threads);
-    return threads;
-  }
-
-  // Joins the world (after the datasets loaded); the rank, for the audit trace.
-  static int connect(World& world, const TrainConfig& config, const std::optional<RankEnv>& env) {
-    connectWorld(world, config, env);
-    return world.rank;
-  }
-
-  // The same seed on every rank (DDP also broadcasts rank 0's parameters).
-  MultiInputMlp makeModel() const {
-    std::vector<ModelInput> inputs;
-    std::int64_t classes = 0;
-    for (std::size_t d = 0; d < datasets_.size(); ++d) {
-      inputs.push_back({config_.datasets[d], datasets_[d].train.shape.features()});
-      classes = std::max<std::int64_t>(classes, datasets_[d].train.numClasses);
-    }
-    torch::manual_seed(static_cast<std::uint64_t>(config_.seed));
-    MultiInputMlp model(inputs, config_.hidden, classes);
-    model->to(world_.device, dtype_);
-    return model;
-  }
-
   void announce() const {
     if (!isRank0_) return;
     std::string what;
@@ -456,59 +487,19 @@ class TrainingRun {
                world_.comm ? world_.comm->backendName() : "single process", what,
                config_.batchSize, config_.batchSize * world_.size,
                optimizerName(config_.optimizer), config_.lr,
-               config_.resumePath.empty() ? "" : resumedFrom());
+               config_.resumePath.empty() ? "" : resumedFromText(resume_, config_));
     std::fflush(stdout);
   }
 
-  std::string resumedFrom() const {
-    if (elasticFrom_ == 0) {
-      return fmt::format("; resumed from {} at epoch {} step {}", config_.resumePath,
-                         position_.epoch + 1, position_.stepInEpoch);
-    }
-    std::vector<std::string> taken;
-    for (std::size_t d = 0; d < datasets_.size(); ++d) {
-      if (!position_.history[d].empty()) {
-        taken.push_back(fmt::format("{} {} a rank", config_.datasets[d], position_.history[d].back().consumed));
-      }
-    }
-    return fmt::format("; resumed elastically from {} ({} ranks) at epoch {}{}", config_.resumePath,
-                       elasticFrom_, position_.epoch + 1,
-                       taken.empty() ? std::string(" start")
-                                     : fmt::format(" after {}", fmt::join(taken, ", ")));
-  }
-
   bool limitReached() const {
-    return stop_.stoppedBy() != 0 || (config_.steps > 0 && globalStep_ >= config_.steps);
-  }
-
-  // A checkpoint of another world size: the run that wrote it becomes one more earlier run of
-  // its epoch, and this world takes the rest of the epoch's order from its first step.
-  void resumeElastically() {
-    elasticFrom_ = position_.worldSize;
-    if (position_.stepInEpoch == 0) return;  // at an epoch boundary nothing is half done
-    DDPH_CHECK(config_.mix != data::Mix::kCycle || datasets_.size() == 1,
-               "{}: resuming on {} ranks a checkpoint of {}: --mix cycle re-reads the shorter "
-               "dataset, so what was consumed is no position in its order; resume on {} ranks, or "
-               "train with --mix zip or concat",
-               config_.resumePath, world_.size, position_.worldSize, position_.worldSize);
-    DDPH_CHECK(position_.consumed.size() == datasets_.size(),
-               "{}: the checkpoint records no consumed samples per dataset; resume it on {} ranks",
-               config_.resumePath, position_.worldSize);
-    position_.history.resize(datasets_.size());
-    if (position_.epochLossTerms == 0) position_.epochLossTerms = position_.stepInEpoch * position_.worldSize;
-    for (std::size_t d = 0; d < datasets_.size(); ++d) {
-      position_.history[d].push_back({position_.worldSize, position_.consumed[d]});
-      elasticRunStart(datasets_[d].train.size(), position_.history[d], /*dropLast=*/false);
-    }
-    position_.stepInEpoch = 0;
-    position_.consumed.assign(datasets_.size(), 0);
+    return stop_->stoppedBy() != 0 || (config_.steps > 0 && resume_.globalStep >= config_.steps);
   }
 
   // Where a checkpoint written after `stepsDone` steps of `e` resumes.
   TrainingPosition positionAfter(const Epoch& e, std::int64_t stepsDone, double lossSum) const {
     TrainingPosition p;
     p.worldSize = world_.size;
-    p.globalStep = globalStep_;
+    p.globalStep = resume_.globalStep;
     if (stepsDone >= e.stepsInEpoch()) {
       p.epoch = e.index + 1;
       return p;
@@ -534,8 +525,8 @@ class TrainingRun {
   }
 
   void writeCheckpoint(const TrainingPosition& at) {
-    if (isRank0_) saveCheckpoint(config_.checkpointPath, *model_, *optimizer_, at, fingerprint_);
-    checkpointedAt_ = at.globalStep;
+    if (isRank0_) saveCheckpoint(config_.checkpointPath, *model_, *optimizer_, at, resume_.fingerprint);
+    resume_.checkpointedAt = at.globalStep;
   }
 
   // A checkpoint after `stepsDone` steps of `e` (collective inside the epoch: the epoch's loss so
@@ -561,7 +552,7 @@ class TrainingRun {
     ElasticSampler sampler(options);
     Epoch e;
     e.index = epoch;
-    if (epoch == position_.epoch) e.history = position_.history;
+    if (epoch == resume_.start.epoch) e.history = resume_.start.history;
     e.history.resize(datasets_.size());
     for (std::size_t d = 0; d < datasets_.size(); ++d) {
       e.shards.push_back(sampler.indices({datasets_[d].train.size(), world_.size, world_.rank,
@@ -569,8 +560,8 @@ class TrainingRun {
     }
     e.plan = data::planEpoch(e.shards, config_.batchSize, config_.mix);
     const bool resumedHere =
-        epoch == position_.epoch && (position_.stepInEpoch > 0 || elasticFrom_ != 0);
-    e.firstStep = resumedHere ? std::min(position_.stepInEpoch, e.stepsInEpoch()) : 0;
+        epoch == resume_.start.epoch && (resume_.start.stepInEpoch > 0 || resume_.elasticFrom != 0);
+    e.firstStep = resumedHere ? std::min(resume_.start.stepInEpoch, e.stepsInEpoch()) : 0;
     for (const auto& ds : datasets_) e.visits.emplace_back(ds.train.size());
     // The steps before the checkpoint were taken by the interrupted run: they count as visited.
     for (std::int64_t s = 0; s < e.firstStep; ++s) {
@@ -585,9 +576,9 @@ class TrainingRun {
       e.visits[d].visit(std::vector<Index>(order.begin(), order.begin() + start));
     }
     // Rank 0 carries the loss of the steps before the checkpoint (already summed over ranks).
-    e.lossCarried = resumedHere && isRank0_ ? position_.epochLossSum : 0.0;
+    e.lossCarried = resumedHere && isRank0_ ? resume_.start.epochLossSum : 0.0;
     if (resumedHere) {
-      e.lossTermsCarried = position_.epochLossTerms != 0 ? position_.epochLossTerms
+      e.lossTermsCarried = resume_.start.epochLossTerms != 0 ? resume_.start.epochLossTerms
                                                          : e.firstStep * world_.size;
     }
     e.lossSum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(world_.device));
@@ -602,7 +593,7 @@ class TrainingRun {
       const auto& batch = e.plan[step].batches[d];
       if (batch.empty()) continue;
       e.visits[d].visit(batch);
-      audit_.batch(e.index, d, batch);
+      audit_->batch(e.index, d, batch);
       e.samples += static_cast<std::int64_t>(batch.size());
       auto idx = onDevice[d].batch(static_cast<std::size_t>(step), batch.size());
       auto logits = model_->forward(d, batchInputs(datasets_[d], idx, dtype_));
@@ -611,20 +602,20 @@ class TrainingRun {
     }
     loss.backward();
     optimizer_->step();
-    ++globalStep_;
+    ++resume_.globalStep;
     e.lossSum += loss.detach().to(torch::kDouble);
     return loss;
   }
 
   EpochRecord runEpoch(std::int64_t epoch) {
     Epoch e = planEpoch(epoch);
-    if (audit_.enabled()) {
+    if (audit_->enabled()) {
       std::vector<std::int64_t> batches;  // len(loader) of each dataset's own loader
       for (const auto& shard : e.shards) {
         batches.push_back((static_cast<std::int64_t>(shard.size()) + config_.batchSize - 1) /
                           config_.batchSize);
       }
-      audit_.startEpoch(epoch, batches, *model_);
+      audit_->startEpoch(epoch, batches, *model_);
     }
     std::vector<EpochIndices> onDevice;
     for (std::size_t d = 0; d < datasets_.size(); ++d) onDevice.emplace_back(e.plan, d, world_.device);
@@ -634,7 +625,7 @@ class TrainingRun {
     auto stepStart = start;
     std::int64_t step = e.firstStep;
     for (; step < e.stepsInEpoch() && !limitReached(); ++step) {
-      if (stop_.agreed(world_.comm.get(), epoch, step)) break;
+      if (stop_->agreed(world_.comm.get(), epoch, step)) break;
       const std::int64_t samplesBefore = e.samples;
       const torch::Tensor loss = trainStep(e, step, onDevice);
       if (!config_.reportHtmlPath.empty()) {
@@ -648,19 +639,19 @@ class TrainingRun {
         progress_.update(step, loss.item<double>(), e.samples * world_.size);
       }
       if (!config_.checkpointPath.empty() && config_.checkpointEvery > 0 &&
-          globalStep_ % config_.checkpointEvery == 0) {
+          resume_.globalStep % config_.checkpointEvery == 0) {
         checkpointAt(e, step + 1);
       }
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    if (audit_.enabled()) {
+    if (audit_->enabled()) {
       std::vector<std::int64_t> shardSizes;
       for (const auto& shard : e.shards) shardSizes.push_back(static_cast<std::int64_t>(shard.size()));
-      audit_.endEpoch(epoch, consumedIn(e, step), shardSizes);
+      audit_->endEpoch(epoch, consumedIn(e, step), shardSizes);
     }
     progress_.finishEpoch();
-    current_ = positionAfter(e, step, 0.0);
-    if (step < e.stepsInEpoch() && !config_.checkpointPath.empty() && checkpointedAt_ != globalStep_) {
+    resume_.current = positionAfter(e, step, 0.0);
+    if (step < e.stepsInEpoch() && !config_.checkpointPath.empty() && resume_.checkpointedAt != resume_.globalStep) {
       checkpointAt(e, step);  // stopped by --steps or a signal inside the epoch
     }
     return epochRecord(e, step, seconds);
@@ -678,7 +669,7 @@ class TrainingRun {
       world_.comm->allreduce(samples, ReduceOp::kSum, label);
     }
     std::vector<StepRecord> log;
-    const std::int64_t firstGlobal = globalStep_ - static_cast<std::int64_t>(loss.size()) + 1;
+    const std::int64_t firstGlobal = resume_.globalStep - static_cast<std::int64_t>(loss.size()) + 1;
     for (std::size_t i = 0; i < loss.size(); ++i) {
       log.push_back({firstGlobal + static_cast<std::int64_t>(i), loss[i] / world_.size, samples[i],
                      e.stepSeconds[i]});
@@ -710,7 +701,7 @@ class TrainingRun {
       if (world_.comm) world_.comm->allreduce(e.visits[d].counts(), ReduceOp::kSum, label);
       record.datasets.push_back({config_.datasets[d], data::summarize(e.visits[d].counts())});
     }
-    if (config_.eval && stop_.stoppedBy() == 0) {
+    if (config_.eval && stop_->stoppedBy() == 0) {
       record.eval = evaluate(model_, datasets_, config_, world_, dtype_, e.index);
       std::int64_t correct = 0, total = 0;
       for (const auto& ev : record.eval) {
@@ -723,21 +714,16 @@ class TrainingRun {
   }
 
   const TrainConfig& config_;
+  // Destroyed in reverse: DDP and the trace's communicator before the trace, the world last.
   World world_;
-  int threads_;  // torch's intra-op threads, set before the datasets load (member order)
   std::vector<LoadedDataset> datasets_;
-  TrainingTrace audit_;
+  std::unique_ptr<TrainingTrace> audit_;
   bool isRank0_;
   torch::ScalarType dtype_;
   MultiInputMlp model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  Fingerprint fingerprint_;
-  StopAgreement stop_;
-  TrainingPosition position_;      // where this run starts (a checkpoint's, or the beginning)
-  std::int64_t globalStep_ = 0;
-  TrainingPosition current_;       // where a checkpoint written now would resume
-  std::int64_t elasticFrom_ = 0;   // the checkpoint's world size when it differs from this one
-  std::int64_t checkpointedAt_ = -1;  // globalStep of this run's last checkpoint
+  std::unique_ptr<StopAgreement> stop_;
+  ResumeState resume_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   ProgressReporter progress_{isRank0_ ? config_.progress : ProgressMode::kNone, stderr};
 };
@@ -746,7 +732,7 @@ class TrainingRun {
 
 TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEnv>& env) {
   validate(config);
-  return TrainingRun(config, env).run();
+  return TrainingRun(config, setUpRun(config, env)).run();
 }
 
 }  // namespace ddph::train
