@@ -20,7 +20,7 @@ struct RunOptions {
   /// Where the ranks say they joined and which epoch they are in (for a progress line); its world
   /// size must be the run's. Null: nowhere.
   RunProgress* progress = nullptr;
-  /// Where the ranks write their audit trace (`ddp-sim run` gives every run one; empty: nowhere
+  /// Where the ranks write their audit trace (`ddp-sim run`: with --trace-dir or --html; empty: nowhere
   /// unless $DDPH_AUDIT_DIR is set).
   RankTraceTarget trace;
 };
