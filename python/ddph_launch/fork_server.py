@@ -14,14 +14,14 @@ The protocol, one JSON object per message:
                       {"ended": P, "code": C}  or  {"ended": P, "signal": S}
 The server ends when the launcher closes the socket; ranks still running then are killed.
 
-What a forked rank shares with an exec'd one (NOTE [Forked ranks], docs/ddp-sim.md): sys.argv,
+What a forked rank shares with an exec'd one (docs/ddp-sim.md, "How ranks start"): sys.argv,
 sys.orig_argv, sys.path, the environment, the working folder, /dev/null as stdin, its own stdout
-and stderr pipes, ``__main__`` built as Python builds it for a script, default signal handling,
-Python's, torch's and numpy's random state seeded from the OS as a fresh interpreter's is,
-exit codes and tracebacks as the interpreter gives them. What
-differs: modules the server imported are already imported (torch: that is the point), and every
-rank has the server's hash seed (PYTHONHASHSEED), so set and dict-of-str orders agree across
-ranks where exec'd ranks' may differ.
+and stderr pipes, ``__main__`` built as Python builds it for a script, the interpreter's signal
+handling, Python's, torch's and numpy's random state seeded from the OS as a fresh
+interpreter's is, exit codes and tracebacks as the interpreter gives them. What differs: modules
+the server imported are already imported (torch: that is the point); every rank has the server's
+hash seed (PYTHONHASHSEED); the ranks' group is led by a waiting child of the server, not by
+rank 0; the interpreter's teardown is skipped (NOTE [Forked ranks' exit]).
 """
 
 import ctypes
