@@ -164,16 +164,20 @@ void writeRank(const std::string& dir, const RunSpec& s, int rank) {
   w.emit({{"ev", "end"}, {"code", 0}});
 }
 
-// launch.json of a run whose rank `hung` was still running at the launcher's timeout.
-void writeLaunchWithHang(const std::string& dir, const RunSpec& s, int hung) {
+// launch.json of a run that rank `first` ended: `timedOut`, it was still running at the
+// launcher's timeout (the others had exited 0); else it exited with code 1 and the launcher
+// stopped the others (SIGTERM).
+void writeLaunch(const std::string& dir, const RunSpec& s, int first, bool timedOut) {
   json ranks = json::array();
   for (int r = 0; r < s.world; ++r) {
-    ranks.push_back({{"rank", r}, {"pid", 100 + r}, {"outcome", r == hung ? "timed-out" : "exited"},
-                     {"code", 0}, {"signal", 0}});
+    const char* outcome = r == first ? (timedOut ? "timed-out" : "exited") : (timedOut ? "exited" : "stopped");
+    ranks.push_back({{"rank", r}, {"pid", 100 + r}, {"outcome", outcome},
+                     {"code", r == first && !timedOut ? 1 : 0},
+                     {"signal", r != first && !timedOut ? 15 : 0}});
   }
   std::ofstream(dir + "/launch.json")
       << json{{"launcher", "ddp-sim launch"}, {"world_size", s.world}, {"exit_code", 1},
-              {"timed_out", true}, {"interrupted_by_signal", 0}, {"ranks", ranks}}.dump();
+              {"timed_out", timedOut}, {"interrupted_by_signal", 0}, {"ranks", ranks}}.dump();
 }
 
 AuditReport auditRun(const RunSpec& s) {
@@ -256,18 +260,6 @@ TEST(AuditTrace, PeekingAtABatchBeforeEachEpochIsNotAnEpoch) {
   EXPECT_TRUE(has(v.detail, "only 80 of its 100 samples were consumed")) << v.detail;
 }
 
-// launch.json of a run stopped after rank `failed` exited with code 1: the others "stopped".
-void writeLaunchStoppedAfter(const std::string& dir, const RunSpec& s, int failed) {
-  json ranks = json::array();
-  for (int r = 0; r < s.world; ++r) {
-    ranks.push_back({{"rank", r}, {"pid", 100 + r}, {"outcome", r == failed ? "exited" : "stopped"},
-                     {"code", r == failed ? 1 : 0}, {"signal", r == failed ? 0 : 15}});
-  }
-  std::ofstream(dir + "/launch.json")
-      << json{{"launcher", "ddp-sim launch"}, {"world_size", s.world}, {"exit_code", 1},
-              {"timed_out", false}, {"interrupted_by_signal", 0}, {"ranks", ranks}}.dump();
-}
-
 // A rank that left the loop early and was destroying its process group when the launcher
 // stopped it (its peers had failed on the closed connections first) still left normally: the
 // extra epoch of the others is its early leave, not its failure.
@@ -278,7 +270,7 @@ TEST(AuditTrace, ARankStoppedInsideDestroyProcessGroupHadLeftTheLoopNormally) {
   s.ddpAliveAtDestroy = false;
   TempDir dir("ddph-audit-trace");
   for (int r = 0; r < s.world; ++r) writeRank(dir.path(), s, r);
-  writeLaunchStoppedAfter(dir.path(), s, 0);
+  writeLaunch(dir.path(), s, 0, /*timedOut=*/false);
   const auto r = audit::auditTrace(audit::readTrace(dir.path()));
   const Violation& m = only(r, property::kCollectiveMismatch);
   EXPECT_TRUE(has(m.detail, "ranks 1, 2, 3 ended normally after epoch 2 of loader 0")) << m.detail;
@@ -286,7 +278,7 @@ TEST(AuditTrace, ARankStoppedInsideDestroyProcessGroupHadLeftTheLoopNormally) {
   // Stopped there after a timeout, it is a rank that hung at its exit.
   TempDir hung("ddph-audit-trace");
   for (int k = 0; k < s.world; ++k) writeRank(hung.path(), s, k);
-  writeLaunchWithHang(hung.path(), s, 1);
+  writeLaunch(hung.path(), s, 1, /*timedOut=*/true);
   const auto h = audit::auditTrace(audit::readTrace(hung.path()));
   EXPECT_FALSE(has(summary(h), "ranks 1, 2, 3 ended normally")) << summary(h);
 }
@@ -399,7 +391,7 @@ TEST(AuditTrace, HangAtExitWithDdpAliveAtDestroyNamesTheTorchDeadlock) {
     s.ddpAliveAtDestroy = alive;
     TempDir dir("ddph-audit-trace");
     for (int r = 0; r < s.world; ++r) writeRank(dir.path(), s, r);
-    writeLaunchWithHang(dir.path(), s, 1);
+    writeLaunch(dir.path(), s, 1, /*timedOut=*/true);
     const auto r = audit::auditTrace(audit::readTrace(dir.path()));
     const Violation& v = only(r, property::kRankFailure);
     EXPECT_EQ(v.ranks, std::vector<std::int64_t>{1});
