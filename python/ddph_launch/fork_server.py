@@ -224,7 +224,8 @@ def set_argv(program):
     else:
         sys.argv = ["-m"] + program.args  # runpy puts the module's path there
         first = os.getcwd()
-    if not sys.flags.safe_path and sys.path:
+    # -P (3.11) and -I put nothing before the standard entries: the server's path has none either.
+    if not (getattr(sys.flags, "safe_path", False) or sys.flags.isolated) and sys.path:
         sys.path[0] = first
     orig = getattr(sys, "orig_argv", None)
     if orig is not None:
