@@ -20,6 +20,9 @@ class RecordStream(IterableDataset):
     def __init__(self, n, shard_by_rank):
         self.n = n
         self.shard_by_rank = shard_by_rank
+        # Read here, in the rank: a worker started by "forkserver" or "spawn" (Python 3.14's
+        # default on Linux) has no process group.
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
 
     def records(self):
         for i in range(self.n):
@@ -30,7 +33,7 @@ class RecordStream(IterableDataset):
     def __iter__(self):
         stream = self.records()
         if self.shard_by_rank:
-            stream = itertools.islice(stream, dist.get_rank(), None, dist.get_world_size())
+            stream = itertools.islice(stream, self.rank, None, self.world_size)
         return stream
 
 
