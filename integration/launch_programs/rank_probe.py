@@ -1,6 +1,8 @@
 """What a rank of `ddp-sim launch` sees of its process, as one JSON line (fork_server_test: a
 forked rank must see what an exec'd one sees), then its random state on a second line."""
 import json, os, signal, sys, random, stat, threading, multiprocessing
+
+import torch  # first, as a rank imports it: what torch opens at import is then every rank's
 def kind(fd):
     m = os.fstat(fd).st_mode
     return "fifo" if stat.S_ISFIFO(m) else "chr" if stat.S_ISCHR(m) else "sock" if stat.S_ISSOCK(m) else "other"
@@ -20,4 +22,4 @@ info = {
  "executable": sys.executable,
 }
 print(json.dumps(info, sort_keys=True))
-print(json.dumps({"random": random.random(), "torch": __import__("torch").initial_seed(), "np": __import__("numpy").random.rand()}))
+print(json.dumps({"random": random.random(), "torch": torch.initial_seed(), "np": __import__("numpy").random.rand()}))
