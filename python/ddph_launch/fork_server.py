@@ -111,9 +111,8 @@ def reap(sock, children):
             send(sock, {"ended": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
-def serve(sock, program, group):
-    """Answers fork requests until the launcher hangs up. Returns only in a forked rank, with
-    the request that made it."""
+def serve(sock, group):
+    """Answers fork requests until the launcher hangs up. Returns only in a forked rank."""
     children = {group}
     server_pid = os.getpid()
     while True:
@@ -141,7 +140,7 @@ def serve(sock, program, group):
             continue
         if pid == 0:
             become_rank(sock, request, fds, server_pid, group)
-            return request
+            return
         for fd in fds:
             os.close(fd)
         try:
@@ -358,7 +357,7 @@ def main():
     gc.freeze()  # what every rank inherits stays shared: no copy-on-write from the collector
     group = start_group_keeper()
     send(sock, {"ready": True, "pid": os.getpid(), "torch": version})
-    serve(sock, program, group)
+    serve(sock, group)
     run_rank(program)  # only a forked rank gets here
     return 0
 

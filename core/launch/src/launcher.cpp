@@ -301,7 +301,7 @@ class Supervisor {
     if (!stop_.begin(pgid_)) return;
     grace_.expires_at(stop_.killAt());
     grace_.async_wait([this](const boost::system::error_code& ec) {
-      if (!ec) stop_.killIfGraceOver(pgid_);
+      if (!ec) stop_.kill(pgid_);  // the timer is the grace: no second reading of the clock
     });
   }
 

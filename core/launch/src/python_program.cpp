@@ -23,23 +23,6 @@ bool isPythonInterpreter(const std::string& program) {
   return std::regex_match(fs::path(program).filename().string(), kPython);
 }
 
-std::optional<std::string> pythonScript(const std::vector<std::string>& command) {
-  if (command.empty() || !isPythonInterpreter(command[0])) return std::nullopt;
-  // Interpreter options that take a value (python3 --help): the value is not the script.
-  static const std::set<std::string> kWithValue = {"-W", "-X", "--check-hash-based-pycs"};
-  for (std::size_t i = 1; i < command.size(); ++i) {
-    const std::string& a = command[i];
-    if (a == "-m" || a == "-c" || a == "-" || a.rfind("-c", 0) == 0 || a.rfind("-m", 0) == 0)
-      return std::nullopt;
-    if (kWithValue.count(a)) {
-      ++i;
-      continue;
-    }
-    if (a.empty() || a[0] != '-') return a;
-  }
-  return std::nullopt;
-}
-
 namespace {
 
 // Interpreter options a forked rank gets from the server, which runs with them: flags, and the
@@ -52,52 +35,87 @@ bool isForkableFlag(const std::string& a) {
   return true;
 }
 
+bool startsWith(const std::string& a, const char* prefix) { return a.rfind(prefix, 0) == 0; }
+
+// A Python command line read as the interpreter reads it: its options, then what it runs.
+struct PythonCommandLine {
+  enum class Runs { kNothing, kScript, kModule, kCode, kStdin };
+  Runs runs = Runs::kNothing;
+  std::vector<std::string> interpreter;  ///< argv[0] and the options before the program
+  std::string target;                    ///< the script or the module
+  std::size_t argsFrom = 0;              ///< where the program's own arguments begin
+  std::string unknownOption;             ///< the first option the fork server does not take
+};
+
+PythonCommandLine parsePythonCommand(const std::vector<std::string>& command) {
+  PythonCommandLine out;
+  out.interpreter = {command[0]};
+  for (std::size_t i = 1; i < command.size(); ++i) {
+    const std::string& a = command[i];
+    if (a == "-W" || a == "-X" || a == "--check-hash-based-pycs") {  // the value is no script
+      if (i + 1 >= command.size()) return out;
+      out.interpreter.push_back(a);
+      out.interpreter.push_back(command[++i]);
+      continue;
+    }
+    if (a == "-m" || (startsWith(a, "-m") && a.size() > 2)) {
+      out.target = a == "-m" ? (i + 1 < command.size() ? command[++i] : "") : a.substr(2);
+      out.runs = out.target.empty() ? PythonCommandLine::Runs::kNothing : PythonCommandLine::Runs::kModule;
+      out.argsFrom = i + 1;
+      return out;
+    }
+    if (a == "-" || startsWith(a, "-c")) {
+      out.runs = a == "-" ? PythonCommandLine::Runs::kStdin : PythonCommandLine::Runs::kCode;
+      return out;
+    }
+    if (a.empty() || a[0] != '-') {
+      out.runs = PythonCommandLine::Runs::kScript;
+      out.target = a;
+      out.argsFrom = i + 1;
+      return out;
+    }
+    if (!startsWith(a, "-W") && !startsWith(a, "-X") && !isForkableFlag(a) && out.unknownOption.empty())
+      out.unknownOption = a;
+    out.interpreter.push_back(a);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::optional<std::string> pythonScript(const std::vector<std::string>& command) {
+  if (command.empty() || !isPythonInterpreter(command[0])) return std::nullopt;
+  const PythonCommandLine line = parsePythonCommand(command);
+  if (line.runs != PythonCommandLine::Runs::kScript) return std::nullopt;
+  return line.target;
+}
 
 std::optional<ForkServerCommand> forkServerCommand(const std::vector<std::string>& command,
                                                    const std::string& serverScript) {
   if (command.empty() || !isPythonInterpreter(command[0])) return std::nullopt;
+  const PythonCommandLine line = parsePythonCommand(command);
   ForkServerCommand out;
-  std::vector<std::string> interpreter = {command[0]};
-  for (std::size_t i = 1; i < command.size(); ++i) {
-    const std::string& a = command[i];
-    if (a == "-W" || a == "-X" || a == "--check-hash-based-pycs") {
-      if (i + 1 >= command.size()) break;
-      interpreter.push_back(a);
-      interpreter.push_back(command[++i]);
-      continue;
-    }
-    if ((a.rfind("-W", 0) == 0 || a.rfind("-X", 0) == 0) || isForkableFlag(a)) {
-      interpreter.push_back(a);
-      continue;
-    }
-    std::vector<std::string> program;
-    if (a == "-m" || (a.rfind("-m", 0) == 0 && a.size() > 2)) {
-      const std::string module = a == "-m" ? (i + 1 < command.size() ? command[++i] : "") : a.substr(2);
-      if (module.empty()) break;
-      program = {"--module", module};
-    } else if (!a.empty() && a[0] != '-') {
-      std::error_code ec;
-      if (!fs::is_regular_file(a, ec)) {
-        out.whyNot = fs::exists(a, ec) ? fmt::format("the script {} is a folder or an archive", a)
-                                       : fmt::format("the script {} does not exist", a);
-        return out;
-      }
-      program = {"--script", a};
-    } else if (a == "-" || a.rfind("-c", 0) == 0) {
-      out.whyNot = a == "-" ? "the program is read from standard input" : "the program is given with -c";
-      return out;
-    } else {
-      out.whyNot = fmt::format("the fork server does not take the interpreter option {}", a);
-      return out;
-    }
-    out.argv = interpreter;
-    out.argv.push_back(serverScript);
-    out.argv.insert(out.argv.end(), program.begin(), program.end());
-    out.argv.insert(out.argv.end(), command.begin() + static_cast<long>(i) + 1, command.end());
+  using Runs = PythonCommandLine::Runs;
+  if (line.runs == Runs::kNothing) out.whyNot = "no script or module to run";
+  if (line.runs == Runs::kStdin) out.whyNot = "the program is read from standard input";
+  if (line.runs == Runs::kCode) out.whyNot = "the program is given with -c";
+  if (!out.whyNot.empty()) return out;
+  if (!line.unknownOption.empty()) {
+    out.whyNot = fmt::format("the fork server does not take the interpreter option {}", line.unknownOption);
     return out;
   }
-  out.whyNot = "no script or module to run";
+  std::error_code ec;
+  if (line.runs == Runs::kScript && !fs::is_regular_file(line.target, ec)) {
+    out.whyNot = fs::exists(line.target, ec)
+                     ? fmt::format("the script {} is a folder or an archive", line.target)
+                     : fmt::format("the script {} does not exist", line.target);
+    return out;
+  }
+  out.argv = line.interpreter;
+  out.argv.push_back(serverScript);
+  out.argv.push_back(line.runs == Runs::kScript ? "--script" : "--module");
+  out.argv.push_back(line.target);
+  out.argv.insert(out.argv.end(), command.begin() + static_cast<long>(line.argsFrom), command.end());
   return out;
 }
 

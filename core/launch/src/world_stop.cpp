@@ -17,7 +17,11 @@ bool WorldStop::begin(pid_t group) {
 }
 
 bool WorldStop::killIfGraceOver(pid_t group, Clock::time_point now) {
-  if (!stopping_ || killSent_ || now < killAt_) return false;
+  return now >= killAt_ && kill(group);
+}
+
+bool WorldStop::kill(pid_t group) {
+  if (!stopping_ || killSent_) return false;
   if (group != 0) ::killpg(group, SIGKILL);
   killSent_ = true;
   return true;
