@@ -141,10 +141,7 @@ class Supervisor {
           if (worldDeadline) ready = std::min(ready, *worldDeadline);
           ForkServerStart start =
               startForkServer(server->argv, common, kPerRankVariables, ready, stopSignals_.fd());
-          if (start.spawner) {
-            result_.forked = true;
-            return std::move(start.spawner);
-          }
+          if (start.spawner) return std::move(start.spawner);
           whyNot = start.whyNot;
         }
       }

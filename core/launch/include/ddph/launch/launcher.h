@@ -73,8 +73,6 @@ struct LaunchResult {
   /// The signal that interrupted the launcher (0: none).
   int interruptedBy = 0;
   std::uint16_t masterPort = 0;
-  /// The ranks were forked from the fork server (else exec'd).
-  bool forked = false;
   /// A rank said MASTER_PORT was already in use when its store bound it.
   bool portTaken = false;
   /// One line: what happened ("rank 2 (pid 4711) was killed by signal 9 (SIGKILL)").
