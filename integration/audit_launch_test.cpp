@@ -230,6 +230,22 @@ TEST(AuditPython, DesynchronisedCollectiveHangsAndIsNamed) {
   }
 }
 
+TEST(AuditPython, ARankHungInItsDataIsTheRankThatNeverArrived) {
+  // Rank 0 blocks reading sample 100 (its step 1); the others time out after 10 s inside DDP's
+  // forward, in a collective torch makes itself (no `coll` line): rank 0 is the finding, not the
+  // same error on ranks 1, 2, 3.
+  const auto a = launchAudited(4, python("rank_hangs_in_data.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  const Json f = onlyViolation(a, "rank-failure");
+  EXPECT_EQ(f["ranks"], Json::array({0})) << shown(a);
+  EXPECT_EQ(f["epoch"], 0) << shown(a);
+  EXPECT_EQ(f["step"], 0) << shown(a);
+  EXPECT_TRUE(has(text(f, "detail"), "rank 0 never reached the collective the others waited in"))
+      << shown(a);
+  EXPECT_TRUE(has(text(f, "detail"), "ranks 1, 2, 3 waited in it")) << shown(a);
+  EXPECT_TRUE(has(text(f, "likely_cause"), "hung or slow outside any collective")) << shown(a);
+}
+
 TEST(AuditPython, PaddedEvaluationCountsDuplicates) {
   const auto a = launchAudited(4, python("eval_padding.py"));
   EXPECT_EQ(a.command.exitCode, 1) << shown(a);
@@ -396,7 +412,8 @@ TEST(AuditPython, TorchrunRestartKeepsTheFailedAttemptsTrace) {
   EXPECT_EQ(r["later_attempts"], Json::array({traces + "/attempt-1"})) << r.dump(2);
   // Rank 0's error follows rank 1's exit (its connection to rank 1 closes), so by the headers'
   // wall clocks rank 1 raised first.
-  EXPECT_TRUE(has(first.out, "FAIL rank-failure on rank 1: rank 1 raised RuntimeError: out of "
+  EXPECT_TRUE(has(first.out, "FAIL rank-failure at epoch 1 step 2 on rank 1: rank 1 raised "
+                             "RuntimeError: out of "
                              "memory (simulated in the first attempt) at crash_first_attempt.py:"))
       << first.out;
   EXPECT_TRUE(has(first.out, "in main (the first rank to raise,")) << first.out;

@@ -157,7 +157,7 @@ int runLaunch(const LaunchArgs& a) {
     fmt::print(stderr, "ddp-sim launch: error: {}\n", result.summary);
   }
   if (!traces) return result.exitCode;
-  audit::writeLaunchRecord(traces->path(), result, a.numRanks);
+  audit::writeLaunchRecord(traces->path(), audit::launchRecordOf(result, a.numRanks, a.timeoutS));
   int audited = kExitOk;
   try {
     audited = auditTraceFolder(traces->path(), a.reportPath, /*quiet=*/false, a.htmlPath);

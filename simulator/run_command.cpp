@@ -47,15 +47,10 @@ int runRun(const RunArgs& a) {
   options.deadlineS = a.deadlineS;
   options.gloo = glooOptionsFromEnvironment();
   if (a.htmlPath) report::checkReportPath(*a.htmlPath);
-  // The ranks write their trace (ScenarioTrace) when something reads it: into --trace-dir (kept,
-  // for `ddp-sim audit`), or, for --html's page, a private folder removed at the end. The verdict
-  // does not come from it yet (#28's one verifier), so a run with neither writes none: no cost
-  // at 2048 ranks, no trace line when a disk is full under the run's own report.
-  std::optional<audit::TraceFolder> traces;
-  if (a.traceDir || a.htmlPath) {
-    traces.emplace(a.traceDir);
-    options.trace = {traces->path(), fmt::format("run-{}", ::getpid())};
-  }
+  // Every run's ranks write their trace (ScenarioTrace), which the audit judges rank failures on:
+  // into --trace-dir (kept, for `ddp-sim audit`), else a private folder removed at the end.
+  const audit::TraceFolder traces(a.traceDir);
+  options.trace = {traces.path(), fmt::format("run-{}", ::getpid())};
   Scenario scenario = resolveScenario(a.scenario);
   if (a.worldSize) scenario.worldSize = *a.worldSize;
   validateScenario(scenario);
@@ -75,7 +70,7 @@ int runRun(const RunArgs& a) {
   if (a.htmlPath) {
     std::optional<audit::Trace> trace;
     try {
-      trace = audit::readTrace(traces->path());
+      trace = audit::readTrace(traces.path());
     } catch (const ConfigError&) {
       // A run stopped before any rank wrote its trace: the page says so (runPage's note).
     }

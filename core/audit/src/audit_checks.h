@@ -89,6 +89,9 @@ std::string collectiveNumber(const CollectiveRecord& c);
 /// "loader 0 (CustomDataset, 600 samples)".
 std::string describeLoader(const RankTrace& t, std::int64_t loader);
 
+/// The pass of the last batch the rank was handed (its `batches.back()`), or nullptr.
+const PassRecord* lastBatchPass(const RankTrace& t);
+
 /// "epoch 2 step 14 of loader 0 (…)" for the last batch the rank was handed, or "before its first
 /// batch".
 std::string whereRankStood(const RankTrace& t);

@@ -42,7 +42,7 @@ std::string describeLoader(const RankTrace& t, std::int64_t loader) {
              : fmt::format("loader {} ({}, {} samples)", loader, l.dataset, l.datasetLen);
 }
 
-std::string whereRankStood(const RankTrace& t) {
+const PassRecord* lastBatchPass(const RankTrace& t) {
   const PassRecord* last = nullptr;
   std::int64_t lastLine = -1;
   for (const auto& p : t.passes) {
@@ -51,6 +51,11 @@ std::string whereRankStood(const RankTrace& t) {
       lastLine = p.batches.back().line;
     }
   }
+  return last;
+}
+
+std::string whereRankStood(const RankTrace& t) {
+  const PassRecord* last = lastBatchPass(t);
   if (!last) return "before its first batch";
   return fmt::format("at epoch {} step {} of {}", last->iter, last->batches.back().seq,
                      describeLoader(t, last->loader));

@@ -7,6 +7,7 @@
 
 #include "ddph/common/atomic_file.h"
 #include "ddph/common/error.h"
+#include "ddph/launch/forked_world.h"
 #include "ddph/launch/launcher.h"
 
 namespace ddph::audit {
@@ -27,25 +28,61 @@ const char* outcomeName(RankOutcome::Kind kind) {
 
 }  // namespace
 
-void writeLaunchRecord(const fs::path& dir, const LaunchResult& result, int worldSize) {
-  const bool timedOut =
-      result.failure && result.failure->kind == RankOutcome::Kind::kTimedOut;
-  nlohmann::ordered_json j;
-  j["launcher"] = "ddp-sim launch";
-  j["world_size"] = worldSize;
-  j["exit_code"] = result.exitCode;
-  j["timed_out"] = timedOut;
-  j["interrupted_by_signal"] = result.interruptedBy;
-  auto& ranks = j["ranks"] = nlohmann::ordered_json::array();
+LaunchRecord launchRecordOf(const LaunchResult& result, int worldSize,
+                            std::optional<double> deadlineS) {
+  LaunchRecord record;
+  record.launcher = "ddp-sim launch";
+  record.worldSize = worldSize;
+  record.exitCode = result.exitCode;
+  record.timedOut = result.failure && result.failure->kind == RankOutcome::Kind::kTimedOut;
+  record.deadlineS = deadlineS;
+  record.interruptedBy = result.interruptedBy;
   for (const auto& r : result.ranks) {
     RankOutcome::Kind kind = r.kind;
     // A timeout stops every rank: those still running then are the hung ones.
-    if (timedOut && kind == RankOutcome::Kind::kStopped) kind = RankOutcome::Kind::kTimedOut;
-    ranks.push_back({{"rank", r.rank},
-                     {"pid", r.pid},
-                     {"outcome", outcomeName(kind)},
-                     {"code", r.code},
-                     {"signal", r.signal}});
+    if (record.timedOut && kind == RankOutcome::Kind::kStopped) kind = RankOutcome::Kind::kTimedOut;
+    record.ranks.push_back({r.rank, r.pid, outcomeName(kind), r.code, r.signal, false});
+  }
+  return record;
+}
+
+LaunchRecord launchRecordOf(const ForkedWorldResult& result, double deadlineS) {
+  LaunchRecord record;
+  record.launcher = "ddp-sim run";
+  record.worldSize = static_cast<int>(result.ranks.size());
+  record.timedOut = result.deadlinePassed;
+  record.deadlineS = deadlineS;
+  record.interruptedBy = result.interruptedBy;
+  bool failed = false;
+  for (const auto& r : result.ranks) {
+    LaunchedRank l{r.rank, r.pid, "exited", r.exitCode, r.signal, r.wasStopped};
+    if (r.stoppedByUs) {
+      l.outcome = result.deadlinePassed ? "timed-out" : "stopped";
+    } else if (r.signal != 0) {
+      l.outcome = "signaled";
+    }
+    failed = failed || l.outcome != "exited" || l.code != 0;
+    record.ranks.push_back(std::move(l));
+  }
+  record.exitCode = result.interruptedBy != 0 ? 128 + result.interruptedBy : (failed ? 1 : 0);
+  return record;
+}
+
+void writeLaunchRecord(const fs::path& dir, const LaunchRecord& record) {
+  nlohmann::ordered_json j;
+  j["launcher"] = record.launcher;
+  j["world_size"] = record.worldSize;
+  j["exit_code"] = record.exitCode;
+  j["timed_out"] = record.timedOut;
+  if (record.deadlineS) j["deadline_s"] = *record.deadlineS;
+  j["interrupted_by_signal"] = record.interruptedBy;
+  auto& ranks = j["ranks"] = nlohmann::ordered_json::array();
+  for (const auto& r : record.ranks) {
+    nlohmann::ordered_json rank = {{"rank", r.rank},       {"pid", r.pid},
+                                   {"outcome", r.outcome}, {"code", r.code},
+                                   {"signal", r.signal}};
+    if (r.wasStopped) rank["was_stopped"] = true;
+    ranks.push_back(std::move(rank));
   }
   writeFileAtomically(dir / "launch.json", j.dump(2) + "\n");
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -35,7 +36,12 @@ std::string launcherFailure(const Trace& trace, const LaunchedRank* l) {
   if (l->outcome == "exited" && l->code != 0) return fmt::format("exited with code {}", l->code);
   if (l->outcome == "signaled")
     return fmt::format("was killed by signal {} ({})", l->signal, signalName(l->signal));
-  if (l->outcome == "timed-out") return "was still running at the launcher's timeout (a hang)";
+  if (l->outcome == "timed-out") {
+    return trace.launch->deadlineS
+               ? fmt::format("was still running at the launcher's timeout of {:g} s (a hang)",
+                             *trace.launch->deadlineS)
+               : "was still running at the launcher's timeout (a hang)";
+  }
   if (l->outcome == "stopped") return "was stopped by the launcher after another rank failed";
   return {};
 }
@@ -260,11 +266,209 @@ std::string raisedCause(const std::vector<std::int64_t>& ranks) {
                      one ? "this rank" : "these ranks");
 }
 
+// NOTE [The rank that never arrived] (docs/audit.md "A rank that never arrived"): ranks that
+// failed or hung inside collective #k of a group waited for the members that never entered #k;
+// ranks that raised a timeout in a collective the recorder does not see (one torch makes itself,
+// as DDP's bucket rebuild in forward) waited for the ranks behind them. Such a rank that neither
+// finished nor failed on its own is what they waited for: one finding names it, the collective and
+// what the waiting ranks saw; the waiting ranks' own failures follow from it. Not when the
+// launcher was interrupted: it stopped every rank wherever it was.
+struct NeverArrived {
+  bool found = false;
+  const CollectiveRecord* collective = nullptr;  ///< as a waiting rank recorded it; null: unseen
+  std::vector<std::int64_t> waiting, missing;
+};
+
+bool failedOnItsOwn(const Trace& trace, const RankTrace& t, const LaunchedRank* l) {
+  if (l && l->outcome == "signaled") return false;
+  return !t.endedNormally() || !launcherFailure(trace, l).empty();
+}
+
+bool inUnfinishedCollective(const RankTrace& t) {
+  const CollectiveRecord* c = t.lastCollective();
+  return c && !c->done;
+}
+
+bool raisedTimeout(const RankTrace& t) {
+  if (!t.errorMessage) return false;
+  return t.errorMessage->find("Timed out") != std::string::npos ||
+         t.errorMessage->find("timed out") != std::string::npos;
+}
+
+bool enteredCollective(const RankTrace& t, const CollectiveRecord& c) {
+  const auto it = t.collectives.find(c.group);
+  if (it == t.collectives.end()) return false;
+  return std::any_of(it->second.begin(), it->second.end(),
+                     [&](const CollectiveRecord& mine) { return mine.seq == c.seq; });
+}
+
+// (epoch, step) of the last batch the rank was handed; (-1, -1) before its first.
+std::pair<std::int64_t, std::int64_t> position(const RankTrace& t) {
+  const PassRecord* p = lastBatchPass(t);
+  if (!p) return {-1, -1};
+  return {p->iter, p->batches.back().seq};
+}
+
+// A rank alive elsewhere while the others waited: a trace without an end or an error, in no
+// collective (blocked in another would be a desync), ended by the launcher (or no record).
+bool aliveElsewhere(const Trace& trace, int r) {
+  const auto& t = trace.ranks[static_cast<std::size_t>(r)];
+  const LaunchedRank* l = launched(trace, r);
+  const bool endedByLauncher = !l || l->outcome == "stopped" || l->outcome == "timed-out";
+  return t && !t->ended && !t->errorType && endedByLauncher && !inUnfinishedCollective(*t);
+}
+
+// Members of `c`'s group alive elsewhere that never entered `c`.
+std::vector<std::int64_t> absentFrom(const Trace& trace, const RankTrace& waiter,
+                                     const CollectiveRecord& c) {
+  std::vector<std::int64_t> members;
+  if (const auto g = waiter.groups.find(c.group); g != waiter.groups.end()) {
+    members = g->second;
+  } else {
+    for (int r = 0; r < trace.worldSize; ++r) members.push_back(r);
+  }
+  std::vector<std::int64_t> absent;
+  for (std::int64_t r : members) {
+    if (r < 0 || r >= trace.worldSize || !aliveElsewhere(trace, static_cast<int>(r))) continue;
+    if (!enteredCollective(*trace.ranks[static_cast<std::size_t>(r)], c)) absent.push_back(r);
+  }
+  return absent;
+}
+
+// Ranks waiting inside a recorded collective, by collective: the one with most waiting ranks
+// whose group has an absent member.
+NeverArrived inRecordedCollective(const Trace& trace) {
+  NeverArrived found;
+  std::map<std::pair<std::string, std::int64_t>, NeverArrived> byCollective;
+  for (int r = 0; r < trace.worldSize; ++r) {
+    const auto& t = trace.ranks[static_cast<std::size_t>(r)];
+    if (!t || !inUnfinishedCollective(*t) || !failedOnItsOwn(trace, *t, launched(trace, r))) continue;
+    const CollectiveRecord* c = t->lastCollective();
+    NeverArrived& n = byCollective[{c->group, c->seq}];
+    if (!n.collective) {
+      n.collective = c;
+      n.missing = absentFrom(trace, *t, *c);
+    }
+    n.waiting.push_back(r);
+  }
+  for (auto& [key, n] : byCollective) {
+    if (!n.missing.empty() && (!found.found || n.waiting.size() > found.waiting.size())) {
+      found = std::move(n);
+      found.found = true;
+    }
+  }
+  return found;
+}
+
+// Ranks that raised a timeout outside every recorded collective, and the ranks alive elsewhere
+// behind all of them (an earlier batch).
+NeverArrived inUnseenCollective(const Trace& trace) {
+  NeverArrived n;
+  for (int r = 0; r < trace.worldSize; ++r) {
+    const auto& t = trace.ranks[static_cast<std::size_t>(r)];
+    if (t && raisedTimeout(*t) && !inUnfinishedCollective(*t)) n.waiting.push_back(r);
+  }
+  if (n.waiting.empty()) return n;
+  for (int r = 0; r < trace.worldSize; ++r) {
+    if (!aliveElsewhere(trace, r)) continue;
+    const auto mine = position(*trace.ranks[static_cast<std::size_t>(r)]);
+    const bool behind = std::all_of(n.waiting.begin(), n.waiting.end(), [&](std::int64_t w) {
+      return mine < position(*trace.ranks[static_cast<std::size_t>(w)]);
+    });
+    if (behind) n.missing.push_back(r);
+  }
+  n.found = !n.missing.empty();
+  return n;
+}
+
+NeverArrived findNeverArrived(const Trace& trace) {
+  if (trace.launch && trace.launch->interruptedBy != 0) return {};
+  NeverArrived n = inRecordedCollective(trace);
+  return n.found ? n : inUnseenCollective(trace);
+}
+
+// What the first waiting rank that raised saw ("rank 0 raised TimeoutError: … timed out after
+// 5000 ms"), else how the launcher saw the first one end; empty when that is its deadline (said
+// already).
+std::string whatTheWaitingSaw(const Trace& trace, const NeverArrived& n) {
+  for (std::int64_t r : n.waiting) {
+    const RankTrace& t = *trace.ranks[static_cast<std::size_t>(r)];
+    if (t.errorType) {
+      return fmt::format("rank {} raised {}: {}", r, *t.errorType, t.errorMessage.value_or(""));
+    }
+  }
+  if (trace.launch && trace.launch->timedOut) return {};
+  const int first = static_cast<int>(n.waiting.front());
+  return fmt::format("rank {} {}", first, launcherFailure(trace, launched(trace, first)));
+}
+
+Violation neverArrivedFinding(const Trace& trace, const NeverArrived& n) {
+  Violation v;
+  v.property = std::string(property::kRankFailure);
+  v.ranks = n.missing;
+  const bool one = n.missing.size() == 1;
+  const RankTrace& first = *trace.ranks[static_cast<std::size_t>(n.missing.front())];
+  if (const PassRecord* p = lastBatchPass(first)) {
+    v.epoch = p->iter;
+    v.step = p->batches.back().seq;
+  }
+  std::vector<std::int64_t> frozen;
+  for (std::int64_t r : n.missing) {
+    const LaunchedRank* l = launched(trace, static_cast<int>(r));
+    if (l && l->wasStopped) frozen.push_back(r);
+  }
+  const std::string stopped =
+      frozen.empty() ? ""
+                     : fmt::format(" ({} {} stopped, not crashed: state T, as after a SIGSTOP, a "
+                                   "debugger or a frozen host)",
+                                   rankList(frozen), frozen.size() == 1 ? "was" : "were");
+  const bool deadline = trace.launch && trace.launch->timedOut && trace.launch->deadlineS;
+  const std::string saw = whatTheWaitingSaw(trace, n);
+  const RankTrace& waiter = *trace.ranks[static_cast<std::size_t>(n.waiting.front())];
+  const std::string which =
+      n.collective
+          ? fmt::format("{}: {}", collectiveNumber(*n.collective), describeCollective(*n.collective))
+          : fmt::format("one inside torch that the trace does not record ({} timed out{}, {})",
+                        n.waiting.size() == 1 ? "it" : "they",
+                        waiter.errorWhere ? " at " + *waiter.errorWhere : "", whereRankStood(waiter));
+  v.detail = fmt::format(
+      "{} never reached the collective the others waited in, {}{}; {} stood {}; {} waited in "
+      "it{}{}",
+      rankList(n.missing), which, stopped, one ? "it" : fmt::format("rank {}", n.missing.front()), whereRankStood(first),
+      rankList(n.waiting),
+      deadline ? fmt::format(" until the run outlived its deadline of {:g} s and every rank was "
+                             "stopped",
+                             *trace.launch->deadlineS)
+               : "",
+      saw.empty() ? "" : ": " + saw);
+  const std::string until = deadline ? "until the run's deadline stopped them"
+                                     : "until their collective timed out";
+  if (!frozen.empty()) {
+    v.likelyCause = fmt::format(
+        "{} stopped (SIGSTOP, a debugger, a frozen host or container) and never answered, so the "
+        "others waited for {} in the collective {}; a hang, not a crash: look at what stopped it",
+        rankList(frozen), frozen.size() == 1 ? "it" : "them", until);
+  } else if (trace.launch) {
+    v.likelyCause = fmt::format(
+        "{} alive elsewhere while the others waited {}: hung or slow outside any collective (in "
+        "the program's own code, data loading, I/O or a lock); the trace cannot tell where: dump "
+        "its stack (py-spy dump, or faulthandler.dump_traceback_later) when it hangs",
+        one ? "it was" : "they were", until);
+  } else {
+    v.likelyCause =
+        "its trace has no end and it never entered the collective: killed, crashed, or hung outside "
+        "any collective; check its log and exit status";
+  }
+  return v;
+}
+
 struct RankFinding {
   Violation v;
   std::string key;     ///< what must agree for ranks to share one finding (empty: never shared)
   std::string shared;  ///< the shared finding's text after its list of ranks
-  int order = 1;       ///< 0 the first rank to raise, 1 the others, 2 consequences (peer lost)
+  /// -1 a rank killed by a signal or that never arrived, 0 the first rank to raise, 1 the others,
+  /// 2 consequences (peer lost)
+  int order = 1;
 };
 
 // The same error, at the same place, on several ranks: one finding naming them all.
@@ -304,7 +508,15 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
   checkProcessGroup(trace, out);
   const FirstRaised first = firstRaised(trace);
   std::vector<RankFinding> found;
+  const NeverArrived never = findNeverArrived(trace);
+  const auto explained = [&](int r) {
+    const auto in = [r](const std::vector<std::int64_t>& ranks) {
+      return std::find(ranks.begin(), ranks.end(), r) != ranks.end();
+    };
+    return never.found && (in(never.missing) || in(never.waiting));
+  };
   for (int r = 0; r < trace.worldSize; ++r) {
+    if (explained(r)) continue;
     const LaunchedRank* l = launched(trace, r);
     const std::string byLauncher = launcherFailure(trace, l);
     Violation v;
@@ -341,8 +553,9 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
       how = "ended without finishing (killed, crashed or hung: its trace has no end)";
     }
     const CollectiveRecord* last = t->lastCollective();
-    v.epoch = last && !last->done ? last->iter : -1;
-    v.step = last && !last->done ? last->batchSeq : -1;
+    const PassRecord* stood = lastBatchPass(*t);
+    v.epoch = last && !last->done ? last->iter : stood ? stood->iter : -1;
+    v.step = last && !last->done ? last->batchSeq : stood ? stood->batches.back().seq : -1;
     const std::string launcherSide = t->errorType && !byLauncher.empty() && !stoppedByOthers
                                          ? fmt::format(" ({})", byLauncher)
                                          : "";
@@ -369,7 +582,9 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
     }
     // Ranks that lost their peer in the same collective share one finding whatever the address in
     // their message; other errors when they are the same error at the same place.
-    RankFinding f{std::move(v), {}, {}, raisedFirst ? 0 : (peerLost ? 2 : 1)};
+    // A rank killed by a signal failed of its own (the launcher's stops are "stopped"): first.
+    const bool killed = l && l->outcome == "signaled";
+    RankFinding f{std::move(v), {}, {}, killed ? -1 : raisedFirst ? 0 : (peerLost ? 2 : 1)};
     if (peerLost) {
       const std::string at = t->errorWhere ? " at " + *t->errorWhere : "";
       f.key = "peer lost: " + *t->errorType + at + rest;
@@ -382,6 +597,7 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
     found.push_back(std::move(f));
   }
   std::vector<RankFinding> merged = mergeSameFailures(std::move(found), trace);
+  if (never.found) merged.push_back({neverArrivedFinding(trace, never), {}, {}, -1});
   // The failure the others follow from first, the ranks that lost their peer last.
   std::stable_sort(merged.begin(), merged.end(),
                    [](const RankFinding& a, const RankFinding& b) { return a.order < b.order; });

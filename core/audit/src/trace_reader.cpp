@@ -588,9 +588,11 @@ std::optional<LaunchRecord> readLaunchRecord(const fs::path& launchFile) {
     LaunchRecord l;
     // Integral fields as in a rank's trace (valueAs): "world_size": 21474836E7 was a float
     // converted to int, undefined behaviour.
+    l.launcher = j.value("launcher", "");
     l.worldSize = field<int>(j, "world_size");
     l.exitCode = optionalField<int>(j, "exit_code").value_or(0);
     l.timedOut = j.value("timed_out", false);
+    l.deadlineS = optionalField<double>(j, "deadline_s");
     l.interruptedBy = optionalField<int>(j, "interrupted_by_signal").value_or(0);
     for (const auto& r : j.at("ranks")) {
       LaunchedRank lr;
@@ -599,6 +601,7 @@ std::optional<LaunchRecord> readLaunchRecord(const fs::path& launchFile) {
       lr.outcome = r.at("outcome").get<std::string>();
       lr.code = optionalField<int>(r, "code").value_or(0);
       lr.signal = optionalField<int>(r, "signal").value_or(0);
+      lr.wasStopped = r.value("was_stopped", false);
       l.ranks.push_back(lr);
     }
     DDPH_CHECK(l.worldSize > 0 && l.worldSize <= kMaxTraceWorldSize,

@@ -49,8 +49,10 @@ void putOptional(ordered_json& j, const char* key, const std::optional<T>& value
 
 TraceWriter::TraceWriter(const std::filesystem::path& dir, int rank, int worldSize,
                          std::string runId, std::vector<std::string> argv, std::string producer,
-                         int attempt)
-    : path_(dir / fmt::format("rank-{}.jsonl", rank)), start_(monotonicSeconds()) {
+                         int attempt, bool reportFailures)
+    : path_(dir / fmt::format("rank-{}.jsonl", rank)),
+      start_(monotonicSeconds()),
+      reportFailures_(reportFailures) {
   namespace f = ts::header;
   file_ = std::fopen(path_.c_str(), "w");
   DDPH_CHECK(file_ != nullptr, "cannot write the audit trace '{}': {}", path_.string(),
@@ -96,8 +98,10 @@ void TraceWriter::line(const std::string& json) {
   const std::string text = json + "\n";
   if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0) {
     failed_ = true;
-    std::fprintf(stderr, "ddph audit: cannot write '%s' (%s): this rank's trace stops here\n",
-                 path_.c_str(), std::strerror(errno));
+    failure_ = fmt::format("cannot write '{}' ({})", path_.string(), std::strerror(errno));
+    if (reportFailures_) {
+      std::fprintf(stderr, "ddph audit: %s: this rank's trace stops here\n", failure_.c_str());
+    }
   }
 }
 
@@ -219,6 +223,11 @@ void TraceWriter::params(std::int64_t ddp, const std::string& hash) {
 void TraceWriter::error(const std::string& type, const std::string& message) {
   namespace f = ts::error;
   line(eventLine({{ts::kEv, f::kEvent}, {f::kType, type}, {f::kMessage, message}}, now()));
+}
+
+std::string TraceWriter::failure() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_;
 }
 
 void TraceWriter::end(int code) {

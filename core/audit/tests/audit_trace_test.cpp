@@ -2,6 +2,7 @@
 // (docs/trace-format.md): a healthy run gives no finding, and each deliberately broken run gives
 // the property it breaks, on the right ranks and epoch, with the right detail. Bad traces give a
 // one-line error naming the file and line, never a crash.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -48,6 +49,8 @@ struct RunSpec {
   int attempt = 0;           ///< torchrun's restarts before this run (header "attempt")
   bool peek = false;         ///< next(iter(loader)) before each epoch (the tutorial's batch size)
   int loneCollectiveRank = -1;  ///< calls one more all_reduce of its own after training (a hang)
+  int hungRank = -1;  ///< stops answering before epoch 1's second batch; the others time out
+  bool hangInRecordedCollective = true;  ///< ... in step 1's DDP allreduce, else in one unrecorded
 };
 
 class RankWriter {
@@ -115,6 +118,20 @@ void writeRank(const std::string& dir, const RunSpec& s, int rank) {
     for (std::int64_t b = 0; b < take; ++b) {
       if (rank == s.killedRank && epoch == 1 && b == 1) {
         w.raw(R"({"ev":"batch","t":0.5,"loader":0,"it)");  // cut short by the kill
+        return;
+      }
+      if (rank == s.hungRank && epoch == 1 && b == 1) return;  // alive, never answering
+      if (s.hungRank >= 0 && epoch == 1 && b == 1) {  // waits for it, then times out
+        if (s.hangInRecordedCollective) {
+          step(iter, b, std::min(s.batch, perRank - b * s.batch), /*done=*/false);
+        } else {
+          w.emit({{"ev", "batch"}, {"loader", 0}, {"iter", iter}, {"seq", b}, {"size", s.batch},
+                  {"grad", true}});
+        }
+        w.emit({{"ev", "error"}, {"type", "RuntimeError"},
+                {"message", "[gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 10000ms "
+                            "for recv operation to complete"}});
+        w.emit({{"ev", "end"}, {"code", 1}});
         return;
       }
       if (rank == s.raisedRank && epoch == 1 && b == 1) {
@@ -453,6 +470,57 @@ TEST(AuditTrace, PeerLostErrorIsNamedAConsequenceOfTheOtherFailure) {
     EXPECT_EQ(has(v.detail, "CUDA out of memory (the first rank to raise, 0.250 s before rank 0)"),
               v.ranks[0] == 1)
         << v.detail;
+  }
+}
+
+// NOTE [The rank that never arrived]: the others timed out waiting for rank 2, alive elsewhere
+// (in its data loading, say, or stopped by SIGSTOP) until the launcher stopped it: one finding
+// names it, where it stood, the collective and what the others saw, recorded or inside torch.
+TEST(AuditTrace, ARankThatNeverArrivedIsTheFailureTheOthersWaitedFor) {
+  for (const bool recorded : {true, false}) {
+    for (const bool frozen : {true, false}) {
+      for (const int interrupted : {0, 2}) {
+        SCOPED_TRACE(fmt::format("recorded {} frozen {} interrupted {}", recorded, frozen, interrupted));
+        RunSpec s;
+        s.hungRank = 2;
+        s.hangInRecordedCollective = recorded;
+        TempDir dir("ddph-audit-trace");
+        for (int r = 0; r < s.world; ++r) writeRank(dir.path(), s, r);
+        json ranks = json::array();
+        for (int r = 0; r < s.world; ++r) {
+          json rank = {{"rank", r}, {"pid", 100 + r}, {"outcome", r == 2 ? "stopped" : "exited"},
+                       {"code", r == 2 ? 0 : 1}, {"signal", r == 2 ? 15 : 0}};
+          if (r == 2 && frozen) rank["was_stopped"] = true;
+          ranks.push_back(rank);
+        }
+        std::ofstream(dir.path() + "/launch.json")
+            << json{{"launcher", "ddp-sim launch"}, {"world_size", s.world}, {"exit_code", 1},
+                    {"timed_out", false}, {"interrupted_by_signal", interrupted}, {"ranks", ranks}}
+                   .dump();
+        const auto r = audit::auditTrace(audit::readTrace(dir.path()));
+        if (interrupted != 0) {  // the launcher stopped every rank wherever it was: no such finding
+          for (const auto& v : r.violations) EXPECT_FALSE(has(v.detail, "never reached")) << v.detail;
+          continue;
+        }
+        const Violation& v = only(r, property::kRankFailure);
+        EXPECT_EQ(v.ranks, std::vector<std::int64_t>{2}) << v.detail;
+        EXPECT_EQ(v.epoch, 1);
+        EXPECT_EQ(v.step, 0);  // its last batch
+        EXPECT_TRUE(has(v.detail, "rank 2 never reached the collective the others waited in, "))
+            << v.detail;
+        EXPECT_EQ(has(v.detail, "#4 on the default group: all_reduce float32[11]"), recorded) << v.detail;
+        EXPECT_EQ(has(v.detail, "one inside torch that the trace does not record (they timed out"),
+                  !recorded)
+            << v.detail;
+        EXPECT_TRUE(has(v.detail, "it stood at epoch 1 step 0 of loader 0")) << v.detail;
+        EXPECT_TRUE(has(v.detail, "ranks 0, 1, 3 waited in it: rank 0 raised RuntimeError: "
+                                  "[gloo/transport/tcp/unbound_buffer.cc:81] Timed out"))
+            << v.detail;
+        EXPECT_EQ(has(v.detail, "(rank 2 was stopped, not crashed: state T"), frozen) << v.detail;
+        EXPECT_EQ(has(likelyCauseOf(v), "hung or slow outside any collective"), !frozen)
+            << likelyCauseOf(v);
+      }
+    }
   }
 }
 

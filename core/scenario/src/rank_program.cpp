@@ -135,7 +135,6 @@ class RankRun {
       std::fill(buffer.begin(), buffer.end(), 0.0f);
       if (hasBatch) {
         observer_.onStep(epoch, step);
-        injectFaults(epoch, step);
         buffer[static_cast<std::size_t>(rank_)] = 1.0f;
         for (const auto& [d, b] : schedule[static_cast<std::size_t>(step)]) {
           trace_.batch(epoch, d, batches[d][b]);
@@ -146,6 +145,7 @@ class RankRun {
             buffer[gradAt + h % g] += static_cast<float>((h >> 32) & 0xff) / 255.0f;
           }
         }
+        injectFaults(epoch, step);  // in the step, with its batch drawn, as in a training loop
         ++stats_.steps;
       }
       for (std::size_t d = 0; d < nd; ++d) {
@@ -243,6 +243,14 @@ class RankRun {
   RankRunStats stats_;
 };
 
+// The error line's type: the harness's own error classes by name (common/error.h).
+std::string errorTypeName(const std::exception& e) {
+  if (dynamic_cast<const TimeoutError*>(&e)) return "TimeoutError";
+  if (dynamic_cast<const ProtocolError*>(&e)) return "ProtocolError";
+  if (dynamic_cast<const ConfigError*>(&e)) return "ConfigError";
+  return "InternalError";
+}
+
 }  // namespace
 
 bool sampleCorrect(std::int64_t dataset, std::int64_t id) {
@@ -257,9 +265,15 @@ RankRunStats runRankProgram(const Scenario& scenario, Communicator& comm, RankOb
              scenario.name, scenario.worldSize, comm.size());
   ScenarioTrace trace(comm.rank(), comm.size(), target);
   RankRun run(scenario, trace.record(comm), observer, trace);
-  const RankRunStats stats = run.run();
-  trace.end();
-  return stats;
+  try {
+    RankRunStats stats = run.run();
+    trace.end();
+    stats.traceFailure = trace.failure();
+    return stats;
+  } catch (const std::exception& e) {
+    trace.error(errorTypeName(e), e.what());  // the audit's rank-failure reads it
+    throw;
+  }
 }
 
 }  // namespace ddph

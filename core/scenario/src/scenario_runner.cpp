@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
@@ -17,8 +20,10 @@
 #include "ddph/verify/randperm.h"
 #include "ddph/common/libtorch_module.h"
 #include "ddph/common/error.h"
+#include "ddph/audit/audit.h"
+#include "ddph/audit/launch_record.h"
+#include "ddph/audit/trace.h"
 #include "ddph/launch/forked_world.h"
-#include "ddph/launch/launcher.h"
 #include "ddph/launch/own_pss.h"
 #include "ddph/scenario/rank_program.h"
 #include "ddph/scenario/scenario_file.h"
@@ -57,8 +62,8 @@ class PipeObserver final : public RankObserver {
   int rank_;
 };
 
-int rankMain(const Scenario& s, const RunOptions& options, const std::string& storePath, int rank,
-             int fd, SharedProgress& progress) {
+int rankMain(const Scenario& s, const RunOptions& options, const RankTraceTarget& trace,
+             const std::string& storePath, int rank, int fd, SharedProgress& progress) {
   const GlooOptions& engine = options.gloo;
   RunProgress* shown = options.progress;
   PipeObserver observer(fd, progress.slot(rank), shown, rank);
@@ -71,10 +76,6 @@ int rankMain(const Scenario& s, const RunOptions& options, const std::string& st
   const auto connectTimeout =
       std::max(timeout, std::chrono::milliseconds(500 * static_cast<std::int64_t>(s.worldSize)));
   const auto start = Clock::now();
-  const auto fail = [&](const char* kind, const std::exception& e, int code) {
-    observer.send({{"t", "error"}, {"kind", kind}, {"message", e.what()}});
-    return code;
-  };
   try {
     // NOTE [Local store]: rank 0 serves the rendezvous on a Unix socket in the run's private
     // folder; nothing of the run listens on a network address but Gloo's pairs on loopback.
@@ -90,7 +91,7 @@ int rankMain(const Scenario& s, const RunOptions& options, const std::string& st
     comm->setTimeout(timeout);
     observer.onJoined();
     const double connectS = std::chrono::duration<double>(Clock::now() - start).count();
-    const RankRunStats stats = runRankProgram(s, *comm, observer, options.trace);
+    const RankRunStats stats = runRankProgram(s, *comm, observer, trace);
     // Sampled before the barrier, while every rank is alive: the sum over ranks counts each page
     // the ranks share once (own_pss.h).
     const std::optional<double> pss = ownPssMb();
@@ -102,16 +103,17 @@ int rankMain(const Scenario& s, const RunOptions& options, const std::string& st
                    {"epoch_s", stats.epochSeconds},
                    {"connect_s", connectS},
                    {"pss_mb", pss ? Json(*pss) : Json(nullptr)},
-                   {"mismatch", stats.stoppedOnMismatch}});
+                   {"mismatch", stats.stoppedOnMismatch},
+                   {"trace_failure", stats.traceFailure}});
     return kRankOk;
-  } catch (const TimeoutError& e) {
-    return fail("timeout", e, kRankTimeout);
-  } catch (const ProtocolError& e) {
-    return fail("peer", e, kRankPeerFailure);
-  } catch (const ConfigError& e) {
-    return fail("config", e, kRankConfigError);
-  } catch (const std::exception& e) {
-    return fail("internal", e, kRankInternalError);
+  } catch (const TimeoutError&) {  // the rank's trace has the error (runRankProgram)
+    return kRankTimeout;
+  } catch (const ProtocolError&) {
+    return kRankPeerFailure;
+  } catch (const ConfigError&) {
+    return kRankConfigError;
+  } catch (const std::exception&) {
+    return kRankInternalError;
   }
 }
 
@@ -119,7 +121,6 @@ struct Parsed {
   std::vector<Violation> violations;
   std::vector<std::string> notes;
   std::optional<Json> done;
-  std::optional<Json> error;
 };
 
 Parsed parseOutput(const std::string& output) {
@@ -143,8 +144,6 @@ Parsed parseOutput(const std::string& output) {
       p.notes.push_back(j["text"]);
     } else if (t == "done") {
       p.done = j;
-    } else if (t == "error") {
-      p.error = j;
     }
   }
   return p;
@@ -161,18 +160,15 @@ bool needsLibTorch(const Scenario& s, const GlooOptions& engine) {
   return false;
 }
 
-std::string howItEnded(const ForkedRank& r) {
-  RankOutcome o;
-  o.rank = r.rank;
-  o.pid = r.pid;
-  if (r.signal != 0) {
-    o.kind = RankOutcome::Kind::kSignaled;
-    o.signal = r.signal;
-  } else {
-    o.kind = RankOutcome::Kind::kExited;
-    o.code = r.exitCode;
+// The run's rank failures, judged by the audit on the ranks' trace and how the world ended (its
+// launch record): the same diagnosis `ddp-sim launch --audit` gives a real script.
+std::vector<Violation> rankFailures(const std::filesystem::path& traceDir) {
+  const audit::Trace trace = audit::readTrace(traceDir);
+  std::vector<Violation> failures;
+  for (auto& v : audit::auditTrace(trace).violations) {
+    if (v.property == property::kRankFailure) failures.push_back(std::move(v));
   }
-  return describeOutcome(o);
+  return failures;
 }
 
 }  // namespace
@@ -192,10 +188,17 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
   // would cost every rank its start-up); the others are forked without it, which is what makes
   // large worlds cheap to fork (NOTE [LibTorch on demand]).
   if (needsLibTorch(s, options.gloo)) libtorch::backend();
+  // Every run is traced (docs/trace-format.md): into the caller's folder, or a private one.
+  std::optional<audit::TraceFolder> ownTrace;
+  RankTraceTarget target = options.trace;
+  if (target.dir.empty()) {
+    ownTrace.emplace(std::nullopt);
+    target = {ownTrace->path(), fmt::format("run-{}", ::getpid())};
+  }
   const PrivateFolder folder("ddph-run-");
   const std::string storePath = folder.path() + "/store";
   const ForkedWorldResult result = runForkedWorld(world, [&](int rank, int fd, SharedProgress& progress) {
-    return rankMain(s, options, storePath, rank, fd, progress);
+    return rankMain(s, options, target, storePath, rank, fd, progress);
   });
 
   RunReport report;
@@ -211,89 +214,20 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
     report.notes.insert(report.notes.end(), p.notes.begin(), p.notes.end());
   }
 
-  // rank-failure: the rank that failed first on its own, not a peer that only saw it fail in a
-  // collective (those exit with kRankPeerFailure a moment later).
-  const ForkedRank* primary = nullptr;
-  for (int pass = 0; pass < 2 && primary == nullptr; ++pass) {
-    for (const auto& r : result.ranks) {
-      const bool failed = (r.signal != 0 || r.exitCode != 0) && !r.stoppedByUs;
-      const bool secondary = r.signal == 0 && r.exitCode == kRankPeerFailure;
-      if (!failed || secondary != (pass == 1)) continue;
-      if (primary == nullptr || r.endSeconds < primary->endSeconds) primary = &r;
+  // rank-failure, diagnosed once: by the audit, from the trace and the world's launch record. A run
+  // stopped by its deadline is reported as that first: what the finished ranks found (a
+  // straggler, say) is secondary to the run not finishing. A rank's own failure follows the
+  // violations the ranks reported (a collective mismatch explains the failure it causes).
+  for (const auto& p : parsed) {  // a verdict from a trace cut short would be wrong: none
+    if (p.done && !p.done->value("trace_failure", "").empty()) {
+      throw Error(fmt::format("the run's trace: {}", (*p.done)["trace_failure"].get<std::string>()));
     }
   }
-  if (primary != nullptr || result.deadlinePassed) {
-    Violation v;
-    v.property = std::string(property::kRankFailure);
-    if (primary != nullptr) {
-      v.epoch = primary->lastEpoch;
-      v.step = primary->lastStep;
-      const auto& p = parsed[static_cast<std::size_t>(primary->rank)];
-      v.ranks = {primary->rank};
-      std::string why = howItEnded(*primary);
-      if (p.error) why += fmt::format(" ({})", (*p.error)["message"].get<std::string>());
-      int peers = 0;
-      for (const auto& r : result.ranks) {
-        if (&r != primary && r.signal == 0 && r.exitCode == kRankPeerFailure) ++peers;
-      }
-      double lastEnd = 0;
-      for (const auto& r : result.ranks) lastEnd = std::max(lastEnd, r.endSeconds);
-      v.detail = fmt::format(
-          "{}; the other {} ranks ended within {:.2f} s ({} failed in a collective on their own, "
-          "the supervisor stopped the rest); no rank process is left",
-          why, s.worldSize - 1, lastEnd - primary->endSeconds, peers);
-      if (primary->signal == 0 && primary->exitCode == kRankTimeout) {
-        // A collective timed out: the ranks that were still running (not waiting in it) are the
-        // ones that never arrived, the stuck or slow ranks a user has to look at.
-        std::vector<std::int64_t> stuck;
-        for (const auto& r : result.ranks) {
-          if (r.stoppedByUs && !r.wasWaiting) stuck.push_back(r.rank);
-        }
-        if (!stuck.empty()) {
-          const auto& first = result.ranks[static_cast<std::size_t>(stuck.front())];
-          v.ranks = stuck;
-          v.epoch = first.lastEpoch;
-          v.step = first.lastStep;
-          std::vector<std::int64_t> frozen;
-          for (std::int64_t r : stuck) {
-            if (result.ranks[static_cast<std::size_t>(r)].wasStopped) frozen.push_back(r);
-          }
-          const std::string stopped =
-              frozen.empty() ? ""
-                             : fmt::format(" (rank{} {} {} stopped, not crashed: state T, as after "
-                                           "a SIGSTOP, a debugger or a frozen host)",
-                                           frozen.size() == 1 ? "" : "s", fmt::join(frozen, ", "),
-                                           frozen.size() == 1 ? "was" : "were");
-          v.detail = fmt::format(
-              "rank{} {} never reached the collective the others waited in (last seen at epoch "
-              "{} step {}){}: {}",
-              stuck.size() == 1 ? "" : "s", fmt::join(stuck, ", "), first.lastEpoch,
-              first.lastStep, stopped, v.detail);
-        }
-      }
-    } else {
-      const ForkedRank* slowest = &result.ranks.front();
-      for (const auto& r : result.ranks) {
-        if (std::make_pair(r.lastEpoch, r.lastStep) <
-            std::make_pair(slowest->lastEpoch, slowest->lastStep)) {
-          slowest = &r;
-        }
-      }
-      v.ranks = {slowest->rank};
-      v.epoch = slowest->lastEpoch;
-      v.step = slowest->lastStep;
-      v.detail = fmt::format(
-          "the run outlived its deadline of {:g} s; every rank was stopped; the furthest behind "
-          "was rank {} at epoch {} step {}",
-          deadline, slowest->rank, slowest->lastEpoch, slowest->lastStep);
-    }
-    // A run stopped by its deadline is reported as that first: what the finished ranks found
-    // (a straggler, say) is secondary to the run not finishing. A rank's own failure follows the
-    // violations the ranks reported (a collective mismatch explains the failure it causes).
-    const bool stoppedByDeadline = primary == nullptr;
-    report.violations.insert(stoppedByDeadline ? report.violations.begin() : report.violations.end(),
-                             std::move(v));
-  }
+  audit::writeLaunchRecord(target.dir, audit::launchRecordOf(result, deadline));
+  std::vector<Violation> failures = rankFailures(target.dir);
+  report.violations.insert(result.deadlinePassed ? report.violations.begin() : report.violations.end(),
+                           std::make_move_iterator(failures.begin()),
+                           std::make_move_iterator(failures.end()));
   report.passed = report.violations.empty() && result.interruptedBy == 0;
 
   double connect = 0, run = 0, pssSum = 0;

@@ -18,14 +18,18 @@ std::unique_ptr<audit::TraceWriter> writerFor(int rank, int worldSize, const Ran
   std::vector<std::string> argv;
   std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
   for (std::string arg; std::getline(cmdline, arg, '\0');) argv.push_back(arg);
+  // `ddp-sim run`'s own folder: its supervisor says once for the run that the trace was lost.
   return std::make_unique<audit::TraceWriter>(target.dir, rank, worldSize, target.runId,
-                                              std::move(argv), producer);
+                                              std::move(argv), producer, /*attempt=*/0,
+                                              /*reportFailures=*/false);
 }
 
 }  // namespace
 
 ScenarioTrace::ScenarioTrace(int rank, int worldSize, const RankTraceTarget& target)
     : writer_(writerFor(rank, worldSize, target)), rank_(rank), worldSize_(worldSize) {}
+
+std::string ScenarioTrace::failure() { return writer_ ? writer_->failure() : std::string(); }
 
 Communicator& ScenarioTrace::record(Communicator& comm) {
   if (!writer_) return comm;
@@ -111,6 +115,10 @@ void ScenarioTrace::endEpoch(std::int64_t epoch, const std::vector<std::int64_t>
   for (std::size_t d = 0; d < loaders_.size(); ++d) {
     if (batchesDrawn[d] >= batches[d]) writer_->endPass(loaders_[d], epoch, batchesDrawn[d]);
   }
+}
+
+void ScenarioTrace::error(const std::string& type, const std::string& message) {
+  if (writer_) writer_->error(type, message);
 }
 
 void ScenarioTrace::end() {

@@ -30,6 +30,8 @@ class ScenarioTrace {
   ScenarioTrace(int rank, int worldSize, const RankTraceTarget& target);
 
   bool enabled() const { return writer_ != nullptr; }
+  /// Why a write failed (the trace stops short of what the rank did), or empty.
+  std::string failure();
 
   /// The communicator to use: `comm`, wrapped to record its collectives when on.
   Communicator& record(Communicator& comm);
@@ -45,6 +47,8 @@ class ScenarioTrace {
   /// Ends the passes whose batches were all drawn.
   void endEpoch(std::int64_t epoch, const std::vector<std::int64_t>& batchesDrawn,
                 const std::vector<std::int64_t>& batches);
+  /// The rank failed with `message` (an `error` line; the trace then has no `end`).
+  void error(const std::string& type, const std::string& message);
   void end();
 
  private:

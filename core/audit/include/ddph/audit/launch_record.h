@@ -8,14 +8,24 @@
 
 #include "ddph/common/private_folder.h"
 
+#include "ddph/audit/trace.h"
+
 namespace ddph {
-struct LaunchResult;  // ddph/launch/launcher.h: the audit links the launcher privately
+// The launcher's results (ddph/launch/): the audit links the launch library privately.
+struct LaunchResult;
+struct ForkedWorldResult;
 }  // namespace ddph
 
 namespace ddph::audit {
 
-/// Writes `dir/launch.json` atomically.
-void writeLaunchRecord(const std::filesystem::path& dir, const LaunchResult& result, int worldSize);
+/// How `ddp-sim launch` saw its ranks end; `deadlineS` its --timeout, when it had one.
+LaunchRecord launchRecordOf(const LaunchResult& result, int worldSize,
+                            std::optional<double> deadlineS);
+/// How `ddp-sim run`'s forked world ended, under a deadline of `deadlineS`.
+LaunchRecord launchRecordOf(const ForkedWorldResult& result, double deadlineS);
+
+/// Writes `dir/launch.json` atomically (docs/trace-format.md "launch.json").
+void writeLaunchRecord(const std::filesystem::path& dir, const LaunchRecord& record);
 
 /// Makes `dir` ready for a new run's trace: creates it (and its parents) when missing, and refuses
 /// (ConfigError) a folder that already holds a trace, so that two runs never mix.

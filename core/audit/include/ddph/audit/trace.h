@@ -198,12 +198,16 @@ struct LaunchedRank {
   std::string outcome;  ///< "exited", "signaled", "timed-out", "stopped"
   int code = 0;
   int signal = 0;
+  /// It was in the stop state (T: SIGSTOP, a debugger, a frozen host) when the launcher ended it.
+  bool wasStopped = false;
 };
 
 struct LaunchRecord {
+  std::string launcher;  ///< "ddp-sim launch", "ddp-sim run"
   int worldSize = 0;
   int exitCode = 0;
   bool timedOut = false;
+  std::optional<double> deadlineS;  ///< the launcher's deadline for the whole run, when it had one
   int interruptedBy = 0;
   std::vector<LaunchedRank> ranks;
 };

@@ -61,7 +61,8 @@ class TraceWriter {
  public:
   /// Creates `dir/rank-<rank>.jsonl` (the folder must exist) and writes the header.
   TraceWriter(const std::filesystem::path& dir, int rank, int worldSize, std::string runId,
-              std::vector<std::string> argv, std::string producer, int attempt = 0);
+              std::vector<std::string> argv, std::string producer, int attempt = 0,
+              bool reportFailures = true);
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
@@ -100,6 +101,11 @@ class TraceWriter {
   void error(const std::string& type, const std::string& message);
   void end(int code);
 
+  /// What made a write fail ("cannot write '…/rank-0.jsonl' (File too large)"; the trace stops
+  /// there), or empty. Made with `reportFailures` false, the writer says nothing on stderr then:
+  /// its caller reports it (`ddp-sim run`'s supervisor: one line for the whole run).
+  std::string failure();
+
  private:
   void line(const std::string& json);
   double now() const;
@@ -110,6 +116,8 @@ class TraceWriter {
   double start_ = 0;
   std::int64_t samplers_ = 0, loaders_ = 0, ddps_ = 0, collectives_ = 0;
   bool failed_ = false;
+  std::string failure_;
+  bool reportFailures_ = true;
 };
 
 }  // namespace ddph::audit
