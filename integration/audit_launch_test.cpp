@@ -246,6 +246,17 @@ TEST(AuditPython, ARankHungInItsDataIsTheRankThatNeverArrived) {
   EXPECT_TRUE(has(text(f, "likely_cause"), "hung or slow outside any collective")) << shown(a);
 }
 
+TEST(AuditPython, FewerValidationSamplesThanRanksWithDropLastEvaluatesNothing) {
+  // DistributedSampler(drop_last=True) over 3 samples on 4 ranks: num_samples = 0, drop_last's
+  // "N % W tail" is the whole set, so it is judged by full coverage.
+  const auto a = launchAudited(4, python("eval_fewer_samples_than_ranks.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  const Json v = onlyViolation(a, "coverage");
+  EXPECT_EQ(v["epoch"], 0) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "3 of 3 indices are on no rank")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "N = 3 < W = 4 gives num_samples = 0")) << shown(a);
+}
+
 TEST(AuditPython, PaddedEvaluationCountsDuplicates) {
   const auto a = launchAudited(4, python("eval_padding.py"));
   EXPECT_EQ(a.command.exitCode, 1) << shown(a);

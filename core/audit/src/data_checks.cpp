@@ -369,6 +369,11 @@ class DataChecker {
     }
     Expectations e;
     e.dropLast = ranks[0].pass->dropLast.value_or(s && s->dropLast.value_or(false));
+    // NOTE [drop_last that drops everything] (core/scenario/src/epoch_checks.cpp): drop_last may
+    // drop the N % W tail; when that is the whole dataset the epoch trains on nothing.
+    const auto world = static_cast<std::int64_t>(ranks.size());
+    const bool dropsEverything = e.dropLast && *n > 0 && distributedNumSamples(*n, world, true) == 0;
+    if (dropsEverything) e.dropLast = false;
     const Partition part = partitionOf(ranks, *n, k, false);
     for (auto p : {property::kValidRange, property::kCoverage, property::kDisjointness}) judged(p);
     auto v = checkValidRange(part);
@@ -377,7 +382,13 @@ class DataChecker {
     if (!v) return true;
     v->detail = fmt::format("{}, {}: {}", describeLoader(*ranks[0].trace, loader),
                             samplerName(ranks[0]), v->detail);
-    v->likelyCause = partitionCause(ranks, v->property);
+    v->likelyCause =
+        dropsEverything
+            ? fmt::format("DistributedSampler(drop_last=True) with N = {} < W = {} gives "
+                          "num_samples = 0: no rank gets a sample, so every pass over it draws "
+                          "nothing; use fewer ranks or drop_last=False",
+                          *n, world)
+            : partitionCause(ranks, v->property);
     record(loader, *v);
     return false;
   }

@@ -17,7 +17,6 @@
 #include "rank_sources.h"
 #include "scenario_trace.h"
 #include "step_mismatch.h"
-#include "straggler_check.h"
 
 namespace ddph {
 namespace {
@@ -60,7 +59,6 @@ class RankRun {
       checkEpoch(epoch);
     }
     stats_.epochSeconds = secondsSince(start);
-    if (!stats_.stoppedOnMismatch) checkStragglers();
     return stats_;
   }
 
@@ -215,17 +213,6 @@ class RankRun {
     } else {
       checks_.check(epoch, gathered);
     }
-  }
-
-  void checkStragglers() {
-    const auto perStepUs = [&](double seconds) {
-      return stats_.steps ? static_cast<std::int64_t>(seconds * 1e6 / stats_.steps) : 0;
-    };
-    const auto all = comm_.allgather({perStepUs(stats_.computeSeconds), perStepUs(stats_.waitSeconds)},
-                                     std::vector<std::int64_t>(static_cast<std::size_t>(world_), 2),
-                                     "end of run, gather step times");
-    if (rank_ != 0) return;
-    if (const auto v = findStragglers(all)) observer_.onViolation(*v);
   }
 
   const Scenario& s_;

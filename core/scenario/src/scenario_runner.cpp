@@ -27,6 +27,7 @@
 #include "ddph/launch/own_pss.h"
 #include "ddph/scenario/rank_program.h"
 #include "ddph/scenario/scenario_file.h"
+#include "straggler_check.h"
 
 namespace ddph {
 namespace {
@@ -162,13 +163,17 @@ bool needsLibTorch(const Scenario& s, const GlooOptions& engine) {
 
 // The run's rank failures, judged by the audit on the ranks' trace and how the world ended (its
 // launch record): the same diagnosis `ddp-sim launch --audit` gives a real script.
-std::vector<Violation> rankFailures(const std::filesystem::path& traceDir) {
-  const audit::Trace trace = audit::readTrace(traceDir);
+std::vector<Violation> rankFailures(const audit::Trace& trace) {
   std::vector<Violation> failures;
   for (auto& v : audit::auditTrace(trace).violations) {
     if (v.property == property::kRankFailure) failures.push_back(std::move(v));
   }
   return failures;
+}
+
+bool has(const std::vector<Violation>& violations, std::string_view property) {
+  return std::any_of(violations.begin(), violations.end(),
+                     [&](const Violation& v) { return v.property == property; });
 }
 
 }  // namespace
@@ -224,7 +229,12 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
     }
   }
   audit::writeLaunchRecord(target.dir, audit::launchRecordOf(result, deadline));
-  std::vector<Violation> failures = rankFailures(target.dir);
+  const audit::Trace trace = audit::readTrace(target.dir);
+  std::vector<Violation> failures = rankFailures(trace);
+  // Over the step times of ranks that all ran to their end in step (a mismatch stops them early).
+  if (failures.empty() && !has(report.violations, property::kCollectiveMismatch)) {
+    if (auto slow = findStragglers(trace)) report.violations.push_back(std::move(*slow));
+  }
   report.violations.insert(result.deadlinePassed ? report.violations.begin() : report.violations.end(),
                            std::make_move_iterator(failures.begin()),
                            std::make_move_iterator(failures.end()));

@@ -1,17 +1,18 @@
 #pragma once
-// Private to the scenario library: the `straggler` property over every rank's per-step times.
+// Private to the scenario library: the `straggler` property, a check of `ddp-sim run` over its
+// ranks' trace (their step times, ddph/audit/step_times.h). Not one of the audit's checks: a real
+// program's rank 0 that logs or saves checkpoints is slower by design, and the audit judges
+// correctness (docs/ddp-sim.md).
 
-#include <cstdint>
 #include <optional>
-#include <vector>
 
+#include "ddph/audit/trace.h"
 #include "ddph/verify/property.h"
 
 namespace ddph {
 
-/// `all[r]` = {rank r's compute, its wait in collectives}, microseconds per step. A straggler
-/// computes over 3x the median, at least 5 ms more, and the excess is over a quarter of the
-/// median step.
-std::optional<Violation> findStragglers(const std::vector<std::vector<std::int64_t>>& all);
+/// A straggler computes over 3x the median rank, at least 5 ms more per step, and the excess is
+/// over a quarter of the median step. Nothing when a rank's step times are unknown.
+std::optional<Violation> findStragglers(const audit::Trace& trace);
 
 }  // namespace ddph
