@@ -121,16 +121,6 @@ std::vector<std::string> python(const std::string& program) {
   return {kPython, kPrograms + "/" + program};
 }
 
-// The one violation of `property`, asserting there is exactly one.
-Json onlyViolation(const Audited& a, const std::string& property) {
-  const auto found = violationsOf(a, property);
-  if (found.size() != 1) {
-    ADD_FAILURE() << "expected one " << property << " violation\n" << shown(a);
-    return Json::object({{"ranks", Json::array()}, {"epoch", -2}, {"detail", ""}, {"likely_cause", ""}});
-  }
-  return found[0];
-}
-
 std::string text(const Json& v, const char* key) {
   return v.contains(key) && v[key].is_string() ? v[key].get<std::string>() : "";
 }
@@ -453,6 +443,20 @@ TEST(AuditLaunch, ScenarioRanksAuditedNameTheScenarioProperty) {
   const auto healthy = launchAudited(4, {kSim, "rank-run", "healthy"});
   EXPECT_EQ(healthy.command.exitCode, 0) << shown(healthy);
   EXPECT_TRUE(healthy.report["passed"].get<bool>()) << shown(healthy);
+}
+
+// A rank stopped by SIGSTOP under ddp-sim launch: the launcher reads its state before the stop's
+// SIGCONT (launch.json's was_stopped), and the audit names it as the rank that never arrived, as
+// ddp-sim run does (SimRun.AStoppedRankIsAHangNamedAsTheRankThatNeverArrived).
+TEST(AuditLaunch, AStoppedRankIsTheRankThatNeverArrived) {
+  const auto a = launchAudited(4, {kSim, "rank-run", "rank-stopped"});
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  const Json f = onlyViolation(a, "rank-failure");
+  EXPECT_EQ(f["ranks"], Json::array({1})) << shown(a);
+  EXPECT_EQ(f["step"], 3) << shown(a);
+  EXPECT_TRUE(has(text(f, "detail"), "rank 1 never reached the collective the others waited in"))
+      << shown(a);
+  EXPECT_TRUE(has(text(f, "detail"), "(rank 1 was stopped, not crashed: state T")) << shown(a);
 }
 
 TEST(AuditLaunch, ARankThatNeverTracedIsNamedWithHowItEnded) {

@@ -2,6 +2,8 @@
 // `ddp-sim launch --audit` of a program, its JSON report read back: what the audit tests share
 // (audit_launch_test.cpp, cpu_emulation_test.cpp).
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -53,6 +55,17 @@ inline std::vector<nlohmann::json> violationsOf(const Audited& a, const std::str
     if (v["property"] == property) out.push_back(v);
   }
   return out;
+}
+
+/// The one violation of `property`, failing the test unless there is exactly one.
+inline nlohmann::json onlyViolation(const Audited& a, const std::string& property) {
+  const auto found = violationsOf(a, property);
+  if (found.size() != 1) {
+    ADD_FAILURE() << "expected one " << property << " violation\n" << shown(a);
+    return nlohmann::json::object(
+        {{"ranks", nlohmann::json::array()}, {"epoch", -2}, {"detail", ""}, {"likely_cause", ""}});
+  }
+  return found[0];
 }
 
 inline bool has(const std::string& text, const std::string& needle) {

@@ -41,7 +41,7 @@ LaunchRecord launchRecordOf(const LaunchResult& result, int worldSize,
     RankOutcome::Kind kind = r.kind;
     // A timeout stops every rank: those still running then are the hung ones.
     if (record.timedOut && kind == RankOutcome::Kind::kStopped) kind = RankOutcome::Kind::kTimedOut;
-    record.ranks.push_back({r.rank, r.pid, outcomeName(kind), r.code, r.signal, false});
+    record.ranks.push_back({r.rank, r.pid, outcomeName(kind), r.code, r.signal, r.wasStopped});
   }
   return record;
 }

@@ -295,6 +295,12 @@ class Supervisor {
   }
 
   void stop() {
+    if (stop_.stopping()) return;
+    for (auto& rank : ranks_) {  // before the stop's SIGCONT
+      if (rank->outcome.kind == RankOutcome::Kind::kRunning) {
+        rank->outcome.wasStopped = inStopState(rank->outcome.pid);
+      }
+    }
     if (!stop_.begin(pgid_)) return;
     grace_.expires_at(stop_.killAt());
     grace_.async_wait([this](const boost::system::error_code& ec) {

@@ -3,6 +3,9 @@
 
 #include <signal.h>
 
+#include <fstream>
+#include <string>
+
 namespace ddph {
 
 bool WorldStop::begin(pid_t group) {
@@ -29,6 +32,15 @@ bool WorldStop::kill(pid_t group) {
 
 bool WorldStop::endedByStop(int signal) const {
   return stopping_ && (signal == SIGTERM || (signal == SIGKILL && killSent_));
+}
+
+bool inStopState(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');  // the command name may hold spaces and parentheses
+  return close != std::string::npos && close + 2 < line.size() &&
+         (line[close + 2] == 'T' || line[close + 2] == 't');
 }
 
 }  // namespace ddph

@@ -43,4 +43,8 @@ class WorldStop {
   Clock::time_point killAt_{};
 };
 
+/// Whether `pid` is in the stop state (T: SIGSTOP, a debugger, a frozen job), from /proc/PID/stat:
+/// read before the stop's SIGCONT, it tells a stopped rank from a hung one.
+bool inStopState(pid_t pid);
+
 }  // namespace ddph

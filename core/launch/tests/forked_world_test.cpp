@@ -1,6 +1,7 @@
 // The forked rank world's supervisor (core/launch/src/forked_world.cpp) on real forked ranks:
 // which ranks it stopped and which ended on their own, when deaths overlap.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,16 +15,22 @@ using namespace std::chrono_literals;
 namespace ddph {
 namespace {
 
-// Blocks SIGTERM and waits (at most 10 minutes) until it is pending: the supervisor has begun to
-// stop the world.
-bool waitForTheStop(SharedProgress::Slot& ready) {
+// Blocks SIGTERM, says so on `ready`, and waits (at most 10 minutes) until SIGTERM is pending: the
+// supervisor has begun to stop the world.
+bool waitForTheStop(int ready) {
   sigset_t term;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
   ::sigprocmask(SIG_BLOCK, &term, nullptr);
-  ready.waiting.store(1);
+  if (::write(ready, "r", 1) != 1) return false;
   const timespec deadline{600, 0};
   return ::sigtimedwait(&term, nullptr, &deadline) == SIGTERM;
+}
+
+// Whether `fd` has a byte to read within 10 minutes.
+bool readyWithin10Minutes(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 600000) == 1;
 }
 
 // Found by the soak (scripts/soak.sh, W = 61): rank 0 killed by its fault, and a peer that saw its
@@ -36,20 +43,16 @@ TEST(ForkedWorld, ARankThatKillsItselfWhileTheWorldStopsDiedOnItsOwn) {
   options.worldSize = 3;
   options.grace = 10min;
   options.deadline = 20min;
-  const ForkedWorldResult result = runForkedWorld(options, [](int rank, int, SharedProgress& shared) {
+  int ready[2];  // rank 0 -> rank 1: SIGTERM is blocked
+  ASSERT_EQ(::pipe(ready), 0);
+  const ForkedWorldResult result = runForkedWorld(options, [&ready](int rank, int) {
     if (rank == 1) {
       // Fails once rank 0 has blocked SIGTERM: a stop before that would end rank 0 by the
       // supervisor's SIGTERM (held pending across its fork, forked_world.cpp), not its own SIGKILL.
-      const auto deadline = std::chrono::steady_clock::now() + 10min;
-      while (shared.slot(0).waiting.load() == 0) {
-        if (std::chrono::steady_clock::now() > deadline) return 3;
-        const timespec pause{0, 1000000};
-        ::nanosleep(&pause, nullptr);
-      }
-      return 10;
+      return readyWithin10Minutes(ready[0]) ? 10 : 3;
     }
     if (rank == 0) {
-      if (!waitForTheStop(shared.slot(0))) return 3;
+      if (!waitForTheStop(ready[1])) return 3;
       ::raise(SIGKILL);
       return 3;
     }
@@ -57,6 +60,8 @@ TEST(ForkedWorld, ARankThatKillsItselfWhileTheWorldStopsDiedOnItsOwn) {
     ::nanosleep(&wait, nullptr);  // ended by the supervisor's SIGTERM
     return 4;
   });
+  ::close(ready[0]);
+  ::close(ready[1]);
   ASSERT_EQ(result.ranks.size(), 3u);
   EXPECT_EQ(result.ranks[0].signal, SIGKILL);
   EXPECT_FALSE(result.ranks[0].stoppedByUs) << "its own SIGKILL, not the supervisor's";

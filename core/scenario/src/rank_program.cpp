@@ -152,9 +152,7 @@ class RankRun {
       }
       const auto waitStart = Clock::now();
       stats_.computeSeconds += std::chrono::duration<double>(waitStart - computeStart).count();
-      observer_.onWaiting(true);
       comm_.allreduce(buffer, ReduceOp::kSum, fmt::format("epoch {} step {}", epoch, step));
-      observer_.onWaiting(false);
       stats_.waitSeconds += secondsSince(waitStart);
       const auto participants = static_cast<std::int64_t>(
           std::lround(std::accumulate(buffer.begin(), buffer.begin() + world_, 0.0)));

@@ -35,20 +35,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
 
-// A rank's observer: JSON lines to the supervisor, progress into shared memory.
+// A rank's observer: JSON lines to the supervisor, progress to the terminal's line.
 class PipeObserver final : public RankObserver {
  public:
-  PipeObserver(int fd, SharedProgress::Slot& slot, RunProgress* shown, int rank)
-      : fd_(fd), slot_(slot), shown_(shown), rank_(rank) {}
-  void onStep(std::int64_t epoch, std::int64_t step) override {
-    slot_.epoch.store(epoch);
-    slot_.step.store(step);
+  PipeObserver(int fd, RunProgress* shown, int rank) : fd_(fd), shown_(shown), rank_(rank) {}
+  void onStep(std::int64_t epoch, std::int64_t) override {
     if (shown_) shown_->inEpoch(rank_, epoch);
   }
   void onJoined() {
     if (shown_) shown_->joined(rank_);
   }
-  void onWaiting(bool waiting) override { slot_.waiting.store(waiting ? 1 : 0); }
   void onViolation(const Violation& v) override {
     send({{"t", "violation"}, {"property", v.property}, {"ranks", v.ranks}, {"epoch", v.epoch},
           {"step", v.step}, {"detail", v.detail}, {"likely_cause", v.likelyCause}});
@@ -58,16 +54,15 @@ class PipeObserver final : public RankObserver {
 
  private:
   int fd_;
-  SharedProgress::Slot& slot_;
   RunProgress* shown_;
   int rank_;
 };
 
 int rankMain(const Scenario& s, const RunOptions& options, const RankTraceTarget& trace,
-             const std::string& storePath, int rank, int fd, SharedProgress& progress) {
+             const std::string& storePath, int rank, int fd) {
   const GlooOptions& engine = options.gloo;
   RunProgress* shown = options.progress;
-  PipeObserver observer(fd, progress.slot(rank), shown, rank);
+  PipeObserver observer(fd, shown, rank);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(s.timeoutS * 1000));
   // NOTE [Connect deadline]: ranks are forked one after another and all connect on the same
   // cores, so the last rank arrives seconds after the first at large W (about 13 s at W = 512 on 2
@@ -202,8 +197,8 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
   }
   const PrivateFolder folder("ddph-run-");
   const std::string storePath = folder.path() + "/store";
-  const ForkedWorldResult result = runForkedWorld(world, [&](int rank, int fd, SharedProgress& progress) {
-    return rankMain(s, options, target, storePath, rank, fd, progress);
+  const ForkedWorldResult result = runForkedWorld(world, [&](int rank, int fd) {
+    return rankMain(s, options, target, storePath, rank, fd);
   });
 
   RunReport report;

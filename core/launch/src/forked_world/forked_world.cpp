@@ -6,7 +6,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -35,34 +34,7 @@ void raiseFdLimit() {
   }
 }
 
-// Whether `pid` is stopped (state T: SIGSTOP, a debugger, a frozen job), from /proc/PID/stat.
-bool isStopped(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  const auto close = line.rfind(')');  // the command name may hold spaces and parentheses
-  return close != std::string::npos && close + 2 < line.size() &&
-         (line[close + 2] == 'T' || line[close + 2] == 't');
-}
-
 }  // namespace
-
-SharedProgress::SharedProgress(int worldSize) : worldSize_(worldSize) {
-  bytes_ = sizeof(Slot) * static_cast<std::size_t>(worldSize);
-  memory_ = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (memory_ == MAP_FAILED) throw Error(fmt::format("mmap: {}", ::strerror(errno)));
-  auto* slots = static_cast<Slot*>(memory_);
-  for (int r = 0; r < worldSize; ++r) new (&slots[r]) Slot();
-}
-
-SharedProgress::~SharedProgress() {
-  if (memory_ != nullptr && memory_ != MAP_FAILED) ::munmap(memory_, bytes_);
-}
-
-SharedProgress::Slot& SharedProgress::slot(int rank) {
-  DDPH_ASSERT(rank >= 0 && rank < worldSize_);
-  return static_cast<Slot*>(memory_)[rank];
-}
 
 void writeLine(int fd, const std::string& line) {
   writeAll(fd, line + "\n");  // an error: the supervisor is gone, nothing to report to
@@ -75,7 +47,7 @@ namespace {
 class ForkedWorld {
  public:
   ForkedWorld(const ForkedWorldOptions& options, const RankMain& rankMain)
-      : options_(options), rankMain_(rankMain), progress_(options.worldSize), stop_(options.grace) {
+      : options_(options), rankMain_(rankMain), stop_(options.grace) {
     result_.ranks.resize(static_cast<std::size_t>(options.worldSize));
     readFds_.assign(static_cast<std::size_t>(options.worldSize), -1);
   }
@@ -89,7 +61,6 @@ class ForkedWorld {
       superviseStop();
     }
     result_.allReapedSeconds = since();
-    recordWhereRanksStood();
     // What the ranks wrote before exiting is still in the pipes.
     for (int round = 0; round < 100 && anyPipeOpen(); ++round) drain(false);
     closePipes();
@@ -153,7 +124,7 @@ class ForkedWorld {
     }
     int code = kRankInternalError;
     try {
-      code = rankMain_(r, fds[1], progress_);
+      code = rankMain_(r, fds[1]);
     } catch (...) {
     }
     ::_exit(code);  // no destructors, no atexit: they belong to the parent
@@ -248,18 +219,10 @@ class ForkedWorld {
     for (auto& r : result_.ranks) {
       if (r.pid != 0 && !r.exited) {
         r.stoppedByUs = true;
-        r.wasStopped = isStopped(r.pid);
+        r.wasStopped = inStopState(r.pid);
       }
     }
     stop_.begin(pgid_);
-  }
-
-  void recordWhereRanksStood() {
-    for (auto& r : result_.ranks) {
-      r.lastEpoch = progress_.slot(r.rank).epoch.load();
-      r.lastStep = progress_.slot(r.rank).step.load();
-      r.wasWaiting = progress_.slot(r.rank).waiting.load() != 0;
-    }
   }
 
   bool anyPipeOpen() const {
@@ -278,7 +241,6 @@ class ForkedWorld {
 
   const ForkedWorldOptions& options_;
   const RankMain& rankMain_;
-  SharedProgress progress_;
   StopSignalScope signals_;
   WorldStop stop_;
   ForkedWorldResult result_;

@@ -2,15 +2,14 @@
 // A world of rank processes forked from the calling process (which has LibTorch loaded already,
 // so no rank pays the ~0.4 s of loading it again): real processes, supervised like `launch`.
 //
-// Each rank runs `rankMain(rank, resultFd, progress)` in its own process and exits with its return
-// value; it reports to the supervisor by writing lines to resultFd and by updating its slot in the
-// shared progress table (readable after a crash). Supervision: process group + PR_SET_PDEATHSIG;
+// Each rank runs `rankMain(rank, resultFd)` in its own process and exits with its return value; it
+// reports to the supervisor by writing lines to resultFd (where a rank stood when it failed is in
+// its trace, judged by the audit). Supervision: process group + PR_SET_PDEATHSIG;
 // on the first failing rank, on the deadline or on SIGINT/SIGTERM every rank gets SIGTERM, then
 // SIGKILL after `grace`; runForkedWorld returns only after every rank was reaped and every fd closed.
 
 #include <sys/types.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -29,28 +28,6 @@ enum RankExitCode : int {
   kRankInternalError = 13,
 };
 
-/// Shared memory (MAP_SHARED, created before the fork) for what ranks tell each other and the
-/// supervisor without a socket: each rank's current step.
-class SharedProgress {
- public:
-  struct Slot {
-    std::atomic<std::int64_t> epoch{-1};
-    std::atomic<std::int64_t> step{-1};
-    std::atomic<int> waiting{0};  ///< 1 while the rank waits in a collective
-  };
-  explicit SharedProgress(int worldSize);
-  ~SharedProgress();
-  SharedProgress(const SharedProgress&) = delete;
-  SharedProgress& operator=(const SharedProgress&) = delete;
-
-  Slot& slot(int rank);
-
- private:
-  void* memory_ = nullptr;
-  std::size_t bytes_ = 0;
-  int worldSize_ = 0;
-};
-
 struct ForkedRank {
   int rank = 0;
   pid_t pid = 0;
@@ -60,9 +37,6 @@ struct ForkedRank {
   bool stoppedByUs = false;  ///< it ended of the supervisor's SIGTERM or SIGKILL, stopping the world
   double endSeconds = 0;     ///< since the start, when it was reaped
   double peakRssMb = 0;      ///< ru_maxrss from wait4
-  std::int64_t lastEpoch = -1;  ///< its slot in SharedProgress when it ended
-  std::int64_t lastStep = -1;
-  bool wasWaiting = false;  ///< it was waiting in a collective when it ended
   bool wasStopped = false;  ///< it was stopped (SIGSTOP, state T) when the supervisor stopped the world
   std::string output;        ///< everything it wrote to its result fd
 };
@@ -83,7 +57,7 @@ struct ForkedWorldResult {
   int interruptedBy = 0;
 };
 
-using RankMain = std::function<int(int rank, int resultFd, SharedProgress& progress)>;
+using RankMain = std::function<int(int rank, int resultFd)>;
 
 ForkedWorldResult runForkedWorld(const ForkedWorldOptions& options, const RankMain& rankMain);
 

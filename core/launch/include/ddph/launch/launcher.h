@@ -64,6 +64,7 @@ struct RankOutcome {
   Kind kind = Kind::kRunning;
   int code = 0;    ///< exit code (kExited)
   int signal = 0;  ///< signal number (kSignaled, kStopped)
+  bool wasStopped = false;  ///< in the stop state (T) when the launcher began stopping the world
 };
 
 struct LaunchResult {

@@ -25,10 +25,8 @@ namespace ddph {
 class RankObserver {
  public:
   virtual ~RankObserver() = default;
-  /// Before each step's work (epoch, step); also used to locate a crash.
+  /// Before each step's work (epoch, step): the run's progress line.
   virtual void onStep(std::int64_t epoch, std::int64_t step) {}
-  /// Around each step's gradient allreduce (true before, false after): locates a hang.
-  virtual void onWaiting(bool waiting) {}
   /// A violation found by this rank (rank 0 for the partition properties).
   virtual void onViolation(const Violation& v) {}
   /// A fact worth showing in the summary (eval metric, unvisited samples per dataset).
