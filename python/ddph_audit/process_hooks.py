@@ -1,4 +1,5 @@
-"""Process-level events: ``error`` (sys.excepthook, chained), ``params``/``end`` at exit (atexit).
+"""Process-level events: ``error`` (sys.excepthook, chained), ``params``/``end`` at exit (atexit),
+by the ``ProcessInstrumentor`` (``PROCESS``, this process's one instance).
 
 The exit code in ``end`` is best effort: 1 after an uncaught exception, the argument of
 ``sys.exit`` when the program called it (``sys.exit`` is wrapped, nothing else changes), the
@@ -14,10 +15,8 @@ import sys
 
 from . import recorder, trace_events
 from .ddp_registry import ddp_modules
+from .instrumentor import Instrumentor
 
-_installed = False
-_prev_excepthook = None
-_orig_sys_exit = None
 MESSAGE_MAX = 20000
 # Frames under these folders are torch's, Python's or the recorder's, not the program's.
 _LIBRARY_PARTS = ("/site-packages/", "/dist-packages/", "/lib/python3", "/ddph_audit/", "<frozen ")
@@ -97,24 +96,6 @@ def record_error(exc_type, exc, tb=None):
     recorder.emit(trace_events.ERROR, **fields)
 
 
-def _excepthook(exc_type, exc, tb):
-    try:
-        if recorder.state.active:
-            record_error(exc_type, exc, tb)
-    except Exception as e:
-        recorder.fail(e, "excepthook")
-    hook = _prev_excepthook or sys.__excepthook__
-    return hook(exc_type, exc, tb)
-
-
-def _sys_exit(*args):
-    try:
-        note_exit_code(args[0] if args else None)
-    except Exception:
-        pass
-    return _orig_sys_exit(*args)
-
-
 def at_exit():
     """Writes ``params`` (each live DDP module) and ``end``; then closes the file."""
     st = recorder.state
@@ -144,25 +125,52 @@ def at_exit():
             pass
 
 
+class ProcessInstrumentor(Instrumentor):
+    """``sys.excepthook`` records the uncaught exception, then calls the hook it replaced;
+    ``sys.exit`` notes its code (``functools.wraps`` of the original, nothing else changes);
+    ``at_exit`` runs at interpreter exit."""
+
+    NAME = "process hooks"
+
+    def _instrument(self):
+        previous_hook = sys.excepthook
+
+        def excepthook(exc_type, exc, tb):
+            try:
+                if recorder.state.active:
+                    record_error(exc_type, exc, tb)
+            except Exception as e:
+                recorder.fail(e, "excepthook")
+            return (previous_hook or sys.__excepthook__)(exc_type, exc, tb)
+
+        original_exit = sys.exit
+
+        @functools.wraps(original_exit)
+        def sys_exit(*args):
+            try:
+                note_exit_code(args[0] if args else None)
+            except Exception:
+                pass
+            return original_exit(*args)
+
+        self._ours = {"excepthook": excepthook, "exit": sys_exit}
+        self.patch(sys, "excepthook", excepthook)
+        self.patch(sys, "exit", sys_exit)
+        atexit.register(at_exit)
+
+    def _uninstrument(self):
+        atexit.unregister(at_exit)
+        # A hook the program set over ours stays: only what is still ours is put back.
+        self._patches[:] = [(owner, name, held) for owner, name, held in self._patches
+                            if getattr(owner, name, None) is self._ours.get(name)]
+
+
+PROCESS = ProcessInstrumentor()
+
+
 def install():
-    global _installed, _prev_excepthook, _orig_sys_exit
-    if _installed:
-        return
-    _installed = True
-    _prev_excepthook = sys.excepthook
-    sys.excepthook = _excepthook
-    _orig_sys_exit = sys.exit
-    sys.exit = functools.wraps(_orig_sys_exit)(_sys_exit)
-    atexit.register(at_exit)
+    PROCESS.instrument()
 
 
 def uninstall():
-    global _installed
-    if not _installed:
-        return
-    _installed = False
-    if sys.excepthook is _excepthook:
-        sys.excepthook = _prev_excepthook
-    if getattr(sys.exit, "__wrapped__", None) is _orig_sys_exit:
-        sys.exit = _orig_sys_exit
-    atexit.unregister(at_exit)
+    PROCESS.uninstrument()

@@ -6,6 +6,7 @@ shared services are leaves)."""
 
 import ast
 import os
+import sys
 import tempfile
 import threading
 import unittest
@@ -17,7 +18,7 @@ import torch.utils.data.dataloader as dataloader
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, Sampler, TensorDataset
 
-from ddph_audit import recorder
+from ddph_audit import process_hooks, recorder
 from ddph_audit.data_instrumentor import DataInstrumentor
 from ddph_audit.ddp_instrumentor import DdpInstrumentor
 from ddph_audit.ddp_registry import DdpRegistry
@@ -228,6 +229,53 @@ class DdpInstrumentorTest(InstrumentorCase):
         self.assertIsNotNone(watch.handle)  # the parameter hook, removed by uninstrument
         self.assert_round_trip(ddp)
         self.assertIsNone(watch.handle)
+
+
+class ProcessInstrumentorTest(InstrumentorCase):
+    OWNERS = (sys,)
+
+    def snapshot_hooks(self):
+        return sys.excepthook, sys.exit
+
+    def test_an_uncaught_error_and_sys_exit_are_recorded(self):
+        seen = []
+        before, sys.excepthook = sys.excepthook, lambda *args: seen.append(args[0])
+        try:
+            instrumentor = self.instrumented(process_hooks.ProcessInstrumentor())
+            try:
+                raise ValueError("corrupt sample 28")
+            except ValueError as e:
+                sys.excepthook(type(e), e, e.__traceback__)  # as the interpreter calls it
+            self.assertEqual(seen, [ValueError], "the hook it replaced runs after it")
+            with self.assertRaises(SystemExit):
+                sys.exit(3)
+        finally:
+            sys.excepthook = before
+        self.assertEqual(recorder.state.exit_code, 3)
+        errors = self.events("error")
+        self.assertEqual([e["type"] for e in errors], ["ValueError"])
+        self.assertIn("corrupt sample 28", errors[0]["message"])
+
+    def test_uninstrument_leaves_torch_as_it_found_it(self):
+        before = self.snapshot_hooks()
+        instrumentor = self.instrumented(process_hooks.ProcessInstrumentor())
+        self.assertNotEqual(self.snapshot_hooks(), before)
+        self.assert_round_trip(instrumentor)
+        self.assertEqual(self.snapshot_hooks(), before)
+
+    def test_a_hook_the_program_set_afterwards_stays(self):
+        before = sys.excepthook
+        instrumentor = self.instrumented(process_hooks.ProcessInstrumentor())
+
+        def programs_hook(*args):
+            return None
+
+        sys.excepthook = programs_hook
+        try:
+            instrumentor.uninstrument()
+            self.assertIs(sys.excepthook, programs_hook)
+        finally:
+            sys.excepthook = before
 
 
 class SuppressedTest(unittest.TestCase):
