@@ -21,9 +21,11 @@ from torch.utils.data import DataLoader, DistributedSampler, Sampler, TensorData
 from ddph_audit import process_hooks, recorder
 from ddph_audit.data_instrumentor import DataInstrumentor
 from ddph_audit.ddp_instrumentor import DdpInstrumentor
+from ddph_audit._autostart import SPAWNER_ENV
 from ddph_audit.ddp_registry import DdpRegistry
 from ddph_audit.distributed_instrumentor import DistributedInstrumentor
 from ddph_audit.groups import ProcessGroups
+from ddph_audit.spawned_ranks import SpawnedRanksInstrumentor
 from tests import support
 
 PACKAGE = os.path.join(support.PYTHON_DIR, "ddph_audit")
@@ -276,6 +278,63 @@ class ProcessInstrumentorTest(InstrumentorCase):
             self.assertIs(sys.excepthook, programs_hook)
         finally:
             sys.excepthook = before
+
+
+SPAWN = sys.modules["torch.multiprocessing.spawn"]  # the module (the package's `spawn` is a function)
+
+
+class SpawnedRanksInstrumentorTest(InstrumentorCase):
+    """torch's own entries are replaced by stand-ins first: the real ``_wrap`` would set this test
+    process's parent-death signal, the real ``start_processes`` start processes."""
+
+    OWNERS = (SPAWN, torch.multiprocessing)
+
+    def setUp(self):
+        super().setUp()
+        self.saved = {name: getattr(SPAWN, name) for name in ("_wrap", "start_processes")}
+        self.seen = {}
+
+        def torch_wrap(fn, i, args, error_queue):  # torch 1.13's, less the prctl
+            try:
+                fn(i, *args)
+            except Exception:
+                error_queue.append("traceback")
+                sys.exit(1)
+
+        def torch_start(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
+            self.seen["spawner"] = os.environ.get(SPAWNER_ENV)
+            return "started"
+
+        SPAWN._wrap, SPAWN.start_processes = torch_wrap, torch_start
+        self.before = snapshot(self.OWNERS)
+
+    def tearDown(self):
+        super().tearDown()
+        for name, value in self.saved.items():
+            setattr(SPAWN, name, value)
+
+    def test_a_rank_error_is_recorded_before_torch_catches_it(self):
+        self.instrumented(SpawnedRanksInstrumentor(self.folder.name))
+
+        def rank_main(i):
+            raise ValueError("corrupt batch on rank %d" % i)
+
+        queue = []
+        with self.assertRaises(SystemExit):
+            SPAWN._wrap(rank_main, 1, (), queue)
+        self.assertEqual(queue, ["traceback"], "torch's entry still sends it to the parent")
+        self.assertEqual([e["type"] for e in self.events("error")], ["ValueError"])
+        self.assertEqual(len(self.events("end")), 1, "the rank writes its own end")
+
+    def test_the_spawning_process_becomes_a_spawner(self):
+        self.instrumented(SpawnedRanksInstrumentor(self.folder.name))
+        self.assertEqual(SPAWN.start_processes(print, nprocs=2), "started")
+        self.assertEqual(self.seen["spawner"], str(os.getpid()), "its children know their parent")
+        self.assertNotIn(SPAWNER_ENV, os.environ)
+        self.assertTrue(os.path.exists(os.path.join(self.folder.name, "spawner-%d.jsonl" % os.getpid())))
+
+    def test_uninstrument_leaves_torch_as_it_found_it(self):
+        self.assert_round_trip(self.instrumented(SpawnedRanksInstrumentor(self.folder.name)))
 
 
 class SuppressedTest(unittest.TestCase):
