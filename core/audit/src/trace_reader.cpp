@@ -721,6 +721,15 @@ std::string attemptsNote(const Trace& t, const fs::path& base) {
 }
 
 
+// A rank killed while it created its file leaves it empty, or its header line cut short before
+// its '\n' (the rest NUL bytes, the writer's reserved tail).
+bool headerCutShort(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::string first;
+  std::getline(in, first);
+  return in.eof() || first.find('\0') != std::string::npos;
+}
+
 // A rank whose program was destroying its default process group, with no DDP module alive, when
 // the launcher stopped it because another rank had failed: it had left its training normally
 // (destroying the group closes its connections, so its peers may fail first). Not after a
@@ -762,10 +771,18 @@ Trace readTrace(const fs::path& dir) {
   }
   std::vector<RankTrace> read;
   for (const auto& [rank, file] : files) {
+    if (headerCutShort(file)) {
+      trace.notes.push_back(fmt::format("rank {}: {} has no whole first line (the rank ended while "
+                                        "it created the file), read as a rank that left no trace",
+                                        rank, file.filename().string()));
+      continue;
+    }
     RankTrace t = readRankTrace(file);
     DDPH_CHECK(t.rank == rank, "{} says it is rank {}", file.string(), t.rank);
     read.push_back(std::move(t));
   }
+  DDPH_CHECK(!read.empty() || trace.launch || !trace.spawners.empty(),
+             "'{}' holds no trace (every rank-<R>.jsonl file is empty)", dir.string());
   const std::int64_t spawned = spawnedRanks(trace);
   trace.worldSize = !read.empty()           ? read.front().worldSize
                     : !trace.spawners.empty() ? static_cast<int>(std::max<std::int64_t>(spawned, 1))

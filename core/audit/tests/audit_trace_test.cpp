@@ -591,6 +591,28 @@ TEST(AuditTraceFiles, EventMissingAFieldNamesIt) {
   EXPECT_TRUE(has(e, "rank-0.jsonl line " + std::to_string(line) + ": missing \"iter\"")) << e;
 }
 
+// Found under load (audit_patterns' import error): the launcher stopped rank 3 while it created
+// its file. A file with no whole first line is a rank that left no trace, not a bad folder; a
+// whole first line that is not a header is still refused.
+TEST(AuditTraceFiles, ARankFileCutBeforeItsFirstLineIsARankThatLeftNoTrace) {
+  for (const std::string cut : {std::string(), std::string(R"({"ev":"head)"),
+                                std::string(R"({"ev":"head)") + std::string(64, '\0')}) {
+    TempDir dir("ddph-audit-trace");
+    RunSpec s;
+    s.world = 2;
+    writeRank(dir.path(), s, 0);
+    std::ofstream(dir.path() + "/rank-1.jsonl", std::ios::binary) << cut;
+    writeLaunch(dir.path(), s, 0, /*timedOut=*/false);
+    const audit::Trace trace = audit::readTrace(dir.path());
+    EXPECT_FALSE(trace.ranks[1].has_value());
+    ASSERT_EQ(trace.notes.size(), 1u);
+    EXPECT_TRUE(has(trace.notes[0], "rank 1: rank-1.jsonl has no whole first line")) << trace.notes[0];
+  }
+  TempDir dir("ddph-audit-trace");
+  std::ofstream(dir.path() + "/rank-0.jsonl") << "\n";
+  EXPECT_TRUE(has(readError(dir.path()), "is empty (no header line)"));
+}
+
 TEST(AuditTraceFiles, EmptyFolderUnknownVersionAndMixedRunsAreRefused) {
   TempDir empty("ddph-audit-trace");
   EXPECT_TRUE(has(readError(empty.path()), "holds no trace"));
