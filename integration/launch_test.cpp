@@ -279,14 +279,14 @@ TEST(Launch, PythonTorchRanksInitWithEnv) {
 // MASTER_PORT comes from outside the kernel's ephemeral range, where no outgoing connection (Gloo's
 // pairs of another job) can take it between the launcher's check and rank 0's bind.
 TEST(Launch, MasterPortLiesOutsideTheEphemeralRange) {
-  const auto [first, last] = ephemeralPortRange();
+  const auto [first, last] = launch::ephemeralPortRange();
   std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
   int procFirst = 0, procLast = 0;
   ASSERT_TRUE(range >> procFirst >> procLast);
   EXPECT_EQ(first, procFirst);
   EXPECT_EQ(last, procLast);
   for (int i = 0; i < 20; ++i) {
-    const int port = findFreePort();
+    const int port = launch::findFreePort();
     EXPECT_TRUE(port < first || port > last) << port << " is in [" << first << ", " << last << "]";
     EXPECT_GE(port, 1024);
   }
@@ -318,7 +318,7 @@ TEST(Launch, APortTakenAtRendezvousIsRetriedOnceOnANewPort) {
   std::ostringstream out, err;
   std::vector<std::string> notes;
   int retries = 0;
-  LaunchOptions options;
+  launch::LaunchOptions options;
   options.numRanks = 2;
   options.command = {DDPH_PYTHON, "-c",
                      "import torch.distributed as dist\n"
@@ -332,7 +332,7 @@ TEST(Launch, APortTakenAtRendezvousIsRetriedOnceOnANewPort) {
   options.err = &err;
   options.note = [&](const std::string& line) { notes.push_back(line); };
   options.beforeRetry = [&] { ++retries; };
-  const LaunchResult result = launchRanks(options);
+  const launch::LaunchResult result = launch::launchRanks(options);
   ::close(listener);
   EXPECT_EQ(result.exitCode, 0) << result.summary << err.str();
   EXPECT_NE(result.masterPort, taken);

@@ -94,7 +94,7 @@ int runLaunch(const LaunchArgs& a) {
   if (a.graceS != 0) checkTimeoutOption("--grace", a.graceS);  // 0: SIGKILL at once
   DDPH_CHECK(a.masterPort >= 0 && a.masterPort < 65536, "--master-port {} is not a port",
              a.masterPort);
-  LaunchOptions options;
+  launch::LaunchOptions options;
   options.numRanks = a.numRanks;
   options.command = a.command;
   if (a.timeoutS) options.timeout = seconds(*a.timeoutS);
@@ -110,7 +110,7 @@ int runLaunch(const LaunchArgs& a) {
   DDPH_CHECK(!a.gpus || (*a.gpus > 0 && *a.gpus <= 4096), "--gpus {} is not between 1 and 4096",
              a.gpus.value_or(0));
   // Before W ranks fail alike: a missing script, an interpreter without torch (exit 2).
-  checkPythonProgram(a.command, /*needsTorch=*/a.audit || a.cpu);
+  launch::checkPythonProgram(a.command, /*needsTorch=*/a.audit || a.cpu);
   std::optional<audit::TraceFolder> traces;
   if (a.audit) {
     traces.emplace(a.traceDir);
@@ -148,7 +148,7 @@ int runLaunch(const LaunchArgs& a) {
   options.note = [&](const std::string& line) { err << "ddp-sim launch: " << line << '\n' << std::flush; };
   options.retryTakenPort = a.masterPort == 0;  // a port the user chose stays theirs
   if (traces) options.beforeRetry = [&] { traces->clear(); };
-  const LaunchResult result = launchRanks(options);
+  const launch::LaunchResult result = launch::launchRanks(options);
   progress.stop();
   std::cout << std::flush;
   if (result.exitCode == 0) {

@@ -44,12 +44,12 @@ TEST(InstalledLibraries, CommGivesEachRankItsLoopbackAddress) {  // ddph::comm
 }
 
 TEST(InstalledLibraries, LaunchDescribesARankThatDied) {  // ddph::launch
-  ddph::RankOutcome outcome;
+  ddph::launch::RankOutcome outcome;
   outcome.rank = 2;
   outcome.pid = 4711;
-  outcome.kind = ddph::RankOutcome::Kind::kSignaled;
+  outcome.kind = ddph::launch::RankOutcome::Kind::kSignaled;
   outcome.signal = SIGTERM;
-  EXPECT_EQ(ddph::describeOutcome(outcome), "rank 2 (pid 4711) was killed by signal 15 (SIGTERM)");
+  EXPECT_EQ(ddph::launch::describeOutcome(outcome), "rank 2 (pid 4711) was killed by signal 15 (SIGTERM)");
 }
 
 TEST(InstalledLibraries, DataZipStopsAtTheShorterDataset) {  // ddph::data

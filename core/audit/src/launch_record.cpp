@@ -15,38 +15,38 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* outcomeName(RankOutcome::Kind kind) {
+const char* outcomeName(launch::RankOutcome::Kind kind) {
   switch (kind) {
-    case RankOutcome::Kind::kRunning: return "running";
-    case RankOutcome::Kind::kExited: return "exited";
-    case RankOutcome::Kind::kSignaled: return "signaled";
-    case RankOutcome::Kind::kTimedOut: return "timed-out";
-    case RankOutcome::Kind::kStopped: return "stopped";
+    case launch::RankOutcome::Kind::kRunning: return "running";
+    case launch::RankOutcome::Kind::kExited: return "exited";
+    case launch::RankOutcome::Kind::kSignaled: return "signaled";
+    case launch::RankOutcome::Kind::kTimedOut: return "timed-out";
+    case launch::RankOutcome::Kind::kStopped: return "stopped";
   }
   return "running";
 }
 
 }  // namespace
 
-LaunchRecord launchRecordOf(const LaunchResult& result, int worldSize,
+LaunchRecord launchRecordOf(const launch::LaunchResult& result, int worldSize,
                             std::optional<double> deadlineS) {
   LaunchRecord record;
   record.launcher = "ddp-sim launch";
   record.worldSize = worldSize;
   record.exitCode = result.exitCode;
-  record.timedOut = result.failure && result.failure->kind == RankOutcome::Kind::kTimedOut;
+  record.timedOut = result.failure && result.failure->kind == launch::RankOutcome::Kind::kTimedOut;
   record.deadlineS = deadlineS;
   record.interruptedBy = result.interruptedBy;
   for (const auto& r : result.ranks) {
-    RankOutcome::Kind kind = r.kind;
+    launch::RankOutcome::Kind kind = r.kind;
     // A timeout stops every rank: those still running then are the hung ones.
-    if (record.timedOut && kind == RankOutcome::Kind::kStopped) kind = RankOutcome::Kind::kTimedOut;
+    if (record.timedOut && kind == launch::RankOutcome::Kind::kStopped) kind = launch::RankOutcome::Kind::kTimedOut;
     record.ranks.push_back({r.rank, r.pid, outcomeName(kind), r.code, r.signal, r.wasStopped});
   }
   return record;
 }
 
-LaunchRecord launchRecordOf(const ForkedWorldResult& result, double deadlineS) {
+LaunchRecord launchRecordOf(const launch::ForkedWorldResult& result, double deadlineS) {
   LaunchRecord record;
   record.launcher = "ddp-sim run";
   record.worldSize = static_cast<int>(result.ranks.size());

@@ -26,7 +26,7 @@
 #include "stop_watchdog.h"
 #include "world_stop.h"
 
-namespace ddph {
+namespace ddph::launch {
 namespace asio = boost::asio;
 
 namespace {
@@ -411,4 +411,4 @@ LaunchResult launchRanks(const LaunchOptions& options) {
   return Supervisor(again).run();
 }
 
-}  // namespace ddph
+}  // namespace ddph::launch

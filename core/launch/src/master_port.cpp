@@ -15,7 +15,7 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph {
+namespace ddph::launch {
 
 std::pair<std::uint16_t, std::uint16_t> ephemeralPortRange() {
   std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
@@ -99,4 +99,4 @@ std::uint16_t findFreePort(const std::string& address) {
   return kernelChosenPort(addr);
 }
 
-}  // namespace ddph
+}  // namespace ddph::launch

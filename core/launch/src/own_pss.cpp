@@ -4,7 +4,7 @@
 #include <sstream>
 #include <string>
 
-namespace ddph {
+namespace ddph::launch {
 
 std::optional<double> ownPssMb() {
   std::ifstream rollup("/proc/self/smaps_rollup");
@@ -19,4 +19,4 @@ std::optional<double> ownPssMb() {
   return std::nullopt;
 }
 
-}  // namespace ddph
+}  // namespace ddph::launch

@@ -15,7 +15,7 @@
 #include "ddph/common/child_process.h"
 #include "ddph/common/error.h"
 
-namespace ddph {
+namespace ddph::launch {
 namespace fs = std::filesystem;
 
 bool isPythonInterpreter(const std::string& program) {
@@ -201,4 +201,4 @@ void checkPythonProgram(const std::vector<std::string>& command, bool needsTorch
             : std::string("; no python3 on PATH can (install torch: python3-torch on Debian)")));
 }
 
-}  // namespace ddph
+}  // namespace ddph::launch

@@ -4,7 +4,7 @@
 
 #include "ddph/common/stop_signals.h"
 
-namespace ddph {
+namespace ddph::launch {
 
 StopWatchdog::StopWatchdog(const StopSignalScope& signals,
                            std::optional<std::chrono::steady_clock::time_point> deadline,
@@ -63,4 +63,4 @@ void StopWatchdog::watch(const StopSignalScope& signals,
   }
 }
 
-}  // namespace ddph
+}  // namespace ddph::launch

@@ -10,8 +10,10 @@
 #include <thread>
 
 namespace ddph {
+class StopSignalScope;  // ddph/common/stop_signals.h
+}  // namespace ddph
 
-class StopSignalScope;
+namespace ddph::launch {
 
 /// A thread that calls `fire` once, from itself, when `deadline` (if any) plus `grace` passes, or
 /// `grace` after a stop signal came to `signals`, unless stop() came first.
@@ -42,4 +44,4 @@ class StopWatchdog {
   std::thread thread_;
 };
 
-}  // namespace ddph
+}  // namespace ddph::launch

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-namespace ddph {
+namespace ddph::launch {
 
 bool WorldStop::begin(pid_t group) {
   if (stopping_) return false;
@@ -43,4 +43,4 @@ bool inStopState(pid_t pid) {
          (line[close + 2] == 'T' || line[close + 2] == 't');
 }
 
-}  // namespace ddph
+}  // namespace ddph::launch

@@ -12,7 +12,7 @@
 
 #include <chrono>
 
-namespace ddph {
+namespace ddph::launch {
 
 class WorldStop {
  public:
@@ -47,4 +47,4 @@ class WorldStop {
 /// read before the stop's SIGCONT, it tells a stopped rank from a hung one.
 bool inStopState(pid_t pid);
 
-}  // namespace ddph
+}  // namespace ddph::launch

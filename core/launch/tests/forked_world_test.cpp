@@ -12,7 +12,7 @@
 
 using namespace std::chrono_literals;
 
-namespace ddph {
+namespace ddph::launch {
 namespace {
 
 // Blocks SIGTERM, says so on `ready`, and waits (at most 10 minutes) until SIGTERM is pending: the
@@ -73,4 +73,4 @@ TEST(ForkedWorld, ARankThatKillsItselfWhileTheWorldStopsDiedOnItsOwn) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::launch

@@ -50,7 +50,7 @@ class PipeObserver final : public RankObserver {
           {"step", v.step}, {"detail", v.detail}, {"likely_cause", v.likelyCause}});
   }
   void onNote(const std::string& line) override { send({{"t", "note"}, {"text", line}}); }
-  void send(const Json& j) { writeLine(fd_, j.dump()); }
+  void send(const Json& j) { launch::writeLine(fd_, j.dump()); }
 
  private:
   int fd_;
@@ -90,7 +90,7 @@ int rankMain(const Scenario& s, const RunOptions& options, const RankTraceTarget
     const RankRunStats stats = runRankProgram(s, *comm, observer, trace);
     // Sampled before the barrier, while every rank is alive: the sum over ranks counts each page
     // the ranks share once (own_pss.h).
-    const std::optional<double> pss = ownPssMb();
+    const std::optional<double> pss = launch::ownPssMb();
     comm->barrier("end of run");  // rank 0 serves the store: nobody leaves before all are done
     observer.send({{"t", "done"},
                    {"steps", stats.steps},
@@ -101,15 +101,15 @@ int rankMain(const Scenario& s, const RunOptions& options, const RankTraceTarget
                    {"pss_mb", pss ? Json(*pss) : Json(nullptr)},
                    {"mismatch", stats.stoppedOnMismatch},
                    {"trace_failure", stats.traceFailure}});
-    return kRankOk;
+    return launch::kRankOk;
   } catch (const TimeoutError&) {  // the rank's trace has the error (runRankProgram)
-    return kRankTimeout;
+    return launch::kRankTimeout;
   } catch (const ProtocolError&) {
-    return kRankPeerFailure;
+    return launch::kRankPeerFailure;
   } catch (const ConfigError&) {
-    return kRankConfigError;
+    return launch::kRankConfigError;
   } catch (const std::exception&) {
-    return kRankInternalError;
+    return launch::kRankInternalError;
   }
 }
 
@@ -178,7 +178,7 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
   validateScenario(s);
   DDPH_ASSERT(!options.progress || options.progress->worldSize() == s.worldSize);
   const auto start = Clock::now();
-  ForkedWorldOptions world;
+  launch::ForkedWorldOptions world;
   world.worldSize = s.worldSize;
   // Every collective has its own deadline (timeout_s); the world's is a backstop above them.
   const double deadline = options.deadlineS.value_or(std::max(600.0, 4 * s.timeoutS));
@@ -197,7 +197,7 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
   }
   const PrivateFolder folder("ddph-run-");
   const std::string storePath = folder.path() + "/store";
-  const ForkedWorldResult result = runForkedWorld(world, [&](int rank, int fd) {
+  const launch::ForkedWorldResult result = launch::runForkedWorld(world, [&](int rank, int fd) {
     return rankMain(s, options, target, storePath, rank, fd);
   });
 

@@ -4,7 +4,7 @@
 #include "ddph/common/error.h"
 #include "ddph/launch/rank_spawner.h"
 
-namespace ddph {
+namespace ddph::launch {
 namespace {
 
 class ExecRank final : public RankProcess {
@@ -47,4 +47,4 @@ std::unique_ptr<RankSpawner> makeExecSpawner(std::vector<std::string> command, E
   return std::make_unique<ExecSpawner>(std::move(command), std::move(common));
 }
 
-}  // namespace ddph
+}  // namespace ddph::launch

@@ -17,7 +17,7 @@
 #include "ddph/common/error.h"
 #include "ddph/launch/rank_spawner.h"
 
-namespace ddph {
+namespace ddph::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -258,4 +258,4 @@ ForkServerStart startForkServer(const std::vector<std::string>& serverCommand, c
   return {std::make_unique<ForkServerSpawner>(std::move(server)), {}};
 }
 
-}  // namespace ddph
+}  // namespace ddph::launch

@@ -21,7 +21,7 @@
 #include "ddph/common/write_all.h"
 #include "world_stop.h"
 
-namespace ddph {
+namespace ddph::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -260,4 +260,4 @@ ForkedWorldResult runForkedWorld(const ForkedWorldOptions& options, const RankMa
   return world.run();
 }
 
-}  // namespace ddph
+}  // namespace ddph::launch

@@ -10,19 +10,19 @@
 
 #include "ddph/audit/trace.h"
 
-namespace ddph {
+namespace ddph::launch {
 // The launcher's results (ddph/launch/): the audit links the launch library privately.
 struct LaunchResult;
 struct ForkedWorldResult;
-}  // namespace ddph
+}  // namespace ddph::launch
 
 namespace ddph::audit {
 
 /// How `ddp-sim launch` saw its ranks end; `deadlineS` its --timeout, when it had one.
-LaunchRecord launchRecordOf(const LaunchResult& result, int worldSize,
+LaunchRecord launchRecordOf(const launch::LaunchResult& result, int worldSize,
                             std::optional<double> deadlineS);
 /// How `ddp-sim run`'s forked world ended, under a deadline of `deadlineS`.
-LaunchRecord launchRecordOf(const ForkedWorldResult& result, double deadlineS);
+LaunchRecord launchRecordOf(const launch::ForkedWorldResult& result, double deadlineS);
 
 /// Writes `dir/launch.json` atomically (docs/trace-format.md "launch.json").
 void writeLaunchRecord(const std::filesystem::path& dir, const LaunchRecord& record);

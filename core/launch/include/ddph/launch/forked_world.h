@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace ddph {
+namespace ddph::launch {
 
 /// Exit codes of a forked rank.
 enum RankExitCode : int {
@@ -64,4 +64,4 @@ ForkedWorldResult runForkedWorld(const ForkedWorldOptions& options, const RankMa
 /// Writes all of `line` (plus '\n') to fd, retrying on EINTR / short writes.
 void writeLine(int fd, const std::string& line);
 
-}  // namespace ddph
+}  // namespace ddph::launch

@@ -21,7 +21,7 @@
 
 #include "ddph/launch/master_port.h"
 
-namespace ddph {
+namespace ddph::launch {
 
 struct LaunchOptions {
   int numRanks = 1;
@@ -91,4 +91,4 @@ LaunchResult launchRanks(const LaunchOptions& options);
 /// "rank 2 (pid 4711) exited with code 3", "… was killed by signal 9 (SIGKILL)", …
 std::string describeOutcome(const RankOutcome& outcome);
 
-}  // namespace ddph
+}  // namespace ddph::launch

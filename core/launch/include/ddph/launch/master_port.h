@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-namespace ddph {
+namespace ddph::launch {
 
 /// A port on `address` nobody holds right now, chosen outside the kernel's ephemeral range
 /// (/proc/sys/net/ipv4/ip_local_port_range), where no outgoing connection (another job's Gloo
@@ -16,4 +16,4 @@ std::uint16_t findFreePort(const std::string& address = "127.0.0.1");
 /// The kernel's ephemeral port range, [first, last] (Linux's default when it cannot be read).
 std::pair<std::uint16_t, std::uint16_t> ephemeralPortRange();
 
-}  // namespace ddph
+}  // namespace ddph::launch

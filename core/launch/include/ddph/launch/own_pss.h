@@ -5,10 +5,10 @@
 
 #include <optional>
 
-namespace ddph {
+namespace ddph::launch {
 
 /// The calling process's PSS in MiB, from the "Pss:" line of /proc/self/smaps_rollup (Linux 4.14
 /// and later); nothing where that file cannot be read.
 std::optional<double> ownPssMb();
 
-}  // namespace ddph
+}  // namespace ddph::launch

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace ddph {
+namespace ddph::launch {
 
 /// Whether `program` names a CPython interpreter ("python3", "/usr/bin/python3.11", "python").
 bool isPythonInterpreter(const std::string& program);
@@ -36,4 +36,4 @@ std::optional<ForkServerCommand> forkServerCommand(const std::vector<std::string
 /// import torch; the message then names an interpreter on PATH that can, when there is one.
 void checkPythonProgram(const std::vector<std::string>& command, bool needsTorch);
 
-}  // namespace ddph
+}  // namespace ddph::launch

@@ -14,7 +14,7 @@
 
 #include "ddph/common/child_process.h"
 
-namespace ddph {
+namespace ddph::launch {
 
 using EnvMap = std::map<std::string, std::string>;
 
@@ -61,4 +61,4 @@ ForkServerStart startForkServer(const std::vector<std::string>& serverCommand, c
                                 const std::vector<std::string>& perRank,
                                 std::chrono::steady_clock::time_point deadline, int interruptFd = -1);
 
-}  // namespace ddph
+}  // namespace ddph::launch
