@@ -39,7 +39,7 @@ std::string verdictOf(const std::string& target, const fs::path& file) {
   const std::string text = contentsOf(file);
   try {
     if (target == "scenario_toml") {
-      parseScenario(text, file.filename().string());
+      scenario::parseScenario(text, file.filename().string());
     } else if (target == "audit_trace") {
       // As audit_trace_fuzz.cpp: a rank's trace, then optionally the launcher's record.
       const std::string separator = "\n=== launch.json ===\n";

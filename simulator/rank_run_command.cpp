@@ -21,7 +21,7 @@ namespace ddph::sim {
 namespace {
 
 // Prints what rank 0 finds, as it finds it.
-class PrintingObserver final : public RankObserver {
+class PrintingObserver final : public scenario::RankObserver {
  public:
   void onViolation(const Violation& v) override {
     fmt::print("FAIL {}\n", formatViolation(v));
@@ -33,15 +33,15 @@ class PrintingObserver final : public RankObserver {
 };
 
 int runRankScenario(const std::string& nameOrPath) {
-  Scenario s = resolveScenario(nameOrPath);
+  scenario::Scenario s = scenario::resolveScenario(nameOrPath);
   const RankEnv env = rankEnvFromEnvironment();
   s.worldSize = env.worldSize;
-  validateScenario(s);
+  scenario::validateScenario(s);
   RankWorld world = initRankWorld(
       env, std::chrono::milliseconds(static_cast<std::int64_t>(s.timeoutS * 1000)), true,
       glooOptionsFromEnvironment());
   PrintingObserver observer;
-  const RankRunStats stats = runRankProgram(s, *world.comm, observer);
+  const scenario::RankRunStats stats = scenario::runRankProgram(s, *world.comm, observer);
   world.comm->barrier("end of run");
   if (env.rank == 0) {
     fmt::print("rank 0: {} steps, {}\n", stats.steps,

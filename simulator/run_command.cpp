@@ -42,7 +42,7 @@ int runRun(const RunArgs& a) {
   DDPH_CHECK(!a.worldSize || *a.worldSize >= 1, "-n must be at least 1, got {}",
              a.worldSize.value_or(0));
   if (a.deadlineS) checkTimeoutOption("--timeout", *a.deadlineS);
-  RunOptions options;
+  scenario::RunOptions options;
   options.worldSize = a.worldSize;  // runScenario applies and validates it
   options.deadlineS = a.deadlineS;
   options.gloo = glooOptionsFromEnvironment();
@@ -51,11 +51,11 @@ int runRun(const RunArgs& a) {
   // into --trace-dir (kept, for `ddp-sim audit`), else a private folder removed at the end.
   const audit::TraceFolder traces(a.traceDir);
   options.trace = {traces.path(), fmt::format("run-{}", ::getpid())};
-  Scenario scenario = resolveScenario(a.scenario);
+  scenario::Scenario scenario = scenario::resolveScenario(a.scenario);
   if (a.worldSize) scenario.worldSize = *a.worldSize;
-  validateScenario(scenario);
+  scenario::validateScenario(scenario);
   // On a terminal: ranks joined, epochs done, elapsed (nothing when stderr is a log or a pipe).
-  std::optional<RunProgress> shown;
+  std::optional<scenario::RunProgress> shown;
   if (::isatty(STDERR_FILENO) != 0) shown.emplace(scenario.worldSize);
   const auto start = std::chrono::steady_clock::now();
   ProgressLine progress(STDERR_FILENO, [&] {
@@ -64,9 +64,9 @@ int runRun(const RunArgs& a) {
                        ProgressLine::formatElapsed(std::chrono::steady_clock::now() - start));
   });
   if (progress.active()) options.progress = &*shown;
-  const RunReport report = runScenario(scenario, options);
+  const scenario::RunReport report = scenario::runScenario(scenario, options);
   progress.stop();
-  if (a.reportPath) writeFileAtomically(*a.reportPath, reportJson(report));
+  if (a.reportPath) writeFileAtomically(*a.reportPath, scenario::reportJson(report));
   if (a.htmlPath) {
     std::optional<audit::Trace> trace;
     try {
@@ -74,9 +74,10 @@ int runRun(const RunArgs& a) {
     } catch (const ConfigError&) {
       // A run stopped before any rank wrote its trace: the page says so (runPage's note).
     }
-    report::writeHtmlReport(*a.htmlPath, runPage(report, trace ? &*trace : nullptr, scenario));
+    report::writeHtmlReport(*a.htmlPath,
+                            scenario::runPage(report, trace ? &*trace : nullptr, scenario));
   }
-  if (!a.quiet) std::cout << reportText(report) << std::flush;
+  if (!a.quiet) std::cout << scenario::reportText(report) << std::flush;
   if (report.interruptedBy != 0) {
     fmt::print(stderr, "ddp-sim run: interrupted by signal {}; every rank was stopped\n",
                report.interruptedBy);
@@ -87,7 +88,7 @@ int runRun(const RunArgs& a) {
 
 int runScenarios(const std::string& show) {
   if (!show.empty()) {
-    for (const auto& b : builtinScenarios()) {
+    for (const auto& b : scenario::builtinScenarios()) {
       if (b.name == show) {
         std::cout << b.toml;
         return kExitOk;
@@ -95,8 +96,8 @@ int runScenarios(const std::string& show) {
     }
     throw ConfigError(fmt::format("no built-in scenario '{}'", show));
   }
-  for (const auto& b : builtinScenarios()) {
-    const Scenario s = builtinScenario(b.name);
+  for (const auto& b : scenario::builtinScenarios()) {
+    const scenario::Scenario s = scenario::builtinScenario(b.name);
     fmt::print("{:<24} {:<20} {}\n", s.name, s.expect.empty() ? "(passes)" : s.expect,
                s.description);
   }

@@ -63,8 +63,8 @@ TEST(InstalledLibraries, AuditRefusesAMissingTraceFolder) {  // ddph::audit
 }
 
 TEST(InstalledLibraries, ScenarioCatalogueHasTheClassicBugs) {  // ddph::scenario
-  EXPECT_TRUE(ddph::isBuiltinScenario("healthy"));
-  EXPECT_TRUE(ddph::isBuiltinScenario("missing-set-epoch"));
+  EXPECT_TRUE(ddph::scenario::isBuiltinScenario("healthy"));
+  EXPECT_TRUE(ddph::scenario::isBuiltinScenario("missing-set-epoch"));
 }
 
 TEST(InstalledLibraries, TrainParsesItsBackends) {  // ddph::train

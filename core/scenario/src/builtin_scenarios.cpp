@@ -10,7 +10,7 @@
 #include "ddph/common/error.h"
 #include "ddph/scenario/scenario_file.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 const std::vector<BuiltinScenario>& builtinScenarios() {
   static const std::vector<BuiltinScenario> kCatalogue = {
@@ -227,4 +227,4 @@ Scenario resolveScenario(const std::string& nameOrPath) {
       nameOrPath));
 }
 
-}  // namespace ddph
+}  // namespace ddph::scenario

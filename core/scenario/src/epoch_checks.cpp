@@ -11,7 +11,7 @@
 #include "ddph/verify/property.h"
 #include "ddph/verify/resume_checks.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 EpochChecks::EpochChecks(const Scenario& s, const std::vector<Checked>& checked,
                          std::int64_t world, RankObserver& observer)
@@ -137,4 +137,4 @@ std::string EpochChecks::evalMetric(const Partition& p, std::size_t dataset) con
       p.datasetSize, reported - truth);
 }
 
-}  // namespace ddph
+}  // namespace ddph::scenario

@@ -13,7 +13,7 @@
 #include "pipeline_hints.h"
 #include "rank_sources.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 class EpochChecks {
  public:
@@ -46,4 +46,4 @@ class EpochChecks {
   std::vector<std::optional<Partition>> previous_;  ///< per checked dataset, the last epoch
 };
 
-}  // namespace ddph
+}  // namespace ddph::scenario

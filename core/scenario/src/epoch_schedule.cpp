@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <random>
 
-namespace ddph {
+namespace ddph::scenario {
 
 Schedule epochSchedule(const Scenario& s, const std::vector<std::size_t>& counts,
                        std::int64_t epoch) {
@@ -50,4 +50,4 @@ Schedule epochSchedule(const Scenario& s, const std::vector<std::size_t>& counts
   return schedule;
 }
 
-}  // namespace ddph
+}  // namespace ddph::scenario

@@ -9,7 +9,7 @@
 
 #include "ddph/scenario/scenario.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 /// Per step, the (dataset, batch) pairs it draws.
 using Schedule = std::vector<std::vector<std::pair<std::size_t, std::size_t>>>;
@@ -19,4 +19,4 @@ using Schedule = std::vector<std::vector<std::pair<std::size_t, std::size_t>>>;
 Schedule epochSchedule(const Scenario& s, const std::vector<std::size_t>& counts,
                        std::int64_t epoch);
 
-}  // namespace ddph
+}  // namespace ddph::scenario

@@ -5,7 +5,7 @@
 #include "ddph/verify/distributed_sampler.h"
 #include "ddph/verify/property.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 std::vector<PipelineHint> pipelineHints(const Scenario& s, const std::vector<DatasetSpec>& datasets,
                                         const std::vector<std::size_t>& batchesPerRank,
@@ -57,4 +57,4 @@ std::vector<PipelineHint> pipelineHints(const Scenario& s, const std::vector<Dat
   return hints;
 }
 
-}  // namespace ddph
+}  // namespace ddph::scenario

@@ -13,7 +13,7 @@
 
 #include "ddph/scenario/scenario.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 struct PipelineHint {
   std::string dataset;   ///< the dataset whose violations it explains
@@ -26,4 +26,4 @@ std::vector<PipelineHint> pipelineHints(const Scenario& s, const std::vector<Dat
                                         const std::vector<std::size_t>& batchesPerRank,
                                         std::int64_t world);
 
-}  // namespace ddph
+}  // namespace ddph::scenario

@@ -18,7 +18,7 @@
 #include "scenario_trace.h"
 #include "step_mismatch.h"
 
-namespace ddph {
+namespace ddph::scenario {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -261,4 +261,4 @@ RankRunStats runRankProgram(const Scenario& scenario, Communicator& comm, RankOb
   }
 }
 
-}  // namespace ddph
+}  // namespace ddph::scenario

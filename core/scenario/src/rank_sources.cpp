@@ -10,7 +10,7 @@
 #include "ddph/verify/builtin_samplers.h"
 #include "ddph/verify/distributed_sampler.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 RankSources buildRankSources(const Scenario& s, std::int64_t rank) {
   RankSources out;
@@ -72,4 +72,4 @@ std::vector<Index> shardOf(const Source& src, std::int64_t world, std::int64_t r
   return shard;
 }
 
-}  // namespace ddph
+}  // namespace ddph::scenario

@@ -11,7 +11,7 @@
 #include "ddph/scenario/scenario.h"
 #include "ddph/verify/sampler.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 /// One dataset as a rank reads it.
 struct Source {
@@ -44,4 +44,4 @@ RankSources buildRankSources(const Scenario& s, std::int64_t rank);
 std::vector<Index> shardOf(const Source& src, std::int64_t world, std::int64_t rank,
                            std::int64_t epoch, std::int64_t seed);
 
-}  // namespace ddph
+}  // namespace ddph::scenario

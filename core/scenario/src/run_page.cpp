@@ -11,7 +11,7 @@
 
 #include "ddph/audit/audit_page.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 std::vector<std::string_view> runCheckedProperties(const Scenario& s) {
   std::vector<std::string_view> out;
@@ -112,4 +112,4 @@ report::Page runPage(const RunReport& r, const audit::Trace* trace, const Scenar
   return page;
 }
 
-}  // namespace ddph
+}  // namespace ddph::scenario

@@ -10,7 +10,7 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 struct RunProgress::Slot {
   std::atomic<int> joined{0};
@@ -44,4 +44,4 @@ std::int64_t RunProgress::epochsDone() const {
   return done;
 }
 
-}  // namespace ddph
+}  // namespace ddph::scenario

@@ -14,7 +14,7 @@
 #include "ddph/common/error.h"
 #include "ddph/verify/violation_report.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 std::string reportJson(const RunReport& r) {
   nlohmann::ordered_json j;
@@ -72,4 +72,4 @@ std::string reportText(const RunReport& r) {
   return out;
 }
 
-}  // namespace ddph
+}  // namespace ddph::scenario

@@ -12,7 +12,7 @@
 #include "ddph/common/timeouts.h"
 #include "ddph/verify/property.h"
 
-namespace ddph {
+namespace ddph::scenario {
 namespace {
 
 // Reads one TOML table, remembering which keys were used so unknown ones are errors.
@@ -335,4 +335,4 @@ Scenario loadScenarioFile(const std::string& path) {
   return parseScenario(ss.str(), path);
 }
 
-}  // namespace ddph
+}  // namespace ddph::scenario

@@ -29,7 +29,7 @@
 #include "ddph/scenario/scenario_file.h"
 #include "straggler_check.h"
 
-namespace ddph {
+namespace ddph::scenario {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -273,4 +273,4 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
   return report;
 }
 
-}  // namespace ddph
+}  // namespace ddph::scenario

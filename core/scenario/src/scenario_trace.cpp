@@ -8,7 +8,7 @@
 
 #include "ddph/config.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 namespace {
 
@@ -125,4 +125,4 @@ void ScenarioTrace::end() {
   if (writer_) writer_->end(0);
 }
 
-}  // namespace ddph
+}  // namespace ddph::scenario

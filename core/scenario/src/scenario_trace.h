@@ -22,7 +22,7 @@
 #include "ddph/scenario/rank_program.h"
 #include "ddph/scenario/scenario.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 class ScenarioTrace {
  public:
@@ -61,4 +61,4 @@ class ScenarioTrace {
   bool grad_ = true;  ///< false for an evaluation scenario (its batches are under no_grad)
 };
 
-}  // namespace ddph
+}  // namespace ddph::scenario

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-namespace ddph {
+namespace ddph::scenario {
 namespace {
 
 std::string rankList(const std::vector<std::int64_t>& ranks) {
@@ -53,4 +53,4 @@ Violation describeStepMismatch(const std::vector<bool>& hasBatch, std::int64_t e
   return v;
 }
 
-}  // namespace ddph
+}  // namespace ddph::scenario

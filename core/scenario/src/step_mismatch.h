@@ -7,7 +7,7 @@
 
 #include "ddph/verify/property.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 /// `hasBatch[r]`: whether rank r had a batch for `step`; `stepsPerRank[r]` = {rank r's planned
 /// steps}. The violation names the ranks on each side and every rank's step count.
@@ -15,4 +15,4 @@ Violation describeStepMismatch(const std::vector<bool>& hasBatch, std::int64_t e
                                std::int64_t step,
                                const std::vector<std::vector<std::int64_t>>& stepsPerRank);
 
-}  // namespace ddph
+}  // namespace ddph::scenario

@@ -8,7 +8,7 @@
 
 #include "ddph/audit/step_times.h"
 
-namespace ddph {
+namespace ddph::scenario {
 namespace {
 
 double median(std::vector<double> v) {
@@ -50,4 +50,4 @@ std::optional<Violation> findStragglers(const audit::Trace& trace) {
   return v;
 }
 
-}  // namespace ddph
+}  // namespace ddph::scenario

@@ -13,7 +13,7 @@
 
 using namespace std::chrono_literals;
 
-namespace ddph {
+namespace ddph::scenario {
 namespace {
 
 class Collect final : public RankObserver {
@@ -58,4 +58,4 @@ TEST(RankProgramThreads, EachInProcessScenarioIsDiagnosed) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::scenario

@@ -7,7 +7,7 @@
 #include "ddph/scenario/builtin_scenarios.h"
 #include "ddph/scenario/scenario_file.h"
 
-namespace ddph {
+namespace ddph::scenario {
 namespace {
 
 std::string errorOf(const std::string& text) {
@@ -126,4 +126,4 @@ TEST(ScenarioFile, OutOfRangeValuesAreRefusedNotCut) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::scenario

@@ -8,7 +8,7 @@
 
 #include "ddph/scenario/scenario.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 struct BuiltinScenario {
   std::string_view name;
@@ -25,4 +25,4 @@ Scenario builtinScenario(std::string_view name);
 /// exists wins, else a built-in name; ConfigError naming both when it is neither.
 Scenario resolveScenario(const std::string& nameOrPath);
 
-}  // namespace ddph
+}  // namespace ddph::scenario

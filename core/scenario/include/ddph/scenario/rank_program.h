@@ -19,7 +19,7 @@
 #include "ddph/verify/property.h"
 #include "ddph/scenario/scenario.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 /// Callbacks from a running rank (called on the rank's thread).
 class RankObserver {
@@ -59,4 +59,4 @@ RankRunStats runRankProgram(const Scenario& scenario, Communicator& comm, RankOb
 /// (a fixed hash, about 70 % true), so metric skew from duplicates is exactly reproducible.
 bool sampleCorrect(std::int64_t dataset, std::int64_t id);
 
-}  // namespace ddph
+}  // namespace ddph::scenario

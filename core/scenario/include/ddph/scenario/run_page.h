@@ -12,7 +12,7 @@
 #include "ddph/scenario/run_report.h"
 #include "ddph/scenario/scenario.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 /// The properties a run of `scenario` is judged on, in the order the page lists them: an
 /// evaluation's copies are judged by no-duplicates rather than disjointness, a resumed epoch by the
@@ -30,4 +30,4 @@ std::set<std::string> runNotApplicable(const Scenario& scenario, const RunReport
 /// wait per step from `report`, the straggler and failed ranks from its violations.
 report::Page runPage(const RunReport& report, const audit::Trace* trace, const Scenario& scenario);
 
-}  // namespace ddph
+}  // namespace ddph::scenario

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace ddph {
+namespace ddph::scenario {
 
 class RunProgress {
  public:
@@ -30,4 +30,4 @@ class RunProgress {
   int worldSize_ = 0;
 };
 
-}  // namespace ddph
+}  // namespace ddph::scenario

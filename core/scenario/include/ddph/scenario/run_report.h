@@ -14,7 +14,7 @@
 #include "ddph/verify/property.h"
 #include "ddph/verify/violation_report.h"  // violationsText
 
-namespace ddph {
+namespace ddph::scenario {
 
 struct RunReport {
   std::string scenario;
@@ -37,4 +37,4 @@ std::string reportJson(const RunReport& report);
 /// Which property broke, on which ranks, at which epoch and step, with the likely cause and fix.
 std::string reportText(const RunReport& report);
 
-}  // namespace ddph
+}  // namespace ddph::scenario

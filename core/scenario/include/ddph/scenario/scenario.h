@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace ddph {
+namespace ddph::scenario {
 
 /// One dataset and the distributed sampler over it.
 struct DatasetSpec {
@@ -87,4 +87,4 @@ struct Scenario {
 
 const char* combineName(Combine c);
 
-}  // namespace ddph
+}  // namespace ddph::scenario

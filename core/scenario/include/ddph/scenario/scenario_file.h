@@ -20,7 +20,7 @@
 
 #include "ddph/scenario/scenario.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 /// Parses `text`; `source` names it in errors ("bugs/my.toml", "built-in:healthy").
 Scenario parseScenario(std::string_view text, const std::string& source);
@@ -35,4 +35,4 @@ inline constexpr int kMaxWorldSize = 2048;
 /// (also after -n overrides the world size).
 void validateScenario(const Scenario& s);
 
-}  // namespace ddph
+}  // namespace ddph::scenario

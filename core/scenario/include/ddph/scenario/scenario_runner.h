@@ -10,7 +10,7 @@
 #include "ddph/scenario/run_report.h"
 #include "ddph/scenario/scenario.h"
 
-namespace ddph {
+namespace ddph::scenario {
 
 struct RunOptions {
   std::optional<int> worldSize;   ///< overrides the scenario's world_size
@@ -29,4 +29,4 @@ struct RunOptions {
 /// for an invalid scenario / world size before anything runs.
 RunReport runScenario(Scenario scenario, const RunOptions& options);
 
-}  // namespace ddph
+}  // namespace ddph::scenario
