@@ -1,6 +1,6 @@
 // ddp_step_benchmark: the time of one training step of an MLP 784-128-10 on MNIST-shaped data
 // (random; step time does not depend on the values), batch 64 per rank, one thread per rank,
-// plain (no DDP, one process) and with ddph::DistributedDataParallel over Gloo with W rank
+// plain (no DDP, one process) and with ddph::ddp::DistributedDataParallel over Gloo with W rank
 // processes (this program re-started with --rank, meeting through a TCPStore it hosts on
 // 127.0.0.1). Not a test: benchmarks/run_ddp_benchmark.sh runs it beside the Python peer
 // (torch DDP, gloo) and prints the ratios.
@@ -70,7 +70,7 @@ int runRank(int rank, int world, int port, const Config& config, const std::stri
   options.timeout = 60s;
   auto comm = ddph::connectGloo(store, rank, world, options, "ddp-benchmark");
   auto net = makeModel();
-  ddph::DistributedDataParallel ddp(net.ptr(), *comm);
+  ddph::ddp::DistributedDataParallel ddp(net.ptr(), *comm);
   const double ms = trainLoop(net, config, rank, comm.get());
   ddph::bench::reportFromRank0(rank, out, ms);
   return 0;

@@ -1,4 +1,4 @@
-// nccl_allreduce_benchmark: the bus bandwidth of ddph's NCCL allreduce (ddph::connectNccl,
+// nccl_allreduce_benchmark: the bus bandwidth of ddph's NCCL allreduce (ddph::ddp::connectNccl,
 // Communicator::allreduceAsync on device memory, what DistributedDataParallel calls per bucket),
 // in nccl-tests' terms so that scripts/gpu-check.sh can put it beside `all_reduce_perf`.
 // Built only against a CUDA LibTorch.
@@ -59,7 +59,7 @@ int run(const std::string& minSize, const std::string& maxSize, double factor, i
   const int world = env.worldSize, rank = env.rank, device = env.localRank;
   DDPH_CHECK(device < static_cast<int>(torch::cuda::device_count()),
              "LOCAL_RANK {} has no GPU: this machine has {}", device, torch::cuda::device_count());
-  auto comm = ddph::connectNccl(store, rank, world, device, timeout, "nccl-bench");
+  auto comm = ddph::ddp::connectNccl(store, rank, world, device, timeout, "nccl-bench");
   const auto options = torch::TensorOptions().dtype(torch::kFloat)
                            .device(torch::Device(torch::kCUDA, static_cast<int16_t>(device)));
   const double busFactor = 2.0 * (world - 1) / world;

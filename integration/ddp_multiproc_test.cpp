@@ -69,19 +69,19 @@ Outcome runWorld(int world, const std::string& model, const std::string& optimiz
   return outcome;
 }
 
-TrainingSetup workerSetup(int world, const std::string& model, const std::string& optimizer,
+ddp::TrainingSetup workerSetup(int world, const std::string& model, const std::string& optimizer,
                           int steps) {
   // Must match ddp_rank_worker's setup.
-  TrainingSetup s;
-  s.model.kind = model == "conv" ? ModelKind::kConvNet : ModelKind::kMlp;
-  if (s.model.kind == ModelKind::kConvNet) s.model.inputs = 2;
+  ddp::TrainingSetup s;
+  s.model.kind = model == "conv" ? ddp::ModelKind::kConvNet : ddp::ModelKind::kMlp;
+  if (s.model.kind == ddp::ModelKind::kConvNet) s.model.inputs = 2;
   s.model.hidden = {8, 5};
   s.model.outputs = 3;
   s.worldSize = world;
   s.batchPerRank = 2;
   s.steps = steps;
   s.seed = 7;
-  s.optimizer = optimizer == "sgd" ? OptimizerKind::kSgdMomentum : OptimizerKind::kAdam;
+  s.optimizer = optimizer == "sgd" ? ddp::OptimizerKind::kSgdMomentum : ddp::OptimizerKind::kAdam;
   s.bucketCapBytes = 256;
   return s;
 }
@@ -89,7 +89,7 @@ TrainingSetup workerSetup(int world, const std::string& model, const std::string
 void expectMatchesSingleProcess(int world, const std::string& model, const std::string& optimizer) {
   const int steps = 3;
   const Outcome outcome = runWorld(world, model, optimizer, steps);
-  const std::vector<double> expected = trainSingleProcess(workerSetup(world, model, optimizer, steps));
+  const std::vector<double> expected = ddp::trainSingleProcess(workerSetup(world, model, optimizer, steps));
   ASSERT_FALSE(expected.empty());
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(outcome.exitCodes[static_cast<std::size_t>(r)], 0) << "rank " << r;

@@ -41,16 +41,16 @@ int main(int argc, char** argv) {
   app.add_option("--kill-report", killReport, "where the kill writes whether it landed inside");
   CLI11_PARSE(app, argc, argv);
   try {
-    ddph::TrainingSetup s;
-    s.model.kind = model == "conv" ? ddph::ModelKind::kConvNet : ddph::ModelKind::kMlp;
-    if (s.model.kind == ddph::ModelKind::kConvNet) s.model.inputs = 2;
+    ddph::ddp::TrainingSetup s;
+    s.model.kind = model == "conv" ? ddph::ddp::ModelKind::kConvNet : ddph::ddp::ModelKind::kMlp;
+    if (s.model.kind == ddph::ddp::ModelKind::kConvNet) s.model.inputs = 2;
     if (inputs > 0) s.model.inputs = inputs;
     s.model.hidden = hidden;
     s.model.outputs = 3;
     s.batchPerRank = batch;
     s.steps = steps;
     s.seed = seed;
-    s.optimizer = optimizer == "sgd" ? ddph::OptimizerKind::kSgdMomentum : ddph::OptimizerKind::kAdam;
+    s.optimizer = optimizer == "sgd" ? ddph::ddp::OptimizerKind::kSgdMomentum : ddph::ddp::OptimizerKind::kAdam;
     s.bucketCapBytes = 256;
     const std::chrono::milliseconds timeout(timeoutMs);
     std::shared_ptr<ddph::RendezvousStore> store;
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
           std::move(comm), fmt::format("DDP step {}", killStep), killReport);
     }
     s.worldSize = world;
-    const std::vector<double> params = ddph::trainDdpRank(s, *comm);
+    const std::vector<double> params = ddph::ddp::trainDdpRank(s, *comm);
     comm->barrier("end of training");
     const std::string tmp = out + ".tmp";
     {

@@ -62,9 +62,9 @@ at::Tensor rankInput(int rank, int rows = 4) {
 TEST(DistributedDataParallel, BucketsRespectTheCapInReverseOrder) {
   auto net = mlp(1);
   const auto results = runRanks(1, [&](Communicator& c) {
-    DdpOptions options;
+    ddp::DdpOptions options;
     options.bucketCapBytes = 16 * 17 * 4;  // one 16x16 weight + bias fits, a 16x6 weight more
-    DistributedDataParallel ddp(net.ptr(), c, options);
+    ddp::DistributedDataParallel ddp(net.ptr(), c, options);
     const auto buckets = ddp.bucketAssignment();
     const auto params = net->parameters();
     std::vector<std::size_t> order;
@@ -112,9 +112,9 @@ TEST(DistributedDataParallel, LaunchesBucketsDuringBackward) {
   const auto results = runRanks(2, [&](Communicator& c) {
     CountingCommunicator counting(c);
     auto net = mlp(2);
-    DdpOptions options;
+    ddp::DdpOptions options;
     options.bucketCapBytes = 16 * 17 * 4;
-    DistributedDataParallel ddp(net.ptr(), counting, options);
+    ddp::DistributedDataParallel ddp(net.ptr(), counting, options);
     auto x = rankInput(c.rank()).requires_grad_(true);
     int launchedBeforeInputGrad = -1;
     // The gradient of the input is the last thing backward computes.
@@ -139,7 +139,7 @@ TEST(DistributedDataParallel, NoSyncAccumulatesThenAveragesTheSum) {
     const int r = c.rank();
     auto net = mlp(3 + r);  // different seeds: the broadcast must make them equal
     net->to(torch::kDouble);
-    DistributedDataParallel ddp(net.ptr(), c);
+    ddp::DistributedDataParallel ddp(net.ptr(), c);
     {
       auto guard = ddp.noSync();
       net->forward(rankInput(r).to(torch::kDouble)).pow(2).mean().backward();
@@ -182,7 +182,7 @@ struct TwoHeads : torch::nn::Module {
 TEST(DistributedDataParallel, UnusedParameterIsAnErrorNamingIt) {
   const auto results = runRanks(2, [&](Communicator& c) {
     auto net = std::make_shared<TwoHeads>();
-    DistributedDataParallel ddp(net, c);
+    ddp::DistributedDataParallel ddp(net, c);
     net->forward(rankInput(c.rank())).sum().backward();
   });
   std::cout << results[0] << "\n";  // the message users see (shown in the README)
@@ -198,10 +198,10 @@ TEST(DistributedDataParallel, FindUnusedParametersAveragesTheUsedOnes) {
   std::vector<at::Tensor> grads(2), unusedGrad(2);
   const auto results = runRanks(2, [&](Communicator& c) {
     auto net = std::make_shared<TwoHeads>();
-    DdpOptions options;
+    ddp::DdpOptions options;
     options.findUnusedParameters = true;
     options.bucketCapBytes = 32;  // the unused head shares no bucket with the used one
-    DistributedDataParallel ddp(net, c, options);
+    ddp::DistributedDataParallel ddp(net, c, options);
     net->forward(rankInput(c.rank())).sum().backward();
     grads[c.rank()] = net->used->weight.grad().clone();
     unusedGrad[c.rank()] = net->unused->weight.grad();

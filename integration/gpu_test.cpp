@@ -1,4 +1,4 @@
-// GPU checks (label `gpu`): NCCL collectives through ddph::connectNccl, DistributedDataParallel on
+// GPU checks (label `gpu`): NCCL collectives through ddph::ddp::connectNccl, DistributedDataParallel on
 // CUDA tensors against one process, and a short `ddp-train --backend nccl` run.
 //
 // Always built. Every test needs CUDA and reports SKIPPED (never passed) with the reason where
@@ -106,7 +106,7 @@ std::string onThreadRanks(int world, Body body) {
 void checkNcclCollectives(int world) {
   auto store = ddph::makeInProcessStore();
   const std::string failure = onThreadRanks(world, [&](int rank) {
-    auto comm = ddph::connectNccl(store, rank, world, rank, kTimeout, "gpu-test");
+    auto comm = ddph::ddp::connectNccl(store, rank, world, rank, kTimeout, "gpu-test");
     ASSERT_EQ(comm->backendName(), "nccl");
     const std::int64_t sumOfRanks = std::int64_t{world} * (world + 1) / 2;
 
@@ -187,10 +187,10 @@ void checkDdpMatchesOneProcess(int world) {
   auto store = ddph::makeInProcessStore();
   std::vector<std::vector<torch::Tensor>> got(static_cast<std::size_t>(world));
   const std::string failure = onThreadRanks(world, [&](int rank) {
-    auto comm = ddph::connectNccl(store, rank, world, rank, kTimeout, "gpu-ddp");
+    auto comm = ddph::ddp::connectNccl(store, rank, world, rank, kTimeout, "gpu-ddp");
     auto model = makeMlp();
     model->to(cuda(rank), torch::kDouble);
-    ddph::DistributedDataParallel ddp(model.ptr(), *comm);
+    ddph::ddp::DistributedDataParallel ddp(model.ptr(), *comm);
     train(model, cuda(rank), rank, kPerRank);
     torch::cuda::synchronize(rank);
     for (const auto& p : model->parameters()) {

@@ -54,17 +54,17 @@ void checkWithCases(Testable&& testable, int cases) {
   TEST(Suite, Name) { checkWithCases(&ddphProp_##Suite##_##Name, Cases); } \
   void ddphProp_##Suite##_##Name ArgList
 
-std::string violationsText(const EquivalenceReport& report) {
+std::string violationsText(const ddp::EquivalenceReport& report) {
   std::string out;
   for (const auto& v : report.violations) out += "\n  " + formatViolation(v);
   return out;
 }
 
-rc::Gen<ModelSpec> genModel(bool allowConv, int maxWidth) {
+rc::Gen<ddp::ModelSpec> genModel(bool allowConv, int maxWidth) {
   return rc::gen::exec([=] {
-    ModelSpec m;
-    m.kind = allowConv && *rc::gen::arbitrary<bool>() ? ModelKind::kConvNet : ModelKind::kMlp;
-    if (m.kind == ModelKind::kMlp) {
+    ddp::ModelSpec m;
+    m.kind = allowConv && *rc::gen::arbitrary<bool>() ? ddp::ModelKind::kConvNet : ddp::ModelKind::kMlp;
+    if (m.kind == ddp::ModelKind::kMlp) {
       m.inputs = *rc::gen::inRange(1, maxWidth + 1).as("inputs");
       m.hidden = *rc::gen::container<std::vector<int>>(*rc::gen::inRange(0, 3),
                                                        rc::gen::inRange(1, maxWidth + 1))
@@ -82,16 +82,16 @@ rc::Gen<ModelSpec> genModel(bool allowConv, int maxWidth) {
   });
 }
 
-rc::Gen<TrainingSetup> genSetup(Precision precision) {
+rc::Gen<ddp::TrainingSetup> genSetup(ddp::Precision precision) {
   return rc::gen::exec([=] {
-    TrainingSetup s;
+    ddp::TrainingSetup s;
     s.model = *genModel(true, 8);
     s.precision = precision;
     s.worldSize = *rc::gen::inRange(1, 9).as("world size");
     s.batchPerRank = *rc::gen::inRange(1, 5).as("batch per rank");
     s.steps = *rc::gen::inRange(1, 4).as("steps");
-    s.optimizer = *rc::gen::element(OptimizerKind::kSgdMomentum, OptimizerKind::kAdam);
-    s.learningRate = s.optimizer == OptimizerKind::kAdam ? 0.01 : 0.05;
+    s.optimizer = *rc::gen::element(ddp::OptimizerKind::kSgdMomentum, ddp::OptimizerKind::kAdam);
+    s.learningRate = s.optimizer == ddp::OptimizerKind::kAdam ? 0.01 : 0.05;
     s.seed = *rc::gen::inRange<std::uint64_t>(1, 1000000).as("seed");
     // Small caps give many buckets (and a parameter bigger than the cap gets its own).
     s.bucketCapBytes = *rc::gen::element<std::size_t>(16, 256, 4096, std::size_t{25} << 20);
@@ -105,42 +105,42 @@ std::string decade(double error) {
   return "<= 1e" + std::to_string(static_cast<int>(std::ceil(std::log10(error))));
 }
 
-void assertEquivalent(const TrainingSetup& s, const EquivalenceReport& report) {
+void assertEquivalent(const ddp::TrainingSetup& s, const ddp::EquivalenceReport& report) {
   RC_TAG("gradients " + decade(report.maxGradientError),
          "parameters " + decade(report.maxParameterError));
   if (!report.equivalent()) {
-    RC_FAIL(describeSetup(s) + violationsText(report));
+    RC_FAIL(ddp::describeSetup(s) + violationsText(report));
   }
 }
 
 // --- Equivalence ---------------------------------------------------------------------------
 
 DDPH_RC_PROP(GradientEquivalence, Float64MatchesSingleProcess, 40, ()) {
-  const TrainingSetup s = *genSetup(Precision::kFloat64);
-  assertEquivalent(s, checkGradientEquivalence(s));
+  const ddp::TrainingSetup s = *genSetup(ddp::Precision::kFloat64);
+  assertEquivalent(s, ddp::checkGradientEquivalence(s));
 }
 
 DDPH_RC_PROP(GradientEquivalence, Float32MatchesSingleProcessWithinDocumentedTolerance, 40, ()) {
-  const TrainingSetup s = *genSetup(Precision::kFloat32);
-  assertEquivalent(s, checkGradientEquivalence(s));
+  const ddp::TrainingSetup s = *genSetup(ddp::Precision::kFloat32);
+  assertEquivalent(s, ddp::checkGradientEquivalence(s));
 }
 
 // NOTE [Exact equality]: integer-valued weights and data, power-of-two sizes: no rounding at all,
 // so DDP must be bit-for-bit the single process in float32 and float64 alike.
 DDPH_RC_PROP(GradientEquivalence, IntegerValuedIsExact, 30, ()) {
-  TrainingSetup s;
+  ddp::TrainingSetup s;
   s.model = *genModel(true, 6);
   s.model.outputs = *rc::gen::element(1, 2, 4).as("outputs");
   s.integerValued = true;
-  s.precision = *rc::gen::element(Precision::kFloat32, Precision::kFloat64);
+  s.precision = *rc::gen::element(ddp::Precision::kFloat32, ddp::Precision::kFloat64);
   s.worldSize = *rc::gen::element(1, 2, 4, 8).as("world size");
   s.batchPerRank = *rc::gen::element(1, 2, 4).as("batch per rank");
   s.steps = 1;
-  s.optimizer = *rc::gen::element(OptimizerKind::kSgdMomentum, OptimizerKind::kAdam);
+  s.optimizer = *rc::gen::element(ddp::OptimizerKind::kSgdMomentum, ddp::OptimizerKind::kAdam);
   s.seed = *rc::gen::inRange<std::uint64_t>(1, 1000000).as("seed");
   s.bucketCapBytes = *rc::gen::element<std::size_t>(16, 256, std::size_t{25} << 20);
-  RC_PRE(exactSetup(s));
-  const auto report = checkGradientEquivalence(s, Tolerance{0.0, 0.0});
+  RC_PRE(ddp::exactSetup(s));
+  const auto report = ddp::checkGradientEquivalence(s, ddp::Tolerance{0.0, 0.0});
   assertEquivalent(s, report);
   RC_ASSERT(report.maxGradientError == 0.0);
   RC_ASSERT(report.maxParameterError == 0.0);
@@ -148,9 +148,9 @@ DDPH_RC_PROP(GradientEquivalence, IntegerValuedIsExact, 30, ()) {
 
 // --- Negative controls: the same checker must say NOT equivalent, and why ------------------------
 
-rc::Gen<TrainingSetup> genControl(int minWorld, int minBatch) {
+rc::Gen<ddp::TrainingSetup> genControl(int minWorld, int minBatch) {
   return rc::gen::exec([=] {
-    TrainingSetup s;
+    ddp::TrainingSetup s;
     s.model = *genModel(false, 6);
     // A control must be able to fail: no hidden ReLU layers that could all be dead (zero
     // gradients make every reduction "equivalent"; seen with MLP 1-[1,1]-1), and a bias.
@@ -164,9 +164,9 @@ rc::Gen<TrainingSetup> genControl(int minWorld, int minBatch) {
   });
 }
 
-void assertNotEquivalent(const TrainingSetup& s, const NegativeControls& controls,
-                         const EquivalenceReport& report, const std::string& expectedWords) {
-  if (report.equivalent()) RC_FAIL("reported equivalent: " + describeSetup(s, controls));
+void assertNotEquivalent(const ddp::TrainingSetup& s, const ddp::NegativeControls& controls,
+                         const ddp::EquivalenceReport& report, const std::string& expectedWords) {
+  if (report.equivalent()) RC_FAIL("reported equivalent: " + ddp::describeSetup(s, controls));
   bool explained = false;
   for (const auto& v : report.violations) {
     RC_ASSERT(v.property == std::string(property::kGradientEquivalence));
@@ -174,50 +174,50 @@ void assertNotEquivalent(const TrainingSetup& s, const NegativeControls& control
     if (v.detail.find(expectedWords) != std::string::npos) explained = true;
   }
   if (!explained) {
-    RC_FAIL("no violation says '" + expectedWords + "': " + describeSetup(s, controls) +
+    RC_FAIL("no violation says '" + expectedWords + "': " + ddp::describeSetup(s, controls) +
             violationsText(report));
   }
 }
 
 DDPH_RC_PROP(GradientEquivalenceControls, SumReducedLossIsNotEquivalent, 5, ()) {
-  TrainingSetup s = *genControl(2, 1);
-  s.loss = LossReduction::kSum;
-  assertNotEquivalent(s, {}, checkGradientEquivalence(s), "exactly 1/W");
+  ddp::TrainingSetup s = *genControl(2, 1);
+  s.loss = ddp::LossReduction::kSum;
+  assertNotEquivalent(s, {}, ddp::checkGradientEquivalence(s), "exactly 1/W");
 }
 
 DDPH_RC_PROP(GradientEquivalenceControls, UnsyncedBatchNormIsNotEquivalent, 5, ()) {
   // Per-rank statistics must be able to differ from global ones: at least 3 samples a rank and 4
   // units a layer (with 1 unit and 2 samples, BatchNorm maps any pair to -1, +1 on every rank, and
   // unsynced statistics legitimately give the global gradients).
-  TrainingSetup s = *genControl(2, 3);
+  ddp::TrainingSetup s = *genControl(2, 3);
   if (s.model.hidden.empty()) s.model.hidden = {4};
   for (auto& width : s.model.hidden) width = std::max(width, 4);
   s.model.batchNorm = true;
-  assertNotEquivalent(s, {}, checkGradientEquivalence(s), "BatchNorm");
+  assertNotEquivalent(s, {}, ddp::checkGradientEquivalence(s), "BatchNorm");
 }
 
 DDPH_RC_PROP(GradientEquivalenceControls, UnevenLastBatchIsNotEquivalent, 5, ()) {
-  const TrainingSetup s = *genControl(2, 2);
-  NegativeControls c;
+  const ddp::TrainingSetup s = *genControl(2, 2);
+  ddp::NegativeControls c;
   c.unevenLastBatch = true;
-  assertNotEquivalent(s, c, checkGradientEquivalence(s, c), "batches of different sizes");
+  assertNotEquivalent(s, c, ddp::checkGradientEquivalence(s, c), "batches of different sizes");
 }
 
 DDPH_RC_PROP(GradientEquivalenceControls, RankSkippingAStepIsNotEquivalent, 2, ()) {
-  TrainingSetup s = *genControl(2, 1);
+  ddp::TrainingSetup s = *genControl(2, 1);
   s.steps = 3;
-  NegativeControls c;
+  ddp::NegativeControls c;
   c.skipRank = *rc::gen::inRange(0, s.worldSize).as("skipping rank");
   c.skipStep = *rc::gen::inRange(0, s.steps).as("skipped step");
   s.timeout = std::chrono::milliseconds(1500);  // its peers wait for it until then
-  assertNotEquivalent(s, c, checkGradientEquivalence(s, c), "different numbers of steps");
+  assertNotEquivalent(s, c, ddp::checkGradientEquivalence(s, c), "different numbers of steps");
 }
 
 DDPH_RC_PROP(GradientEquivalenceControls, NoInitialBroadcastIsNotEquivalent, 5, ()) {
-  const TrainingSetup s = *genControl(2, 1);
-  NegativeControls c;
+  const ddp::TrainingSetup s = *genControl(2, 1);
+  ddp::NegativeControls c;
   c.noInitialBroadcast = true;
-  assertNotEquivalent(s, c, checkGradientEquivalence(s, c), "not broadcast from rank 0");
+  assertNotEquivalent(s, c, ddp::checkGradientEquivalence(s, c), "not broadcast from rank 0");
 }
 
 // --- Mutants of DistributedDataParallel itself (NOTE [DDP mutants]) ----------------------------
@@ -225,8 +225,8 @@ DDPH_RC_PROP(GradientEquivalenceControls, NoInitialBroadcastIsNotEquivalent, 5, 
 // MLP 4-[4]-4 in float64 with a bucket cap of 20 values: two buckets of equal size,
 // [2.bias, 2.weight] then [0.bias, 0.weight] (reverse registration order), so buckets launched in
 // another order pair without a size mismatch, as in a real model with equal buckets.
-TrainingSetup mutantSetup() {
-  TrainingSetup s;
+ddp::TrainingSetup mutantSetup() {
+  ddp::TrainingSetup s;
   s.model.inputs = 4;
   s.model.hidden = {4};
   s.model.outputs = 4;
@@ -237,26 +237,26 @@ TrainingSetup mutantSetup() {
   return s;
 }
 
-NegativeControls mutant(DdpMutant m, int rank) {
-  NegativeControls c;
+ddp::NegativeControls mutant(ddp::DdpMutant m, int rank) {
+  ddp::NegativeControls c;
   c.ddpMutant = m;
   c.mutantRank = rank;
   return c;
 }
 
 // The one violation at `step` whose detail holds every one of `words`.
-void expectCaught(const TrainingSetup& s, const NegativeControls& c, std::int64_t step,
+void expectCaught(const ddp::TrainingSetup& s, const ddp::NegativeControls& c, std::int64_t step,
                   const std::vector<std::string>& words) {
-  const auto report = checkGradientEquivalence(s, c);
-  EXPECT_EQ(report.buckets, 2) << describeSetup(s, c);
-  ASSERT_FALSE(report.equivalent()) << describeSetup(s, c);
+  const auto report = ddp::checkGradientEquivalence(s, c);
+  EXPECT_EQ(report.buckets, 2) << ddp::describeSetup(s, c);
+  ASSERT_FALSE(report.equivalent()) << ddp::describeSetup(s, c);
   const Violation* atStep = nullptr;
   for (const auto& v : report.violations) {
     EXPECT_EQ(v.property, property::kGradientEquivalence);
     if (v.step == step && atStep == nullptr) atStep = &v;
   }
   ASSERT_NE(atStep, nullptr) << "nothing at step " << step << ":" << violationsText(report);
-  std::cout << describeSetup(s, c) << "\n  " << atStep->detail << "\n";  // real output for ddp.md
+  std::cout << ddp::describeSetup(s, c) << "\n  " << atStep->detail << "\n";  // real output for ddp.md
   for (const auto& w : words) {
     EXPECT_NE(atStep->detail.find(w), std::string::npos)
         << "'" << w << "' is not in: " << atStep->detail;
@@ -264,36 +264,36 @@ void expectCaught(const TrainingSetup& s, const NegativeControls& c, std::int64_
 }
 
 TEST(DdpMutants, TheUnmutatedSetupIsEquivalent) {
-  const auto report = checkGradientEquivalence(mutantSetup(), mutant(DdpMutant::kNone, -1));
+  const auto report = ddp::checkGradientEquivalence(mutantSetup(), mutant(ddp::DdpMutant::kNone, -1));
   EXPECT_EQ(report.buckets, 2);
   EXPECT_TRUE(report.equivalent()) << violationsText(report);
 }
 
 TEST(DdpMutants, SummedGradientsAreWTimesTooLarge) {
-  expectCaught(mutantSetup(), mutant(DdpMutant::kSumNotAverage, -1), 0,
+  expectCaught(mutantSetup(), mutant(ddp::DdpMutant::kSumNotAverage, -1), 0,
                {"every DDP gradient is exactly W = 4 times the single-process one",
                 "summed over ranks instead of averaged"});
 }
 
 TEST(DdpMutants, ABucketNeverReducedIsNamedWithItsParameters) {
-  expectCaught(mutantSetup(), mutant(DdpMutant::kSkipLastBucket, -1), 0,
+  expectCaught(mutantSetup(), mutant(ddp::DdpMutant::kSkipLastBucket, -1), 0,
                {"every rank holds its own gradient of '0.weight', '0.bias'",
                 "exactly bucket 1 of 2", "that bucket was never allreduced"});
 }
 
 TEST(DdpMutants, NoAllreduceAtAllLeavesEveryRankItsOwnGradients) {
-  expectCaught(mutantSetup(), mutant(DdpMutant::kSkipAllreduce, -1), 0,
+  expectCaught(mutantSetup(), mutant(ddp::DdpMutant::kSkipAllreduce, -1), 0,
                {"nothing was averaged across ranks (the allreduce was skipped)"});
 }
 
 TEST(DdpMutants, BucketsLaunchedInAnotherOrderOnOneRankAreNamed) {
-  expectCaught(mutantSetup(), mutant(DdpMutant::kReverseBuckets, 2), 0,
+  expectCaught(mutantSetup(), mutant(ddp::DdpMutant::kReverseBuckets, 2), 0,
                {"rank(s) 2 hold gradients of", "different from the other 3 ranks'",
                 "paired different buckets"});
 }
 
 TEST(DdpMutants, NoBroadcastAtConstructionWithPerRankSeeds) {
-  NegativeControls c;
+  ddp::NegativeControls c;
   c.noInitialBroadcast = true;  // each rank initialises from seed + rank; DDP broadcasts nothing
   expectCaught(mutantSetup(), c, 0,
                {"the replicas started from different weights", "not broadcast from rank 0"});
@@ -301,9 +301,9 @@ TEST(DdpMutants, NoBroadcastAtConstructionWithPerRankSeeds) {
 
 // The "W times" diagnosis on generated setups too, not one hand-picked model.
 DDPH_RC_PROP(GradientEquivalenceControls, SummingDdpIsWTimesTooLarge, 5, ()) {
-  const TrainingSetup s = *genControl(2, 1);
-  const NegativeControls c = mutant(DdpMutant::kSumNotAverage, -1);
-  assertNotEquivalent(s, c, checkGradientEquivalence(s, c), "exactly W = ");
+  const ddp::TrainingSetup s = *genControl(2, 1);
+  const ddp::NegativeControls c = mutant(ddp::DdpMutant::kSumNotAverage, -1);
+  assertNotEquivalent(s, c, ddp::checkGradientEquivalence(s, c), "exactly W = ");
 }
 
 // The catalogue knows the property, and each control's report reads as documented (printed, so
@@ -313,12 +313,12 @@ TEST(GradientEquivalenceControls, ReportsAreReadable) {
   ASSERT_NE(info, nullptr);
   std::cout << info->name << ": " << info->summary << "\n  likely cause: " << info->likelyCause
             << "\n";
-  TrainingSetup base;
+  ddp::TrainingSetup base;
   base.worldSize = 4;
   base.batchPerRank = 3;
   base.model.hidden = {8};
-  std::vector<std::pair<TrainingSetup, NegativeControls>> controls(5, {base, {}});
-  controls[0].first.loss = LossReduction::kSum;
+  std::vector<std::pair<ddp::TrainingSetup, ddp::NegativeControls>> controls(5, {base, {}});
+  controls[0].first.loss = ddp::LossReduction::kSum;
   controls[1].first.model.batchNorm = true;
   controls[2].second.unevenLastBatch = true;
   controls[3].second.skipRank = 2;
@@ -326,15 +326,15 @@ TEST(GradientEquivalenceControls, ReportsAreReadable) {
   controls[3].first.steps = 3;
   controls[3].first.timeout = std::chrono::milliseconds(1500);
   controls[4].second.noInitialBroadcast = true;
-  const TrainingSetup correct = base;
-  const auto ok = checkGradientEquivalence(correct);
-  std::cout << "\n" << describeSetup(correct) << "\n  equivalent: " << ok.equivalent()
+  const ddp::TrainingSetup correct = base;
+  const auto ok = ddp::checkGradientEquivalence(correct);
+  std::cout << "\n" << ddp::describeSetup(correct) << "\n  equivalent: " << ok.equivalent()
             << " (max relative gradient error " << ok.maxGradientError << ", " << ok.buckets
             << " bucket(s))\n";
   EXPECT_TRUE(ok.equivalent()) << violationsText(ok);
   for (const auto& [s, c] : controls) {
-    const auto report = checkGradientEquivalence(s, c);
-    std::cout << "\n" << describeSetup(s, c) << violationsText(report) << "\n";
+    const auto report = ddp::checkGradientEquivalence(s, c);
+    std::cout << "\n" << ddp::describeSetup(s, c) << violationsText(report) << "\n";
     ASSERT_FALSE(report.equivalent());
     for (const auto& v : report.violations) EXPECT_EQ(v.property, "gradient-equivalence");
   }

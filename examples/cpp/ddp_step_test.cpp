@@ -19,7 +19,7 @@ TEST(InstalledDdp, OneStepAveragesGradients) {
     ranks.emplace_back([&, r] {
       auto comm = ddph::connectGloo(store, r, 2, ddph::GlooOptions{});
       auto model = std::make_shared<torch::nn::LinearImpl>(3, 1);
-      ddph::DistributedDataParallel ddp(model, *comm);  // rank 0's weights on both
+      ddph::ddp::DistributedDataParallel ddp(model, *comm);  // rank 0's weights on both
       // Rank r's batch is all (r + 1): d(sum(w . x + b))/dw = 4 (r + 1) on 4 rows.
       auto x = torch::full({4, 3}, static_cast<float>(r + 1));
       model->forward(x).sum().backward();

@@ -13,7 +13,7 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph {
+namespace ddph::ddp {
 namespace {
 
 bool reducible(at::ScalarType type) { return type == at::kFloat || type == at::kDouble; }
@@ -334,4 +334,4 @@ std::vector<std::vector<std::size_t>> DistributedDataParallel::bucketAssignment(
   return out;
 }
 
-}  // namespace ddph
+}  // namespace ddph::ddp

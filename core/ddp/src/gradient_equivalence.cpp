@@ -14,7 +14,7 @@
 #include "gradient_equivalence/diagnose.h"
 #include "gradient_equivalence/run.h"
 
-namespace ddph {
+namespace ddph::ddp {
 namespace {
 
 bool powerOfTwo(std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
@@ -139,4 +139,4 @@ std::ostream& operator<<(std::ostream& os, const TrainingSetup& setup) {
   return os << describeSetup(setup);
 }
 
-}  // namespace ddph
+}  // namespace ddph::ddp

@@ -13,7 +13,7 @@
 #include "ddph/common/error.h"
 #include "ddph/libtorch/c10d_glue.h"
 
-namespace ddph {
+namespace ddph::ddp {
 
 namespace {
 
@@ -144,4 +144,4 @@ std::unique_ptr<Communicator> connectNccl(std::shared_ptr<RendezvousStore> store
   }
 }
 
-}  // namespace ddph
+}  // namespace ddph::ddp

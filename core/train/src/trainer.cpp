@@ -105,7 +105,7 @@ void connectWorld(World& world, const TrainConfig& config, const std::optional<R
   if (world.backend == Backend::kNccl) {
     world.store = makeTcpStore(env->masterAddr, env->masterPort, env->rank == 0, env->worldSize,
                                timeout);
-    world.comm = connectNccl(world.store, world.rank, world.size, world.localRank, timeout,
+    world.comm = ddp::connectNccl(world.store, world.rank, world.size, world.localRank, timeout,
                              "ddp-train");
     return;
   }
@@ -324,7 +324,7 @@ struct RunParts {
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<StopAgreement> stop;
   ResumeState resume;
-  std::unique_ptr<DistributedDataParallel> ddp;
+  std::unique_ptr<ddp::DistributedDataParallel> ddp;
 };
 
 // The same seed on every rank (DDP also broadcasts rank 0's parameters).
@@ -382,10 +382,10 @@ RunParts setUpRun(const TrainConfig& config, const std::optional<RankEnv>& env) 
                          run.world.size);
   // 6. DDP over the (recorded) communicator.
   if (run.world.comm) {
-    DdpOptions options;
+    ddp::DdpOptions options;
     // concat: a step holds one dataset, so the other datasets' input layers get no gradient.
     options.findUnusedParameters = config.mix == data::Mix::kConcat && run.datasets.size() > 1;
-    run.ddp = std::make_unique<DistributedDataParallel>(run.model.ptr(), *run.world.comm, options);
+    run.ddp = std::make_unique<ddp::DistributedDataParallel>(run.model.ptr(), *run.world.comm, options);
   }
   // 7. The trace's samplers, loaders and DDP module.
   if (run.audit->enabled()) {
@@ -724,7 +724,7 @@ class TrainingRun {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<StopAgreement> stop_;
   ResumeState resume_;
-  std::unique_ptr<DistributedDataParallel> ddp_;
+  std::unique_ptr<ddp::DistributedDataParallel> ddp_;
   ProgressReporter progress_{isRank0_ ? config_.progress : ProgressMode::kNone, stderr};
 };
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-namespace ddph::equivalence {
+namespace ddph::ddp::equivalence {
 
 Deviation deviation(const at::Tensor& a, const at::Tensor& b) {
   if (!a.defined() && !b.defined()) return {};
@@ -115,4 +115,4 @@ StepComparison compareStep(const std::vector<Run>& ranks, const std::vector<at::
   return c;
 }
 
-}  // namespace ddph::equivalence
+}  // namespace ddph::ddp::equivalence

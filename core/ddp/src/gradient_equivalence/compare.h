@@ -12,7 +12,7 @@
 #include "ddph/ddp/gradient_equivalence.h"
 #include "gradient_equivalence/run.h"
 
-namespace ddph::equivalence {
+namespace ddph::ddp::equivalence {
 
 // Largest |a - b| relative to max |b| (absolute when b is all zero); +inf for a shape mismatch or
 // an undefined gradient on one side only.
@@ -50,4 +50,4 @@ struct StepComparison {
 StepComparison compareStep(const std::vector<Run>& ranks, const std::vector<at::Tensor>& ref,
                            int step, const Tolerance& tolerance, EquivalenceReport& report);
 
-}  // namespace ddph::equivalence
+}  // namespace ddph::ddp::equivalence

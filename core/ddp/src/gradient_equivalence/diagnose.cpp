@@ -9,7 +9,7 @@
 #include "ddph/verify/property.h"
 #include "gradient_equivalence/compare.h"
 
-namespace ddph::equivalence {
+namespace ddph::ddp::equivalence {
 namespace {
 
 std::string errorKind(const std::string& message) {
@@ -208,4 +208,4 @@ void checkFinalParameters(const TrainingSetup& s, const Run& reference,
                   worstDev.absolute, worstDev.scale)));
 }
 
-}  // namespace ddph::equivalence
+}  // namespace ddph::ddp::equivalence

@@ -10,7 +10,7 @@
 #include "ddph/ddp/gradient_equivalence.h"
 #include "gradient_equivalence/run.h"
 
-namespace ddph::equivalence {
+namespace ddph::ddp::equivalence {
 
 /// The ranks and steps a rank skipped (it recorded no gradients for them while its loop went
 /// on), as the note every finding then carries; empty when every rank ran every step.
@@ -34,4 +34,4 @@ void checkFinalParameters(const TrainingSetup& s, const Run& reference,
                           const std::vector<Run>& ranks, const Tolerance& tolerance,
                           EquivalenceReport& report);
 
-}  // namespace ddph::equivalence
+}  // namespace ddph::ddp::equivalence

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-namespace ddph::equivalence {
+namespace ddph::ddp::equivalence {
 
 at::ScalarType scalarType(Precision p) {
   return p == Precision::kFloat64 ? at::kDouble : at::kFloat;
@@ -104,4 +104,4 @@ at::Tensor lossOf(const TrainingSetup& s, torch::nn::Sequential& net, const Batc
                       s.loss == LossReduction::kMean ? at::Reduction::Mean : at::Reduction::Sum);
 }
 
-}  // namespace ddph::equivalence
+}  // namespace ddph::ddp::equivalence

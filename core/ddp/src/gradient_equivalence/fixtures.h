@@ -11,7 +11,7 @@
 #include "ddph/ddp/gradient_equivalence.h"
 #include "ddph/ddp/negative_controls.h"
 
-namespace ddph::equivalence {
+namespace ddph::ddp::equivalence {
 
 at::ScalarType scalarType(Precision p);
 
@@ -38,4 +38,4 @@ std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const TrainingSetup& s,
                                                        std::vector<at::Tensor> params);
 at::Tensor lossOf(const TrainingSetup& s, torch::nn::Sequential& net, const Batch& b);
 
-}  // namespace ddph::equivalence
+}  // namespace ddph::ddp::equivalence

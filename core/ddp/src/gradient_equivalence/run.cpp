@@ -6,7 +6,7 @@
 #include "ddph/common/error.h"
 #include "gradient_equivalence/fixtures.h"
 
-namespace ddph::equivalence {
+namespace ddph::ddp::equivalence {
 namespace {
 
 std::vector<at::Tensor> cloneAll(const std::vector<at::Tensor>& ts, bool grads) {
@@ -117,9 +117,9 @@ std::vector<Run> runDdpRanks(const TrainingSetup& s, const NegativeControls& n) 
   return ranks;
 }
 
-}  // namespace ddph::equivalence
+}  // namespace ddph::ddp::equivalence
 
-namespace ddph {
+namespace ddph::ddp {
 
 std::vector<double> trainDdpRank(const TrainingSetup& setup, Communicator& comm) {
   DDPH_CHECK(comm.size() == setup.worldSize, "communicator has {} ranks, the setup {}",
@@ -135,4 +135,4 @@ std::vector<double> trainSingleProcess(const TrainingSetup& setup) {
   return equivalence::flatten(equivalence::runReference(setup, NegativeControls{}).final);
 }
 
-}  // namespace ddph
+}  // namespace ddph::ddp

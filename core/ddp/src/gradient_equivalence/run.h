@@ -15,7 +15,7 @@
 #include "ddph/ddp/gradient_equivalence.h"
 #include "ddph/ddp/negative_controls.h"
 
-namespace ddph::equivalence {
+namespace ddph::ddp::equivalence {
 
 // What one training run (the reference or one rank) produced.
 struct Run {
@@ -46,4 +46,4 @@ void trainRank(const TrainingSetup& s, const NegativeControls& n, Communicator& 
 /// that failed records its error and step).
 std::vector<Run> runDdpRanks(const TrainingSetup& s, const NegativeControls& n);
 
-}  // namespace ddph::equivalence
+}  // namespace ddph::ddp::equivalence

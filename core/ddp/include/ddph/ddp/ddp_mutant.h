@@ -3,7 +3,7 @@
 // catch, each with its own diagnosis. NOTE [DDP mutants]: ddp.md#mutants-of-ddp-itself.
 // Torch-free: the checker's setup names them too.
 
-namespace ddph {
+namespace ddph::ddp {
 
 enum class DdpMutant {
   kNone,
@@ -16,4 +16,4 @@ enum class DdpMutant {
 /// "sum-not-average", "skip-last-bucket", …; "none".
 const char* ddpMutantName(DdpMutant mutant);
 
-}  // namespace ddph
+}  // namespace ddph::ddp

@@ -39,7 +39,7 @@
 #include "ddph/comm/communicator.h"
 #include "ddph/ddp/ddp_mutant.h"
 
-namespace ddph {
+namespace ddph::ddp {
 
 struct DdpOptions {
   /// Largest bucket in bytes (PyTorch's bucket_cap_mb = 25).
@@ -95,4 +95,4 @@ class DistributedDataParallel {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace ddph
+}  // namespace ddph::ddp

@@ -30,7 +30,7 @@
 #include "ddph/comm/communicator.h"
 #include "ddph/verify/property.h"
 
-namespace ddph {
+namespace ddph::ddp {
 
 enum class ModelKind { kMlp, kConvNet };
 enum class OptimizerKind { kSgdMomentum, kAdam };
@@ -113,4 +113,4 @@ std::vector<double> trainSingleProcess(const TrainingSetup& setup);
 std::string describeSetup(const TrainingSetup& setup);
 std::ostream& operator<<(std::ostream& os, const TrainingSetup& setup);
 
-}  // namespace ddph
+}  // namespace ddph::ddp

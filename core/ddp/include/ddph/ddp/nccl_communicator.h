@@ -14,7 +14,7 @@
 #include "ddph/comm/rendezvous_store.h"
 #include "ddph/config.h"
 
-namespace ddph {
+namespace ddph::ddp {
 
 #if DDPH_TORCH_HAS_CUDA
 /// Connects rank `rank` of `size` through `store` with NCCL on CUDA device `device`.
@@ -24,4 +24,4 @@ std::unique_ptr<Communicator> connectNccl(std::shared_ptr<RendezvousStore> store
                                           const std::string& groupName = "default");
 #endif
 
-}  // namespace ddph
+}  // namespace ddph::ddp

@@ -8,7 +8,7 @@
 #include "ddph/ddp/ddp_mutant.h"
 #include "ddph/ddp/gradient_equivalence.h"
 
-namespace ddph {
+namespace ddph::ddp {
 
 struct NegativeControls {
   /// In the last step, the last rank gets one sample less (the global batch is W*B - 1).
@@ -39,4 +39,4 @@ inline EquivalenceReport checkGradientEquivalence(const TrainingSetup& setup,
 /// describeSetup with the departures ("uneven-last-batch", "ddp-mutant=…@rank2", …).
 std::string describeSetup(const TrainingSetup& setup, const NegativeControls& controls);
 
-}  // namespace ddph
+}  // namespace ddph::ddp
