@@ -207,7 +207,8 @@ TEST(SimRun, ElasticResumeNaiveBugsAndTheFix) {
 }
 
 // One verifier: every run writes its ranks' trace, and `ddp-sim audit` of that trace (the checks
-// that judge real scripts) reaches run's verdict: the same pass or fail, the same first property.
+// that judge real scripts) reaches run's verdict: the same pass or fail, the same first property,
+// on the same ranks, epoch and step.
 // Not alike (docs/ddp-sim.md): drop-last-confusion (a real program's DataLoader(drop_last=True)
 // is a choice the audit does not judge), slow-rank (straggler is run's own check over the trace),
 // the elastic-resume scenarios (the audit lacks the resume properties).
@@ -230,8 +231,10 @@ TEST(SimRun, TheAuditOfItsTraceReachesTheSameVerdict) {
     EXPECT_EQ(verdict["passed"], run.report["passed"]) << verdict.dump(2);
     if (!run.report["violations"].empty()) {
       ASSERT_FALSE(verdict["violations"].empty()) << verdict.dump(2);
-      EXPECT_EQ(verdict["violations"][0]["property"], run.report["violations"][0]["property"])
-          << verdict.dump(2) << run.report.dump(2);
+      for (const char* key : {"property", "ranks", "epoch", "step"}) {
+        EXPECT_EQ(verdict["violations"][0][key], run.report["violations"][0][key])
+            << key << "\n" << verdict.dump(2) << run.report.dump(2);
+      }
     }
   }
 }
