@@ -196,6 +196,22 @@ TEST(AuditPattern, ACorruptSampleOnOneRankIsNamedFirstWithItsLine) {
   }
 }
 
+// NOTE [A forward on some ranks only]: rank 0 evaluates through the DDP wrapper of a model with
+// BatchNorm, whose forward broadcasts its buffers; the twin evaluates model.module.
+TEST(AuditPattern, EvaluatingThroughDdpOnRankZeroOnlyIsACollectiveMismatch) {
+  const auto a = launchAudited(4, python("eval_rank0_through_ddp.py"), 120);
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_FALSE(a.report["violations"].empty()) << shown(a);
+  const Json v = a.report["violations"][0];  // the cause first, the lost connection after it
+  EXPECT_EQ(v["property"], "collective-mismatch") << shown(a);
+  EXPECT_EQ(v["ranks"], Json::array({0})) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "ran forwards without gradients on some ranks only "
+                                     "(ranks 1, 2, 3: 0; rank 0: 3)"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "broadcasts the module's 3 buffers from rank 0")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "evaluate model.module")) << shown(a);
+}
+
 TEST(AuditPattern, AnImportErrorOnEveryRankIsOneFindingWithItsCause) {
   const auto a = launchAudited(4, python("import_error.py"));
   EXPECT_EQ(a.command.exitCode, 1) << shown(a);

@@ -149,6 +149,9 @@ class DdpInstrumentor(Instrumentor):
                 fields = {"id": st.id, "module": type(self.module).__name__,
                           "parameters": int(sum(p.numel() for p in params))}
                 fields["device"] = str(params[0].device) if params else "cpu"
+                # DDP's forward broadcasts these from rank 0 (a collective in every forward).
+                fields["buffers"] = (len(list(self.module.buffers()))
+                                     if getattr(self, "broadcast_buffers", False) else 0)
                 recorder.emit(trace_events.DDP, **fields)
             except Exception as e:
                 recorder.fail(e, "DistributedDataParallel.__init__")

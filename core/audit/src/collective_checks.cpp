@@ -291,6 +291,51 @@ std::optional<Violation> unevenSteps(const Trace& trace) {
   return v;
 }
 
+namespace {
+
+// NOTE [A forward on some ranks only]: DDP's forward broadcasts the module's buffers from rank 0
+// (broadcast_buffers=True, a module with BatchNorm): a collective the recorder does not see, that
+// every rank must join. Forwards without gradients (an evaluation, a logging pass) run on some
+// ranks only are answered by the others' next forwards, out of step, or by none (a hang, or a
+// lost connection once the others are done). Judged on forwards without gradients only: uneven
+// inputs under DDP's join() differ in training forwards and are shadowed.
+std::optional<Violation> forwardsOnSomeRanks(const Trace& trace) {
+  const auto& first = trace.ranks[0];
+  if (!first) return std::nullopt;
+  for (const auto& [id, module] : first->ddp) {
+    if (!module.broadcastBuffers || *module.broadcastBuffers == 0) continue;
+    std::map<std::int64_t, std::vector<std::int64_t>> byCount;  // grad-free forwards -> ranks
+    for (const auto& t : trace.ranks) {
+      if (!t) return std::nullopt;
+      const auto d = t->ddp.find(id);
+      byCount[d == t->ddp.end() ? 0 : d->second.gradFreeForwards].push_back(t->rank);
+    }
+    if (byCount.size() < 2) continue;
+    const auto& [most, ahead] = *byCount.rbegin();
+    std::vector<std::string> counts;
+    for (const auto& [n, rs] : byCount) counts.push_back(fmt::format("{}: {}", rankList(rs), n));
+    Violation v;
+    v.property = std::string(property::kCollectiveMismatch);
+    v.ranks = ahead;
+    v.detail = fmt::format(
+        "DDP module {} ({}) ran forwards without gradients on some ranks only ({}), and its "
+        "forward broadcasts the module's {} buffer{} from rank 0, a collective every rank must "
+        "join: the others answered {}'s extra forwards with their own next ones, out of step, or "
+        "not at all",
+        id, module.module, fmt::join(counts, "; "), *module.broadcastBuffers,
+        *module.broadcastBuffers == 1 ? "" : "s", rankList(ahead));
+    v.likelyCause =
+        "an evaluation (or a logging pass) through the DDP wrapper on one rank only: evaluate "
+        "model.module, the wrapped module, on that rank, or evaluate on every rank with its own "
+        "shard; DistributedDataParallel(broadcast_buffers=False) also takes the collective out of "
+        "forward";
+    return v;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 void checkCollectives(const Trace& trace, std::vector<Violation>& out) {
   std::set<std::string> groups;
   for (const auto& t : trace.ranks) {
@@ -310,7 +355,11 @@ void checkCollectives(const Trace& trace, std::vector<Violation>& out) {
     }
   }
   if (out.size() == before) {
-    if (auto v = unevenSteps(trace)) out.push_back(std::move(*v));
+    if (auto v = forwardsOnSomeRanks(trace)) {
+      out.push_back(std::move(*v));
+    } else if (auto u = unevenSteps(trace)) {
+      out.push_back(std::move(*u));
+    }
   }
 }
 

@@ -379,6 +379,7 @@ class RankTraceBuilder {
     d.id = field<std::int64_t>(e, f::kId);
     d.module = optionalField<std::string>(e, f::kModule).value_or("");
     d.parameters = optionalField<std::int64_t>(e, f::kParameters).value_or(0);
+    d.broadcastBuffers = optionalField<std::int64_t>(e, f::kBuffers);
     t_.ddp[d.id] = d;
   }
 
@@ -389,6 +390,8 @@ class RankTraceBuilder {
     if (optionalField<bool>(e, f::kGrad).value_or(true)) {
       ++(optionalField<bool>(e, f::kSync).value_or(true) ? d.syncedGradForwards
                                                           : d.unsyncedGradForwards);
+    } else {
+      ++d.gradFreeForwards;
     }
     forwardLines_.push_back(line);
   }

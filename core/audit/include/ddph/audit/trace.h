@@ -135,6 +135,10 @@ struct DdpRecord {
   std::int64_t backwards = 0;
   /// Forwards with gradients enabled, outside and inside no_sync() (the `forward` line's "sync").
   std::int64_t syncedGradForwards = 0, unsyncedGradForwards = 0;
+  std::int64_t gradFreeForwards = 0;  ///< forwards under no_grad (an evaluation, a logging pass)
+  /// The buffers its forward broadcasts from rank 0 (a collective in every forward); unknown
+  /// when the recorder did not say.
+  std::optional<std::int64_t> broadcastBuffers;
   std::optional<ParamsSnapshot> atEnd;
 };
 
