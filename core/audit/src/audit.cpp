@@ -93,6 +93,15 @@ std::string emulatedLine(const Trace& trace) {
 
 }  // namespace
 
+std::vector<Violation> auditRankFailures(const Trace& trace) {
+  std::vector<Violation> found, failures;
+  checkRanks(trace, found);
+  for (auto& v : found) {
+    if (v.property == property::kRankFailure) failures.push_back(std::move(v));
+  }
+  return failures;
+}
+
 AuditReport auditTrace(const Trace& trace) {
   AuditReport report;
   report.traceDir = trace.dir.string();

@@ -156,16 +156,6 @@ bool needsLibTorch(const Scenario& s, const GlooOptions& engine) {
   return false;
 }
 
-// The run's rank failures, judged by the audit on the ranks' trace and how the world ended (its
-// launch record): the same diagnosis `ddp-sim launch --audit` gives a real script.
-std::vector<Violation> rankFailures(const audit::Trace& trace) {
-  std::vector<Violation> failures;
-  for (auto& v : audit::auditTrace(trace).violations) {
-    if (v.property == property::kRankFailure) failures.push_back(std::move(v));
-  }
-  return failures;
-}
-
 bool has(const std::vector<Violation>& violations, std::string_view property) {
   return std::any_of(violations.begin(), violations.end(),
                      [&](const Violation& v) { return v.property == property; });
@@ -225,7 +215,8 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
   }
   audit::writeLaunchRecord(target.dir, audit::launchRecordOf(result, deadline));
   const audit::Trace trace = audit::readTrace(target.dir);
-  std::vector<Violation> failures = rankFailures(trace);
+  // The audit's rank checks: the same diagnosis `ddp-sim launch --audit` gives a real script.
+  std::vector<Violation> failures = audit::auditRankFailures(trace);
   // Over the step times of ranks that all ran to their end in step (a mismatch stops them early).
   if (failures.empty() && !has(report.violations, property::kCollectiveMismatch)) {
     if (auto slow = findStragglers(trace)) report.violations.push_back(std::move(*slow));

@@ -52,6 +52,10 @@ struct AuditReport {
 /// Runs every check on `trace`. Never throws for what a trace says (only for internal errors).
 AuditReport auditTrace(const Trace& trace);
 
+/// The `rank-failure` findings of auditTrace alone (how each rank ended, the rank that never
+/// arrived): what `ddp-sim run` takes from the audit without judging the data again.
+std::vector<Violation> auditRankFailures(const Trace& trace);
+
 /// {"trace_dir":…, "program":…, "world_size":…, "passed":…, "violations":[…], "notes":[…],
 ///  "seen":{…}} — violations as in `ddp-sim run`'s report; "attempt" and "later_attempts" when
 ///  torchrun restarted the ranks.
