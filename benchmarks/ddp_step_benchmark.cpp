@@ -38,7 +38,7 @@ torch::nn::Sequential makeModel() {
 
 // Runs warmup + steps training steps; returns the mean milliseconds per timed step.
 double trainLoop(torch::nn::Sequential& net, const Config& config, int rank,
-                 ddph::Communicator* comm) {
+                 ddph::comm::Communicator* comm) {
   torch::manual_seed(100 + rank);
   constexpr int kBatches = 8;
   std::vector<at::Tensor> inputs, targets;
@@ -65,10 +65,12 @@ double trainLoop(torch::nn::Sequential& net, const Config& config, int rank,
 
 int runRank(int rank, int world, int port, const Config& config, const std::string& out) {
   torch::set_num_threads(1);
-  auto store = ddph::makeTcpStore("127.0.0.1", static_cast<std::uint16_t>(port), false, world, 60s);
-  ddph::GlooOptions options = ddph::glooOptionsFromEnvironment();  // DDPH_GLOO_ENGINE, _WAIT
+  auto store =
+      ddph::comm::makeTcpStore("127.0.0.1", static_cast<std::uint16_t>(port), false, world, 60s);
+  ddph::comm::GlooOptions options =
+      ddph::comm::glooOptionsFromEnvironment();  // DDPH_GLOO_ENGINE, _WAIT
   options.timeout = 60s;
-  auto comm = ddph::connectGloo(store, rank, world, options, "ddp-benchmark");
+  auto comm = ddph::comm::connectGloo(store, rank, world, options, "ddp-benchmark");
   auto net = makeModel();
   ddph::ddp::DistributedDataParallel ddp(net.ptr(), *comm);
   const double ms = trainLoop(net, config, rank, comm.get());

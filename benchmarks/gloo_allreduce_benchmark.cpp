@@ -38,18 +38,21 @@ void spin(int us) {
 }
 
 int runRank(int rank, int world, int port, const Config& config, const std::string& out) {
-  auto store = ddph::makeTcpStore("127.0.0.1", static_cast<std::uint16_t>(port), false, world, 60s);
-  ddph::GlooOptions options = ddph::glooOptionsFromEnvironment();  // DDPH_GLOO_ENGINE, _WAIT
+  auto store =
+      ddph::comm::makeTcpStore("127.0.0.1", static_cast<std::uint16_t>(port), false, world, 60s);
+  ddph::comm::GlooOptions options =
+      ddph::comm::glooOptionsFromEnvironment();  // DDPH_GLOO_ENGINE, _WAIT
   options.timeout = 60s;
-  auto comm = ddph::connectGloo(store, rank, world, options, "allreduce-benchmark");
+  auto comm = ddph::comm::connectGloo(store, rank, world, options, "allreduce-benchmark");
   std::vector<float> data(config.floats, static_cast<float>(rank));
-  for (int i = 0; i < config.warmup; ++i) comm->allreduce(data, ddph::ReduceOp::kSum, "warm-up");
+  for (int i = 0; i < config.warmup; ++i)
+    comm->allreduce(data, ddph::comm::ReduceOp::kSum, "warm-up");
   comm->barrier("benchmark start");
   Clock::duration inCalls{};
   for (int i = 0; i < config.calls; ++i) {
     spin(config.workUs);
     const auto start = Clock::now();
-    comm->allreduce(data, ddph::ReduceOp::kSum, "benchmark");
+    comm->allreduce(data, ddph::comm::ReduceOp::kSum, "benchmark");
     inCalls += Clock::now() - start;
   }
   comm->barrier("benchmark end");

@@ -47,14 +47,14 @@ int run(const std::string& minSize, const std::string& maxSize, double factor, i
   DDPH_CHECK(torch::cuda::is_available(), "no CUDA device is available");
   DDPH_CHECK(factor > 1.0 && iters > 0 && warmup >= 0, "need -f > 1, -n > 0, -w >= 0");
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeoutS * 1000));
-  ddph::RankEnv env;
-  std::shared_ptr<ddph::RendezvousStore> store;
+  ddph::comm::RankEnv env;
+  std::shared_ptr<ddph::comm::RendezvousStore> store;
   if (std::getenv("RANK") != nullptr) {
-    env = ddph::rankEnvFromEnvironment();
-    store = ddph::makeTcpStore(env.masterAddr, env.masterPort, env.rank == 0, env.worldSize,
-                               timeout);
+    env = ddph::comm::rankEnvFromEnvironment();
+    store = ddph::comm::makeTcpStore(env.masterAddr, env.masterPort, env.rank == 0, env.worldSize,
+                                     timeout);
   } else {
-    store = ddph::makeInProcessStore();
+    store = ddph::comm::makeInProcessStore();
   }
   const int world = env.worldSize, rank = env.rank, device = env.localRank;
   DDPH_CHECK(device < static_cast<int>(torch::cuda::device_count()),
@@ -79,28 +79,30 @@ int run(const std::string& minSize, const std::string& maxSize, double factor, i
     // Check once: (i % 1024) * (rank + 1) sums exactly to (i % 1024) * W(W+1)/2.
     auto base = torch::arange(count, torch::TensorOptions().dtype(torch::kLong)).remainder(1024);
     auto data = (base * (rank + 1)).to(options).contiguous();
-    comm->allreduceAsync(data.data_ptr<float>(), n, ddph::ReduceOp::kSum, "check")->wait();
+    comm->allreduceAsync(data.data_ptr<float>(), n, ddph::comm::ReduceOp::kSum, "check")->wait();
     const auto expected = (base.to(torch::kDouble) * sumOfRanks).to(options);
     const std::int64_t wrong = data.ne(expected).sum().item<std::int64_t>();
     wrongTotal += static_cast<int>(wrong > 0);
 
     auto buffer = torch::zeros({count}, options);
     for (int i = 0; i < warmup; ++i) {
-      comm->allreduceAsync(buffer.data_ptr<float>(), n, ddph::ReduceOp::kSum, "warm-up")->wait();
+      comm->allreduceAsync(buffer.data_ptr<float>(), n, ddph::comm::ReduceOp::kSum, "warm-up")
+          ->wait();
     }
     torch::cuda::synchronize(device);
     comm->barrier("timing start");
     torch::cuda::synchronize(device);
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) {
-      comm->allreduceAsync(buffer.data_ptr<float>(), n, ddph::ReduceOp::kSum, "timed")->wait();
+      comm->allreduceAsync(buffer.data_ptr<float>(), n, ddph::comm::ReduceOp::kSum, "timed")
+          ->wait();
     }
     torch::cuda::synchronize(device);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
     // The slowest rank's time, as nccl-tests reports it.
     std::vector<float> slowest{static_cast<float>(seconds)};
-    comm->allreduce(slowest, ddph::ReduceOp::kMax, "time");
+    comm->allreduce(slowest, ddph::comm::ReduceOp::kMax, "time");
     const double algbw = static_cast<double>(count * 4) / slowest[0] / 1e9;
     if (rank == 0) {
       std::printf("%12lld %12lld %6s %6s %10.2f %10.2f %10.2f %6lld\n",

@@ -24,7 +24,7 @@ void addRankOptions(CLI::App& app, RankArgs& args) {
 
 double runRankWorld(const std::string& self, int world, const std::vector<std::string>& args) {
   test_support::TempDir dir("ddph-bench-world");
-  auto store = makeTcpStore("127.0.0.1", 0, true, world, 60s);
+  auto store = comm::makeTcpStore("127.0.0.1", 0, true, world, 60s);
   const std::string port = std::to_string(store->port());
   const std::string out = dir.path() + "/rank0.value";
   std::vector<std::unique_ptr<ChildProcess>> ranks;

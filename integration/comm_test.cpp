@@ -24,10 +24,10 @@ using namespace std::chrono_literals;
 namespace ddph {
 namespace {
 
-GlooOptions makeOptions(std::chrono::milliseconds timeout, int starAbove = 32,
-                        GlooEngine engine = GlooEngine::kDirect,
-                        GlooWait wait = GlooWait::kAuto) {
-  GlooOptions options;
+comm::GlooOptions makeOptions(std::chrono::milliseconds timeout, int starAbove = 32,
+                              comm::GlooEngine engine = comm::GlooEngine::kDirect,
+                              comm::GlooWait wait = comm::GlooWait::kAuto) {
+  comm::GlooOptions options;
   options.engine = engine;
   options.timeout = timeout;
   options.starCollectivesAbove = starAbove;
@@ -57,16 +57,16 @@ class Latch {
 
 // Runs body(rank, comm) on `world` thread ranks; returns what each rank's body returned (or threw).
 // `closed(rank)` runs once that rank's communicator is gone (its sockets closed).
-std::vector<std::string> runThreads(int world, const GlooOptions& options,
-                                    const std::function<void(Communicator&)>& body,
+std::vector<std::string> runThreads(int world, const comm::GlooOptions& options,
+                                    const std::function<void(comm::Communicator&)>& body,
                                     const std::function<void(int)>& closed = {}) {
-  auto store = makeInProcessStore();
+  auto store = comm::makeInProcessStore();
   std::vector<std::future<std::string>> results;
   for (int r = 0; r < world; ++r) {
     results.push_back(std::async(std::launch::async, [=] {
       try {
         {
-          auto comm = connectGloo(store, r, world, options);
+          auto comm = comm::connectGloo(store, r, world, options);
           body(*comm);
         }
         if (closed) closed(r);
@@ -85,32 +85,37 @@ std::vector<std::string> runThreads(int world, const GlooOptions& options,
   return out;
 }
 
-std::string waitName(GlooWait wait) {
+std::string waitName(comm::GlooWait wait) {
   switch (wait) {
-    case GlooWait::kAuto: return "Auto";
-    case GlooWait::kLoopThread: return "LoopThread";
-    case GlooWait::kSync: return "Sync";
-    case GlooWait::kBusyPoll: return "BusyPoll";
+    case comm::GlooWait::kAuto:
+      return "Auto";
+    case comm::GlooWait::kLoopThread:
+      return "LoopThread";
+    case comm::GlooWait::kSync:
+      return "Sync";
+    case comm::GlooWait::kBusyPoll:
+      return "BusyPoll";
   }
   return "?";
 }
 
 struct CollectiveCase {
-  GlooEngine engine;
+  comm::GlooEngine engine;
   int world;
   int starAbove;
-  GlooWait wait = GlooWait::kAuto;
+  comm::GlooWait wait = comm::GlooWait::kAuto;
 };
 
 std::string caseName(const ::testing::TestParamInfo<CollectiveCase>& info) {
-  return std::string(info.param.engine == GlooEngine::kDirect ? "Direct" : "ProcessGroup") +
+  return std::string(info.param.engine == comm::GlooEngine::kDirect ? "Direct" : "ProcessGroup") +
          "W" + std::to_string(info.param.world) + "StarAbove" +
          std::to_string(info.param.starAbove) + waitName(info.param.wait);
 }
 
 // Every rank's 64-bit FNV-1a hash of `values`' bits, gathered: equal on every rank or not.
 template <typename T>
-bool sameBitsEverywhere(Communicator& c, const std::vector<T>& values, std::string_view step) {
+bool sameBitsEverywhere(comm::Communicator& c, const std::vector<T>& values,
+                        std::string_view step) {
   std::uint64_t hash = 14695981039346656037ull;
   const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
   for (std::size_t i = 0; i < values.size() * sizeof(T); ++i) {
@@ -134,16 +139,16 @@ class GlooCollectives : public ::testing::TestWithParam<CollectiveCase> {};
 TEST_P(GlooCollectives, GiveExactResults) {
   const int world = GetParam().world;
   const CollectiveCase& param = GetParam();
-  const GlooOptions options = makeOptions(20s, param.starAbove, param.engine, param.wait);
-  const auto results = runThreads(world, options, [world](Communicator& c) {
+  const comm::GlooOptions options = makeOptions(20s, param.starAbove, param.engine, param.wait);
+  const auto results = runThreads(world, options, [world](comm::Communicator& c) {
     const int r = c.rank();
     const std::int64_t w = world;
     std::vector<float> f{static_cast<float>(r), 1.0f};
-    c.allreduce(f, ReduceOp::kSum, "t0");
+    c.allreduce(f, comm::ReduceOp::kSum, "t0");
     if (f[0] != static_cast<float>(w * (w - 1) / 2) || f[1] != static_cast<float>(w))
       throw std::runtime_error("float sum");
     std::vector<std::int64_t> i{r, -r};
-    c.allreduce(i, ReduceOp::kMax, "t1");
+    c.allreduce(i, comm::ReduceOp::kMax, "t1");
     if (i[0] != w - 1 || i[1] != 0) throw std::runtime_error("int max");
     // Variable lengths: rank r contributes r copies of r.
     auto all = c.allgather(std::vector<std::int64_t>(static_cast<std::size_t>(r), r), "t2");
@@ -165,13 +170,13 @@ TEST_P(GlooCollectives, GiveExactResults) {
     constexpr std::size_t kFloats = 100000;
     std::vector<float> big(kFloats);
     for (std::size_t k = 0; k < kFloats; ++k) big[k] = static_cast<float>(k % 97 + r);
-    c.allreduce(big, ReduceOp::kSum, "t6");
+    c.allreduce(big, comm::ReduceOp::kSum, "t6");
     for (std::size_t k = 0; k < kFloats; ++k) {
       if (big[k] != static_cast<float>(static_cast<std::int64_t>(k % 97) * w + w * (w - 1) / 2))
         throw std::runtime_error("large float sum at " + std::to_string(k));
     }
     std::vector<double> raw(kFloats, r == 0 ? 0.5 : 0.25);
-    c.allreduceAsync(raw.data(), raw.size(), ReduceOp::kSum, "t7")->wait();
+    c.allreduceAsync(raw.data(), raw.size(), comm::ReduceOp::kSum, "t7")->wait();
     if (raw[kFloats - 1] != 0.5 + 0.25 * static_cast<double>(w - 1))
       throw std::runtime_error("async double sum");
     std::vector<float> params(kFloats, r == 0 ? 3.0f : 0.0f);
@@ -191,8 +196,8 @@ TEST_P(GlooCollectives, GiveExactResults) {
       std::vector<std::int64_t> ints(n);
       for (std::size_t k = 0; k < n; ++k) ints[k] = static_cast<std::int64_t>(k) + 1000 * r;
       auto low = ints;
-      c.allreduce(ints, ReduceOp::kMax, "t10");
-      c.allreduce(low, ReduceOp::kMin, "t11");
+      c.allreduce(ints, comm::ReduceOp::kMax, "t10");
+      c.allreduce(low, comm::ReduceOp::kMin, "t11");
       if (ints[n - 1] != static_cast<std::int64_t>(n - 1) + 1000 * (w - 1) || low[n - 1] !=
           static_cast<std::int64_t>(n - 1))
         throw std::runtime_error("large int max/min at n = " + std::to_string(n));
@@ -202,7 +207,7 @@ TEST_P(GlooCollectives, GiveExactResults) {
     for (std::size_t k = 0; k < kFloats; ++k) {
       inexact[k] = 0.1f * static_cast<float>(k % 13 + 1) / static_cast<float>(r + 3);
     }
-    c.allreduce(inexact, ReduceOp::kSum, "t12");
+    c.allreduce(inexact, comm::ReduceOp::kSum, "t12");
     if (!sameBitsEverywhere(c, inexact, "t13")) throw std::runtime_error("ranks differ in bits");
   });
   for (const auto& r : results) EXPECT_EQ(r, "ok");
@@ -210,27 +215,27 @@ TEST_P(GlooCollectives, GiveExactResults) {
 
 INSTANTIATE_TEST_SUITE_P(
     RingExchangeAndStar, GlooCollectives,
-    ::testing::Values(CollectiveCase{GlooEngine::kProcessGroup, 4, 32},
-                      CollectiveCase{GlooEngine::kProcessGroup, 4, 0},
-                      CollectiveCase{GlooEngine::kDirect, 2, 32},
-                      CollectiveCase{GlooEngine::kDirect, 2, 32, GlooWait::kLoopThread},
-                      CollectiveCase{GlooEngine::kDirect, 2, 32, GlooWait::kBusyPoll},
-                      CollectiveCase{GlooEngine::kDirect, 3, 32},
-                      CollectiveCase{GlooEngine::kDirect, 3, 32, GlooWait::kLoopThread},
-                      CollectiveCase{GlooEngine::kDirect, 4, 32},
-                      CollectiveCase{GlooEngine::kDirect, 4, 32, GlooWait::kLoopThread},
-                      CollectiveCase{GlooEngine::kDirect, 4, 32, GlooWait::kBusyPoll},
-                      CollectiveCase{GlooEngine::kDirect, 4, 0},
-                      CollectiveCase{GlooEngine::kDirect, 6, 32},
-                      CollectiveCase{GlooEngine::kDirect, 11, 32},
-                      CollectiveCase{GlooEngine::kDirect, 11, 0}),
+    ::testing::Values(CollectiveCase{comm::GlooEngine::kProcessGroup, 4, 32},
+                      CollectiveCase{comm::GlooEngine::kProcessGroup, 4, 0},
+                      CollectiveCase{comm::GlooEngine::kDirect, 2, 32},
+                      CollectiveCase{comm::GlooEngine::kDirect, 2, 32, comm::GlooWait::kLoopThread},
+                      CollectiveCase{comm::GlooEngine::kDirect, 2, 32, comm::GlooWait::kBusyPoll},
+                      CollectiveCase{comm::GlooEngine::kDirect, 3, 32},
+                      CollectiveCase{comm::GlooEngine::kDirect, 3, 32, comm::GlooWait::kLoopThread},
+                      CollectiveCase{comm::GlooEngine::kDirect, 4, 32},
+                      CollectiveCase{comm::GlooEngine::kDirect, 4, 32, comm::GlooWait::kLoopThread},
+                      CollectiveCase{comm::GlooEngine::kDirect, 4, 32, comm::GlooWait::kBusyPoll},
+                      CollectiveCase{comm::GlooEngine::kDirect, 4, 0},
+                      CollectiveCase{comm::GlooEngine::kDirect, 6, 32},
+                      CollectiveCase{comm::GlooEngine::kDirect, 11, 32},
+                      CollectiveCase{comm::GlooEngine::kDirect, 11, 0}),
     caseName);
 
 // Three thread ranks meet in a barrier; ranks 0 and 1 then run an allreduce ("epoch 0 step 5")
 // that rank 2 never joins: it leaves once both have failed. What each rank's body returned or threw.
-std::vector<std::string> runWithRank2Missing(const GlooOptions& options) {
+std::vector<std::string> runWithRank2Missing(const comm::GlooOptions& options) {
   Latch othersDone(2);
-  return runThreads(3, options, [&](Communicator& c) {
+  return runThreads(3, options, [&](comm::Communicator& c) {
     c.barrier("warm-up");
     if (c.rank() == 2) {
       othersDone.wait();
@@ -238,7 +243,7 @@ std::vector<std::string> runWithRank2Missing(const GlooOptions& options) {
     }
     std::vector<float> f{1.0f};
     try {
-      c.allreduce(f, ReduceOp::kSum, "epoch 0 step 5");
+      c.allreduce(f, comm::ReduceOp::kSum, "epoch 0 step 5");
     } catch (...) {
       othersDone.arrive();
       throw;
@@ -246,7 +251,7 @@ std::vector<std::string> runWithRank2Missing(const GlooOptions& options) {
   });
 }
 
-class GlooEngines : public ::testing::TestWithParam<GlooEngine> {};
+class GlooEngines : public ::testing::TestWithParam<comm::GlooEngine> {};
 
 // Ranks 0 and 1 run an allreduce that rank 2 never joins. The rank whose own wait is on rank 2
 // times out; Gloo then closes that rank's pairs (its timeout is signalled to every pair of the
@@ -271,17 +276,19 @@ TEST_P(GlooEngines, MissingPeerTimesOutNamingOperationAndStep) {
 
 // A rank that never connects: the others' connect runs into its deadline (TimeoutError).
 TEST_P(GlooEngines, MissingRankTimesOutTheConnect) {
-  auto store = makeInProcessStore();
-  GlooOptions options;
+  auto store = comm::makeInProcessStore();
+  comm::GlooOptions options;
   options.engine = GetParam();
   options.timeout = 1000ms;
-  EXPECT_THROW(connectGloo(store, 0, 2, options), TimeoutError);
+  EXPECT_THROW(comm::connectGloo(store, 0, 2, options), TimeoutError);
 }
 
 INSTANTIATE_TEST_SUITE_P(BothEngines, GlooEngines,
-                         ::testing::Values(GlooEngine::kDirect, GlooEngine::kProcessGroup),
-                         [](const ::testing::TestParamInfo<GlooEngine>& info) {
-                           return info.param == GlooEngine::kDirect ? "Direct" : "ProcessGroup";
+                         ::testing::Values(comm::GlooEngine::kDirect,
+                                           comm::GlooEngine::kProcessGroup),
+                         [](const ::testing::TestParamInfo<comm::GlooEngine>& info) {
+                           return info.param == comm::GlooEngine::kDirect ? "Direct"
+                                                                          : "ProcessGroup";
                          });
 
 // The direct engine's exchange allreduce (W <= 4, payloads over 64 KiB) in every wait mode
@@ -292,7 +299,7 @@ INSTANTIATE_TEST_SUITE_P(BothEngines, GlooEngines,
     if (!DDPH_HAVE_DIRECT_GLOO) GTEST_SKIP() << "this build has no direct Gloo engine"; \
   } while (0)
 
-class ExchangeWaits : public ::testing::TestWithParam<GlooWait> {
+class ExchangeWaits : public ::testing::TestWithParam<comm::GlooWait> {
  protected:
   void SetUp() override { DDPH_REQUIRE_DIRECT_GLOO(); }
 };
@@ -303,21 +310,22 @@ constexpr std::size_t kBucketFloats = 100000;  // DDP's bucket of the benchmark 
 // and a wait per chunk of the 100,000 floats would run into ctest's timeout.
 TEST_P(ExchangeWaits, MissingPeerTimesOutNamingOperationAndStep) {
   Latch othersDone(2);
-  const auto results = runThreads(3, makeOptions(1500ms, 32, GlooEngine::kDirect, GetParam()),
-                                   [&](Communicator& c) {
-    c.barrier("warm-up");
-    if (c.rank() == 2) {
-      othersDone.wait();  // never joins the allreduce below; leaves once the others failed
-      return;
-    }
-    std::vector<float> big(kBucketFloats, 1.0f);
-    try {
-      c.allreduce(big, ReduceOp::kSum, "epoch 0 step 5");
-    } catch (...) {
-      othersDone.arrive();
-      throw;
-    }
-  });
+  const auto results = runThreads(
+      3, makeOptions(1500ms, 32, comm::GlooEngine::kDirect, GetParam()),
+      [&](comm::Communicator& c) {
+        c.barrier("warm-up");
+        if (c.rank() == 2) {
+          othersDone.wait();  // never joins the allreduce below; leaves once the others failed
+          return;
+        }
+        std::vector<float> big(kBucketFloats, 1.0f);
+        try {
+          c.allreduce(big, comm::ReduceOp::kSum, "epoch 0 step 5");
+        } catch (...) {
+          othersDone.arrive();
+          throw;
+        }
+      });
   for (int r = 0; r < 2; ++r) {
     EXPECT_NE(results[r].find("timeout"), std::string::npos) << results[r];
     EXPECT_NE(results[r].find("allreduce"), std::string::npos) << results[r];
@@ -330,17 +338,17 @@ TEST_P(ExchangeWaits, MissingPeerTimesOutNamingOperationAndStep) {
 // Three thread ranks allreduce 50 large buckets; rank 2 leaves after 2 (its communicator gone,
 // its sockets closed). Step 2 starts after rank 2's sockets are closed: the first write to it then
 // meets a closed connection, not one still closing. What each rank's body returned or threw.
-std::vector<std::string> runWithRank2Leaving(const GlooOptions& options) {
+std::vector<std::string> runWithRank2Leaving(const comm::GlooOptions& options) {
   Latch rank2Closed(1);
   return runThreads(
       3, options,
-      [&](Communicator& c) {
+      [&](comm::Communicator& c) {
         std::vector<float> big(kBucketFloats, 1.0f);
         const int calls = c.rank() == 2 ? 2 : 50;
         for (int i = 0; i < calls; ++i) {
           if (i == 2 && !rank2Closed.wait()) throw std::runtime_error("rank 2 never left");
           std::fill(big.begin(), big.end(), 1.0f);
-          c.allreduce(big, ReduceOp::kSum, "step " + std::to_string(i));
+          c.allreduce(big, comm::ReduceOp::kSum, "step " + std::to_string(i));
           if (big[0] != 3.0f) throw std::runtime_error("wrong sum");
         }
       },
@@ -353,7 +361,8 @@ std::vector<std::string> runWithRank2Leaving(const GlooOptions& options) {
 // allreduce with a ProtocolError long before the deadline.
 // (The deadline is 10 minutes: failing within ctest's timeout is failing "at once".)
 TEST_P(ExchangeWaits, LeavingPeerFailsTheOthersAtOnce) {
-  const auto results = runWithRank2Leaving(makeOptions(600s, 32, GlooEngine::kDirect, GetParam()));
+  const auto results =
+      runWithRank2Leaving(makeOptions(600s, 32, comm::GlooEngine::kDirect, GetParam()));
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(results[r].rfind("peer: allreduce at step 2 failed", 0), 0u) << results[r];
   }
@@ -366,12 +375,12 @@ TEST_P(ExchangeWaits, LeavingPeerFailsTheOthersAtOnce) {
 // the deadline (NOTE [Sync pairs]: the lower rank writes first). Exact results; the deadline is
 // 10 minutes, past ctest's timeout, so waiting for it fails the test.
 TEST_P(ExchangeWaits, PayloadsLargerThanSocketBuffersComplete) {
-  const auto results = runThreads(2, makeOptions(600s, 32, GlooEngine::kDirect, GetParam()),
-                                  [](Communicator& c) {
-    std::vector<float> huge(16u << 20, static_cast<float>(c.rank() + 1));
-    c.allreduce(huge, ReduceOp::kSum, "huge");
-    if (huge.front() != 3.0f || huge.back() != 3.0f) throw std::runtime_error("wrong sum");
-  });
+  const auto results = runThreads(
+      2, makeOptions(600s, 32, comm::GlooEngine::kDirect, GetParam()), [](comm::Communicator& c) {
+        std::vector<float> huge(16u << 20, static_cast<float>(c.rank() + 1));
+        c.allreduce(huge, comm::ReduceOp::kSum, "huge");
+        if (huge.front() != 3.0f || huge.back() != 3.0f) throw std::runtime_error("wrong sum");
+      });
   for (const auto& r : results) EXPECT_EQ(r, "ok");
 }
 
@@ -382,16 +391,16 @@ TEST_P(ExchangeWaits, PayloadsLargerThanSocketBuffersComplete) {
 // Whether rank 1 leaves before or during the write, the write fails the same way; the 10-minute
 // deadline makes "at once" anything within ctest's timeout.
 TEST_P(ExchangeWaits, PeerLeavingDuringALargeWriteFailsTheWriter) {
-  const auto results = runThreads(2, makeOptions(600s, 32, GlooEngine::kDirect, GetParam()),
-                                  [](Communicator& c) {
-    c.barrier("warm-up");
-    if (c.rank() == 1) {
-      std::this_thread::sleep_for(500ms);  // most often leaves mid-write, without reading
-      return;
-    }
-    std::vector<float> huge(8u << 20, 1.0f);
-    c.allreduce(huge, ReduceOp::kSum, "huge");
-  });
+  const auto results = runThreads(
+      2, makeOptions(600s, 32, comm::GlooEngine::kDirect, GetParam()), [](comm::Communicator& c) {
+        c.barrier("warm-up");
+        if (c.rank() == 1) {
+          std::this_thread::sleep_for(500ms);  // most often leaves mid-write, without reading
+          return;
+        }
+        std::vector<float> huge(8u << 20, 1.0f);
+        c.allreduce(huge, comm::ReduceOp::kSum, "huge");
+      });
   EXPECT_EQ(results[0].rfind("peer: allreduce at huge failed", 0), 0u) << results[0];
   EXPECT_EQ(results[1], "ok");
 }
@@ -402,23 +411,23 @@ TEST_P(ExchangeWaits, TimeoutSetAfterConnectHolds) {
   Latch othersDone(2);
   // Connected with 10 minutes, then 1 s: the error names the new deadline, and waiting for the
   // old one would run into ctest's timeout (300 s).
-  const auto results = runThreads(3, makeOptions(600s, 32, GlooEngine::kDirect, GetParam()),
-                                   [&](Communicator& c) {
-    c.setTimeout(1000ms);
-    std::vector<float> big(kBucketFloats, static_cast<float>(c.rank()));
-    c.allreduce(big, ReduceOp::kSum, "exact");
-    if (big[kBucketFloats - 1] != 3.0f) throw std::runtime_error("wrong sum");
-    if (c.rank() == 2) {
-      othersDone.wait();  // never joins the allreduce below; leaves once the others failed
-      return;
-    }
-    try {
-      c.allreduce(big, ReduceOp::kSum, "stalled");
-    } catch (...) {
-      othersDone.arrive();
-      throw;
-    }
-  });
+  const auto results = runThreads(
+      3, makeOptions(600s, 32, comm::GlooEngine::kDirect, GetParam()), [&](comm::Communicator& c) {
+        c.setTimeout(1000ms);
+        std::vector<float> big(kBucketFloats, static_cast<float>(c.rank()));
+        c.allreduce(big, comm::ReduceOp::kSum, "exact");
+        if (big[kBucketFloats - 1] != 3.0f) throw std::runtime_error("wrong sum");
+        if (c.rank() == 2) {
+          othersDone.wait();  // never joins the allreduce below; leaves once the others failed
+          return;
+        }
+        try {
+          c.allreduce(big, comm::ReduceOp::kSum, "stalled");
+        } catch (...) {
+          othersDone.arrive();
+          throw;
+        }
+      });
   for (int r = 0; r < 2; ++r) {
     EXPECT_NE(results[r].find("timeout: allreduce at stalled timed out after 1000 ms"),
               std::string::npos)
@@ -428,9 +437,9 @@ TEST_P(ExchangeWaits, TimeoutSetAfterConnectHolds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryWait, ExchangeWaits,
-                         ::testing::Values(GlooWait::kSync, GlooWait::kBusyPoll,
-                                           GlooWait::kLoopThread),
-                         [](const ::testing::TestParamInfo<GlooWait>& info) {
+                         ::testing::Values(comm::GlooWait::kSync, comm::GlooWait::kBusyPoll,
+                                           comm::GlooWait::kLoopThread),
+                         [](const ::testing::TestParamInfo<comm::GlooWait>& info) {
                            return waitName(info.param);
                          });
 
@@ -443,7 +452,7 @@ INSTANTIATE_TEST_SUITE_P(EveryWait, ExchangeWaits,
 // rank 0 (or a ProtocolError at rank 1 once rank 0 gave up), naming the operation and the step.
 TEST(StarSockets, MissingPeerTimesOutNamingOperationAndStep) {
   DDPH_REQUIRE_DIRECT_GLOO();
-  const auto results = runWithRank2Missing(makeOptions(1500ms, 0, GlooEngine::kDirect));
+  const auto results = runWithRank2Missing(makeOptions(1500ms, 0, comm::GlooEngine::kDirect));
   EXPECT_EQ(results[0].rfind("timeout: allreduce at epoch 0 step 5 timed out", 0), 0u)
       << results[0];
   EXPECT_TRUE(results[1].rfind("timeout: ", 0) == 0 || results[1].rfind("peer: ", 0) == 0)
@@ -456,7 +465,7 @@ TEST(StarSockets, MissingPeerTimesOutNamingOperationAndStep) {
 // long before the 10-minute deadline.
 TEST(StarSockets, LeavingPeerFailsTheOthersAtOnce) {
   DDPH_REQUIRE_DIRECT_GLOO();
-  const auto results = runWithRank2Leaving(makeOptions(600s, 0, GlooEngine::kDirect));
+  const auto results = runWithRank2Leaving(makeOptions(600s, 0, comm::GlooEngine::kDirect));
   EXPECT_EQ(results[0].rfind("peer: allreduce at step 2 failed", 0), 0u) << results[0];
   EXPECT_EQ(results[1].rfind("peer: allreduce at step 2 failed", 0), 0u) << results[1];
   EXPECT_EQ(results[2], "ok");
@@ -465,11 +474,11 @@ TEST(StarSockets, LeavingPeerFailsTheOthersAtOnce) {
 // A host name, as MASTER_ADDR often is, resolves as Gloo's device resolves it.
 TEST(StarSockets, AHostNameResolves) {
   DDPH_REQUIRE_DIRECT_GLOO();
-  GlooOptions options = makeOptions(60s, 0, GlooEngine::kDirect);
+  comm::GlooOptions options = makeOptions(60s, 0, comm::GlooEngine::kDirect);
   options.hostname = "localhost";
-  const auto results = runThreads(3, options, [](Communicator& c) {
+  const auto results = runThreads(3, options, [](comm::Communicator& c) {
     std::vector<std::int64_t> v{c.rank()};
-    c.allreduce(v, ReduceOp::kSum, "step 0");
+    c.allreduce(v, comm::ReduceOp::kSum, "step 0");
     if (v[0] != 3) throw std::runtime_error("wrong sum");
   });
   for (const auto& r : results) EXPECT_EQ(r, "ok");
@@ -479,10 +488,11 @@ TEST(StarSockets, AHostNameResolves) {
 // ProtocolError naming what arrived, not with each other's bytes.
 TEST(StarSockets, RanksCallingDifferentCollectivesFail) {
   DDPH_REQUIRE_DIRECT_GLOO();
-  const auto results = runThreads(3, makeOptions(600s, 0, GlooEngine::kDirect), [](Communicator& c) {
-    std::vector<float> f(c.rank() == 1 ? 3 : 2, 1.0f);
-    c.allreduce(f, ReduceOp::kSum, "step 0");
-  });
+  const auto results =
+      runThreads(3, makeOptions(600s, 0, comm::GlooEngine::kDirect), [](comm::Communicator& c) {
+        std::vector<float> f(c.rank() == 1 ? 3 : 2, 1.0f);
+        c.allreduce(f, comm::ReduceOp::kSum, "step 0");
+      });
   EXPECT_NE(results[0].find("the ranks called different collectives"), std::string::npos)
       << results[0];
   for (const auto& r : results) EXPECT_EQ(r.rfind("peer: allreduce at step 0 failed", 0), 0u) << r;
@@ -490,23 +500,24 @@ TEST(StarSockets, RanksCallingDifferentCollectivesFail) {
 
 TEST(GlooCommunicator, RanksThatDisagreeOnSyncPairsFailTheConnect) {
   DDPH_REQUIRE_DIRECT_GLOO();
-  auto store = makeInProcessStore();
+  auto store = comm::makeInProcessStore();
   struct Outcome {
     std::string what;
-    std::unique_ptr<Communicator> comm;  // held by the test until both ranks are done
+    std::unique_ptr<comm::Communicator> comm;  // held by the test until both ranks are done
   };
-  auto connect = [store](int rank, GlooWait wait) {
+  auto connect = [store](int rank, comm::GlooWait wait) {
     Outcome o;
     try {
-      o.comm = connectGloo(store, rank, 2, makeOptions(1000ms, 32, GlooEngine::kDirect, wait));
+      o.comm = comm::connectGloo(store, rank, 2,
+                                 makeOptions(1000ms, 32, comm::GlooEngine::kDirect, wait));
       o.what = "ok";
     } catch (const TimeoutError& e) {
       o.what = std::string("timeout: ") + e.what();
     }
     return o;
   };
-  auto loopThread = std::async(std::launch::async, connect, 0, GlooWait::kLoopThread);
-  auto sync = std::async(std::launch::async, connect, 1, GlooWait::kSync);
+  auto loopThread = std::async(std::launch::async, connect, 0, comm::GlooWait::kLoopThread);
+  auto sync = std::async(std::launch::async, connect, 1, comm::GlooWait::kSync);
   const Outcome syncOutcome = sync.get();
   const Outcome loopOutcome = loopThread.get();
   EXPECT_EQ(loopOutcome.what, "ok");
@@ -516,21 +527,21 @@ TEST(GlooCommunicator, RanksThatDisagreeOnSyncPairsFailTheConnect) {
 TEST(GlooCommunicator, TheEnvironmentChoosesEngineAndWaitAtTheEdge) {
   ::setenv("DDPH_GLOO_ENGINE", "process-group", 1);
   ::setenv("DDPH_GLOO_WAIT", "loop-thread", 1);
-  const GlooOptions options = glooOptionsFromEnvironment();
-  EXPECT_EQ(options.engine, GlooEngine::kProcessGroup);
-  EXPECT_EQ(options.wait, GlooWait::kLoopThread);
+  const comm::GlooOptions options = comm::glooOptionsFromEnvironment();
+  EXPECT_EQ(options.engine, comm::GlooEngine::kProcessGroup);
+  EXPECT_EQ(options.wait, comm::GlooWait::kLoopThread);
   ::setenv("DDPH_GLOO_WAIT", "spin", 1);
-  EXPECT_THROW(glooOptionsFromEnvironment(), ConfigError);
+  EXPECT_THROW(comm::glooOptionsFromEnvironment(), ConfigError);
   ::setenv("DDPH_GLOO_ENGINE", "mpi", 1);
   ::unsetenv("DDPH_GLOO_WAIT");
-  EXPECT_THROW(glooOptionsFromEnvironment(), ConfigError);
+  EXPECT_THROW(comm::glooOptionsFromEnvironment(), ConfigError);
   ::unsetenv("DDPH_GLOO_ENGINE");
   // The libraries never read it: connectGloo takes the option as given.
-  EXPECT_EQ(glooOptionsFromEnvironment().engine, GlooEngine::kDirect);
+  EXPECT_EQ(comm::glooOptionsFromEnvironment().engine, comm::GlooEngine::kDirect);
 }
 
 TEST(GlooCommunicator, StoreWaitHasADeadline) {
-  auto store = makeInProcessStore();
+  auto store = comm::makeInProcessStore();
   try {
     store->get("never-set", 200ms, "rendezvous");
     FAIL() << "no timeout";

@@ -42,7 +42,7 @@ struct Outcome {
 Outcome runWorld(int world, const std::string& model, const std::string& optimizer, int steps,
                  int killRank = -1, int timeoutMs = 240000) {
   test_support::TempDir dir("ddph-ddp-multiproc");
-  auto store = makeTcpStore("127.0.0.1", 0, true, world, 30s);
+  auto store = comm::makeTcpStore("127.0.0.1", 0, true, world, 30s);
   const auto port = std::to_string(store->port());
   std::vector<std::unique_ptr<ChildProcess>> children;
   for (int r = 0; r < world; ++r) {
@@ -125,7 +125,7 @@ TEST(DdpMultiProcess, KilledRankMakesPeersFailWithinDeadline) {
 TEST(DdpMultiProcess, RankKilledInsideALargeGradientAllreduceFailsItsPeersNamingTheStep) {
   const int world = 3, victim = 1;
   test_support::TempDir dir("ddph-ddp-kill");
-  auto store = makeTcpStore("127.0.0.1", 0, true, world, 30s);
+  auto store = comm::makeTcpStore("127.0.0.1", 0, true, world, 30s);
   std::vector<std::vector<std::string>> argvs;
   for (int r = 0; r < world; ++r) {
     argvs.push_back({DDPH_RANK_WORKER, "--port", std::to_string(store->port()), "--rank",

@@ -53,17 +53,18 @@ int main(int argc, char** argv) {
     s.optimizer = optimizer == "sgd" ? ddph::ddp::OptimizerKind::kSgdMomentum : ddph::ddp::OptimizerKind::kAdam;
     s.bucketCapBytes = 256;
     const std::chrono::milliseconds timeout(timeoutMs);
-    std::shared_ptr<ddph::RendezvousStore> store;
-    std::unique_ptr<ddph::Communicator> comm;
+    std::shared_ptr<ddph::comm::RendezvousStore> store;
+    std::unique_ptr<ddph::comm::Communicator> comm;
     if (port > 0) {
-      store = ddph::makeTcpStore("127.0.0.1", static_cast<std::uint16_t>(port), false, world,
-                                 timeout);
-      ddph::GlooOptions options = ddph::glooOptionsFromEnvironment();
+      store = ddph::comm::makeTcpStore("127.0.0.1", static_cast<std::uint16_t>(port), false, world,
+                                       timeout);
+      ddph::comm::GlooOptions options = ddph::comm::glooOptionsFromEnvironment();
       options.timeout = timeout;
-      comm = ddph::connectGloo(store, rank, world, options, "ddp-multiproc");
+      comm = ddph::comm::connectGloo(store, rank, world, options, "ddp-multiproc");
     } else {
-      ddph::RankWorld joined = ddph::initRankWorld(ddph::rankEnvFromEnvironment(), timeout, false,
-                                                   ddph::glooOptionsFromEnvironment());
+      ddph::comm::RankWorld joined =
+          ddph::comm::initRankWorld(ddph::comm::rankEnvFromEnvironment(), timeout, false,
+                                    ddph::comm::glooOptionsFromEnvironment());
       store = joined.store;
       comm = std::move(joined.comm);
       rank = joined.env.rank;

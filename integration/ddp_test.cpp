@@ -21,15 +21,15 @@ namespace ddph {
 namespace {
 
 // Runs body(comm) on `world` thread ranks; returns "ok" or the error of each rank.
-std::vector<std::string> runRanks(int world, const std::function<void(Communicator&)>& body) {
-  auto store = makeInProcessStore();
+std::vector<std::string> runRanks(int world, const std::function<void(comm::Communicator&)>& body) {
+  auto store = comm::makeInProcessStore();
   std::vector<std::future<std::string>> results;
   for (int r = 0; r < world; ++r) {
     results.push_back(std::async(std::launch::async, [=] {
       try {
-        GlooOptions options;
+        comm::GlooOptions options;
         options.timeout = 20s;
-        auto comm = connectGloo(store, r, world, options);
+        auto comm = comm::connectGloo(store, r, world, options);
         body(*comm);
         comm->barrier("end");
         return std::string("ok");
@@ -61,7 +61,7 @@ at::Tensor rankInput(int rank, int rows = 4) {
 
 TEST(DistributedDataParallel, BucketsRespectTheCapInReverseOrder) {
   auto net = mlp(1);
-  const auto results = runRanks(1, [&](Communicator& c) {
+  const auto results = runRanks(1, [&](comm::Communicator& c) {
     ddp::DdpOptions options;
     options.bucketCapBytes = 16 * 17 * 4;  // one 16x16 weight + bias fits, a 16x6 weight more
     ddp::DistributedDataParallel ddp(net.ptr(), c, options);
@@ -84,19 +84,24 @@ TEST(DistributedDataParallel, BucketsRespectTheCapInReverseOrder) {
 }
 
 // A communicator that counts started allreduces, to see when DDP launches its buckets.
-class CountingCommunicator final : public Communicator {
+class CountingCommunicator final : public comm::Communicator {
  public:
-  explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
+  explicit CountingCommunicator(comm::Communicator& inner) : inner_(inner) {}
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   void setTimeout(std::chrono::milliseconds t) override { inner_.setTimeout(t); }
   std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
-  void allreduceBuffer(Buffer d, ReduceOp op, std::string_view s) override { inner_.allreduceBuffer(d, op, s); }
-  std::unique_ptr<PendingCollective> allreduceBufferAsync(Buffer d, ReduceOp op, std::string_view s) override {
+  void allreduceBuffer(comm::Buffer d, comm::ReduceOp op, std::string_view s) override {
+    inner_.allreduceBuffer(d, op, s);
+  }
+  std::unique_ptr<comm::PendingCollective> allreduceBufferAsync(comm::Buffer d, comm::ReduceOp op,
+                                                                std::string_view s) override {
     ++started;
     return inner_.allreduceBufferAsync(d, op, s);
   }
-  void broadcastBuffer(Buffer d, int root, std::string_view s) override { inner_.broadcastBuffer(d, root, s); }
+  void broadcastBuffer(comm::Buffer d, int root, std::string_view s) override {
+    inner_.broadcastBuffer(d, root, s);
+  }
   std::vector<std::int64_t> gatherBlocks(std::vector<std::int64_t> b, std::string_view s) override {
     return inner_.gatherBlocks(std::move(b), s);
   }
@@ -104,12 +109,12 @@ class CountingCommunicator final : public Communicator {
   std::atomic<int> started{0};
 
  private:
-  Communicator& inner_;
+  comm::Communicator& inner_;
 };
 
 // Buckets of the last layers are launched while backward still runs through the first layer.
 TEST(DistributedDataParallel, LaunchesBucketsDuringBackward) {
-  const auto results = runRanks(2, [&](Communicator& c) {
+  const auto results = runRanks(2, [&](comm::Communicator& c) {
     CountingCommunicator counting(c);
     auto net = mlp(2);
     ddp::DdpOptions options;
@@ -135,7 +140,7 @@ TEST(DistributedDataParallel, LaunchesBucketsDuringBackward) {
 TEST(DistributedDataParallel, NoSyncAccumulatesThenAveragesTheSum) {
   constexpr int kWorld = 3;
   std::vector<std::vector<at::Tensor>> local(kWorld), synced(kWorld);
-  const auto results = runRanks(kWorld, [&](Communicator& c) {
+  const auto results = runRanks(kWorld, [&](comm::Communicator& c) {
     const int r = c.rank();
     auto net = mlp(3 + r);  // different seeds: the broadcast must make them equal
     net->to(torch::kDouble);
@@ -180,7 +185,7 @@ struct TwoHeads : torch::nn::Module {
 };
 
 TEST(DistributedDataParallel, UnusedParameterIsAnErrorNamingIt) {
-  const auto results = runRanks(2, [&](Communicator& c) {
+  const auto results = runRanks(2, [&](comm::Communicator& c) {
     auto net = std::make_shared<TwoHeads>();
     ddp::DistributedDataParallel ddp(net, c);
     net->forward(rankInput(c.rank())).sum().backward();
@@ -196,7 +201,7 @@ TEST(DistributedDataParallel, UnusedParameterIsAnErrorNamingIt) {
 
 TEST(DistributedDataParallel, FindUnusedParametersAveragesTheUsedOnes) {
   std::vector<at::Tensor> grads(2), unusedGrad(2);
-  const auto results = runRanks(2, [&](Communicator& c) {
+  const auto results = runRanks(2, [&](comm::Communicator& c) {
     auto net = std::make_shared<TwoHeads>();
     ddp::DdpOptions options;
     options.findUnusedParameters = true;

@@ -104,14 +104,14 @@ std::string onThreadRanks(int world, Body body) {
 /// NCCL on W thread ranks over one in-process store: allreduce (vector and device-pointer,
 /// exactly representable values), broadcast, allgather with known lengths, barrier.
 void checkNcclCollectives(int world) {
-  auto store = ddph::makeInProcessStore();
+  auto store = ddph::comm::makeInProcessStore();
   const std::string failure = onThreadRanks(world, [&](int rank) {
     auto comm = ddph::ddp::connectNccl(store, rank, world, rank, kTimeout, "gpu-test");
     ASSERT_EQ(comm->backendName(), "nccl");
     const std::int64_t sumOfRanks = std::int64_t{world} * (world + 1) / 2;
 
     std::vector<float> small{1.0f * (rank + 1), 2.0f * (rank + 1), -3.0f * (rank + 1)};
-    comm->allreduce(small, ddph::ReduceOp::kSum, "vector allreduce");
+    comm->allreduce(small, ddph::comm::ReduceOp::kSum, "vector allreduce");
     EXPECT_EQ(small, (std::vector<float>{1.0f * sumOfRanks, 2.0f * sumOfRanks,
                                         -3.0f * sumOfRanks}));
 
@@ -120,7 +120,7 @@ void checkNcclCollectives(int world) {
       auto base = torch::arange(n, torch::TensorOptions().dtype(torch::kLong)).remainder(1024);
       auto data = (base * (rank + 1)).to(torch::kFloat).to(cuda(rank)).contiguous();
       auto pending = comm->allreduceAsync(data.data_ptr<float>(), static_cast<std::size_t>(n),
-                                          ddph::ReduceOp::kSum, "device allreduce");
+                                          ddph::comm::ReduceOp::kSum, "device allreduce");
       pending->wait();
       const auto got = data.to(torch::kCPU);
       EXPECT_TRUE(torch::equal(got, (base * sumOfRanks).to(torch::kFloat)))
@@ -184,7 +184,7 @@ void checkDdpMatchesOneProcess(int world) {
   std::vector<torch::Tensor> expected;
   for (const auto& p : single->parameters()) expected.push_back(p.detach().to(torch::kCPU));
 
-  auto store = ddph::makeInProcessStore();
+  auto store = ddph::comm::makeInProcessStore();
   std::vector<std::vector<torch::Tensor>> got(static_cast<std::size_t>(world));
   const std::string failure = onThreadRanks(world, [&](int rank) {
     auto comm = ddph::ddp::connectNccl(store, rank, world, rank, kTimeout, "gpu-ddp");

@@ -41,10 +41,10 @@ int main(int argc, char** argv) {
   std::string prefix = "ddp-train";
   try {
     TrainConfig config = ddph::train::resolveTrainOptions(options);
-    config.gloo = ddph::glooOptionsFromEnvironment();
-    std::optional<ddph::RankEnv> env;
+    config.gloo = ddph::comm::glooOptionsFromEnvironment();
+    std::optional<ddph::comm::RankEnv> env;
     if (launchedAsRank()) {
-      env = ddph::rankEnvFromEnvironment();
+      env = ddph::comm::rankEnvFromEnvironment();
       prefix = fmt::format("ddp-train: rank {}", env->rank);
     }
     const auto report = ddph::train::runTraining(config, env);

@@ -34,12 +34,12 @@ class PrintingObserver final : public scenario::RankObserver {
 
 int runRankScenario(const std::string& nameOrPath) {
   scenario::Scenario s = scenario::resolveScenario(nameOrPath);
-  const RankEnv env = rankEnvFromEnvironment();
+  const comm::RankEnv env = comm::rankEnvFromEnvironment();
   s.worldSize = env.worldSize;
   scenario::validateScenario(s);
-  RankWorld world = initRankWorld(
+  comm::RankWorld world = comm::initRankWorld(
       env, std::chrono::milliseconds(static_cast<std::int64_t>(s.timeoutS * 1000)), true,
-      glooOptionsFromEnvironment());
+      comm::glooOptionsFromEnvironment());
   PrintingObserver observer;
   const scenario::RankRunStats stats = scenario::runRankProgram(s, *world.comm, observer);
   world.comm->barrier("end of run");

@@ -17,11 +17,12 @@ namespace {
 
 int runSelfTest(double timeoutS) {
   checkTimeoutOption("--timeout", timeoutS);
-  const RankEnv env = rankEnvFromEnvironment();
+  const comm::RankEnv env = comm::rankEnvFromEnvironment();
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeoutS * 1000.0));
-  RankWorld world = initRankWorld(env, timeout, /*perRankLoopback=*/true, glooOptionsFromEnvironment());
+  comm::RankWorld world = comm::initRankWorld(env, timeout, /*perRankLoopback=*/true,
+                                              comm::glooOptionsFromEnvironment());
   std::vector<std::int64_t> value{env.rank + 1};
-  world.comm->allreduce(value, ReduceOp::kSum, "self-test");
+  world.comm->allreduce(value, comm::ReduceOp::kSum, "self-test");
   const std::int64_t expected = static_cast<std::int64_t>(env.worldSize) * (env.worldSize + 1) / 2;
   world.comm->barrier("self-test end");
   fmt::print("rank {} of {}: allreduce sum {} (expected {}) {}\n", env.rank, env.worldSize,

@@ -45,7 +45,7 @@ int runRun(const RunArgs& a) {
   scenario::RunOptions options;
   options.worldSize = a.worldSize;  // runScenario applies and validates it
   options.deadlineS = a.deadlineS;
-  options.gloo = glooOptionsFromEnvironment();
+  options.gloo = comm::glooOptionsFromEnvironment();
   if (a.htmlPath) report::checkReportPath(*a.htmlPath);
   // Every run's ranks write their trace (ScenarioTrace), which the audit judges rank failures on:
   // into --trace-dir (kept, for `ddp-sim audit`), else a private folder removed at the end.

@@ -12,12 +12,12 @@
 #include "ddph/train/trainer.h"
 
 TEST(InstalledDdp, OneStepAveragesGradients) {
-  auto store = ddph::makeInProcessStore();
+  auto store = ddph::comm::makeInProcessStore();
   std::vector<torch::Tensor> grads(2);
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.emplace_back([&, r] {
-      auto comm = ddph::connectGloo(store, r, 2, ddph::GlooOptions{});
+      auto comm = ddph::comm::connectGloo(store, r, 2, ddph::comm::GlooOptions{});
       auto model = std::make_shared<torch::nn::LinearImpl>(3, 1);
       ddph::ddp::DistributedDataParallel ddp(model, *comm);  // rank 0's weights on both
       // Rank r's batch is all (r + 1): d(sum(w . x + b))/dw = 4 (r + 1) on 4 rows.

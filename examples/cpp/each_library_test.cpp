@@ -39,8 +39,8 @@ TEST(InstalledLibraries, VerifyKnowsPyTorchsPadding) {  // ddph::verify
 }
 
 TEST(InstalledLibraries, CommGivesEachRankItsLoopbackAddress) {  // ddph::comm
-  EXPECT_EQ(ddph::loopbackAddressForRank(0), "127.0.1.1");
-  EXPECT_EQ(ddph::loopbackAddressForRank(251), "127.0.2.2");
+  EXPECT_EQ(ddph::comm::loopbackAddressForRank(0), "127.0.1.1");
+  EXPECT_EQ(ddph::comm::loopbackAddressForRank(251), "127.0.2.2");
 }
 
 TEST(InstalledLibraries, LaunchDescribesARankThatDied) {  // ddph::launch

@@ -34,9 +34,10 @@ inline long long writtenBytes() {
   return -1;
 }
 
-class KillInsideAllreduce final : public Communicator {
+class KillInsideAllreduce final : public comm::Communicator {
  public:
-  KillInsideAllreduce(std::unique_ptr<Communicator> inner, std::string step, std::string report)
+  KillInsideAllreduce(std::unique_ptr<comm::Communicator> inner, std::string step,
+                      std::string report)
       : inner_(std::move(inner)), step_(std::move(step)), report_(std::move(report)) {}
 
   int rank() const override { return inner_->rank(); }
@@ -45,11 +46,12 @@ class KillInsideAllreduce final : public Communicator {
   std::chrono::milliseconds timeout() const override { return inner_->timeout(); }
   std::string backendName() const override { return inner_->backendName(); }
   void barrier(std::string_view step) override { inner_->barrier(step); }
-  void allreduceBuffer(Buffer data, ReduceOp op, std::string_view step) override {
+  void allreduceBuffer(comm::Buffer data, comm::ReduceOp op, std::string_view step) override {
     inner_->allreduceBuffer(data, op, step);
   }
-  std::unique_ptr<PendingCollective> allreduceBufferAsync(Buffer data, ReduceOp op,
-                                                          std::string_view step) override {
+  std::unique_ptr<comm::PendingCollective> allreduceBufferAsync(comm::Buffer data,
+                                                                comm::ReduceOp op,
+                                                                std::string_view step) override {
     if (step != step_ || data.bytes() < kLarge) return inner_->allreduceBufferAsync(data, op, step);
     const long long start = writtenBytes();
     const auto bytes = static_cast<long long>(data.bytes());
@@ -65,7 +67,7 @@ class KillInsideAllreduce final : public Communicator {
     die("after");
     return pending;
   }
-  void broadcastBuffer(Buffer data, int root, std::string_view step) override {
+  void broadcastBuffer(comm::Buffer data, int root, std::string_view step) override {
     inner_->broadcastBuffer(data, root, step);
   }
   std::vector<std::int64_t> gatherBlocks(std::vector<std::int64_t> block,
@@ -87,7 +89,7 @@ class KillInsideAllreduce final : public Communicator {
     for (;;) std::this_thread::yield();  // the other thread is raising it
   }
 
-  std::unique_ptr<Communicator> inner_;
+  std::unique_ptr<comm::Communicator> inner_;
   std::string step_;
   std::string report_;
   std::atomic<bool> dying_{false};

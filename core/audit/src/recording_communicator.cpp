@@ -4,9 +4,10 @@ namespace ddph::audit {
 namespace {
 
 // Marks the collective done when DDP waits for it (or at once, for engines that finish in start).
-class RecordedPending final : public PendingCollective {
+class RecordedPending final : public comm::PendingCollective {
  public:
-  RecordedPending(std::unique_ptr<PendingCollective> inner, TraceWriter& trace, std::int64_t seq)
+  RecordedPending(std::unique_ptr<comm::PendingCollective> inner, TraceWriter& trace,
+                  std::int64_t seq)
       : inner_(std::move(inner)), trace_(trace), seq_(seq) {}
   void wait() override {
     if (inner_) inner_->wait();
@@ -15,7 +16,7 @@ class RecordedPending final : public PendingCollective {
   }
 
  private:
-  std::unique_ptr<PendingCollective> inner_;
+  std::unique_ptr<comm::PendingCollective> inner_;
   TraceWriter& trace_;
   std::int64_t seq_;
   bool done_ = false;
@@ -23,11 +24,11 @@ class RecordedPending final : public PendingCollective {
 
 }  // namespace
 
-RecordingCommunicator::RecordingCommunicator(Communicator& inner, TraceWriter& trace,
+RecordingCommunicator::RecordingCommunicator(comm::Communicator& inner, TraceWriter& trace,
                                              std::int64_t ddpModule)
     : inner_(inner), trace_(trace), ddpModule_(ddpModule) {}
 
-RecordingCommunicator::RecordingCommunicator(std::unique_ptr<Communicator> inner,
+RecordingCommunicator::RecordingCommunicator(std::unique_ptr<comm::Communicator> inner,
                                              TraceWriter& trace, std::int64_t ddpModule)
     : owned_(std::move(inner)), inner_(*owned_), trace_(trace), ddpModule_(ddpModule) {}
 
@@ -49,8 +50,9 @@ auto RecordingCommunicator::recorded(const char* op, std::string_view dtype, std
   }
 }
 
-void RecordingCommunicator::allreduceBuffer(Buffer data, ReduceOp op, std::string_view step) {
-  recorded("all_reduce", elementTypeName(data.type), data.count,
+void RecordingCommunicator::allreduceBuffer(comm::Buffer data, comm::ReduceOp op,
+                                            std::string_view step) {
+  recorded("all_reduce", comm::elementTypeName(data.type), data.count,
            [&] { inner_.allreduceBuffer(data, op, step); });
 }
 
@@ -61,8 +63,8 @@ std::vector<std::vector<std::int64_t>> RecordingCommunicator::allgatherv(
                   [&] { return inner_.allgatherv(mine, lengths, step); });
 }
 
-void RecordingCommunicator::broadcastBuffer(Buffer data, int root, std::string_view step) {
-  recorded("broadcast", elementTypeName(data.type), data.count,
+void RecordingCommunicator::broadcastBuffer(comm::Buffer data, int root, std::string_view step) {
+  recorded("broadcast", comm::elementTypeName(data.type), data.count,
            [&] { inner_.broadcastBuffer(data, root, step); });
 }
 
@@ -88,9 +90,10 @@ TraceWriter::Collective RecordingCommunicator::bucket(std::string_view dtype, st
   return c;
 }
 
-std::unique_ptr<PendingCollective> RecordingCommunicator::allreduceBufferAsync(
-    Buffer data, ReduceOp op, std::string_view step) {
-  const std::int64_t seq = trace_.enterCollective(bucket(elementTypeName(data.type), data.count, step));
+std::unique_ptr<comm::PendingCollective> RecordingCommunicator::allreduceBufferAsync(
+    comm::Buffer data, comm::ReduceOp op, std::string_view step) {
+  const std::int64_t seq =
+      trace_.enterCollective(bucket(comm::elementTypeName(data.type), data.count, step));
   return std::make_unique<RecordedPending>(inner_.allreduceBufferAsync(data, op, step), trace_,
                                            seq);
 }

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace ddph {
+namespace ddph::comm {
 namespace {
 
 class CompletedCollective final : public PendingCollective {
@@ -67,4 +67,4 @@ std::vector<std::vector<std::int64_t>> Communicator::allgatherv(
   return out;
 }
 
-}  // namespace ddph
+}  // namespace ddph::comm

@@ -17,7 +17,7 @@
 #include "gloo_direct/gloo_direct_communicator.h"
 #include "ddph/common/libtorch_module.h"
 
-namespace ddph {
+namespace ddph::comm {
 
 namespace {
 
@@ -82,4 +82,4 @@ std::unique_ptr<Communicator> connectGloo(std::shared_ptr<RendezvousStore> store
   }
 }
 
-}  // namespace ddph
+}  // namespace ddph::comm

@@ -8,7 +8,7 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph {
+namespace ddph::comm {
 namespace {
 
 std::string requireVar(const char* name) {
@@ -60,4 +60,4 @@ RankWorld initRankWorld(const RankEnv& env, std::chrono::milliseconds timeout,
   return world;
 }
 
-}  // namespace ddph
+}  // namespace ddph::comm

@@ -3,7 +3,7 @@
 
 #include "ddph/common/libtorch_module.h"
 
-namespace ddph {
+namespace ddph::comm {
 
 std::shared_ptr<RendezvousStore> makeInProcessStore() {
   return libtorch::backend().inProcessStore();
@@ -15,4 +15,4 @@ std::shared_ptr<RendezvousStore> makeTcpStore(const std::string& host, std::uint
   return libtorch::backend().tcpStore(host, port, isServer, worldSize, timeout);
 }
 
-}  // namespace ddph
+}  // namespace ddph::comm

@@ -23,7 +23,7 @@
 
 using namespace std::chrono_literals;
 
-namespace ddph {
+namespace ddph::comm {
 namespace {
 
 std::vector<std::uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
@@ -158,4 +158,4 @@ TEST(LocalStore, ItsFolderIsPrivateAndTooLongAPathIsOneLine) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::comm

@@ -19,7 +19,7 @@ namespace {
 bool reducible(at::ScalarType type) { return type == at::kFloat || type == at::kDouble; }
 
 // Broadcasts `tensors` (all of one dtype) from rank 0 through one flat buffer.
-void broadcastFlat(Communicator& comm, const std::vector<at::Tensor>& tensors,
+void broadcastFlat(comm::Communicator& comm, const std::vector<at::Tensor>& tensors,
                    std::string_view step) {
   if (tensors.empty()) return;
   const at::ScalarType type = tensors.front().scalar_type();
@@ -55,12 +55,12 @@ struct DistributedDataParallel::Impl {
     std::vector<std::int64_t> offsets;
     at::Tensor flat;
     std::size_t pending = 0;  // parameters not yet ready in this backward
-    std::unique_ptr<PendingCollective> work;
+    std::unique_ptr<comm::PendingCollective> work;
     bool reduced = false;  // flattened and allreduced in this backward (see DdpMutant)
   };
 
   std::shared_ptr<torch::nn::Module> module;
-  Communicator& comm;
+  comm::Communicator& comm;
   DdpOptions options;
   std::vector<at::Tensor> params;    // those that require grad, in module().parameters() order
   std::vector<std::string> names;    // their qualified names
@@ -75,7 +75,7 @@ struct DistributedDataParallel::Impl {
   bool syncEnabled = true;
   std::int64_t syncedSteps = 0;
 
-  Impl(std::shared_ptr<torch::nn::Module> m, Communicator& c, DdpOptions o)
+  Impl(std::shared_ptr<torch::nn::Module> m, comm::Communicator& c, DdpOptions o)
       : module(std::move(m)), comm(c), options(o) {}
 
   std::string stepLabel() const { return fmt::format("DDP step {}", syncedSteps); }
@@ -233,9 +233,11 @@ struct DistributedDataParallel::Impl {
     const auto count = static_cast<std::size_t>(bucket.flat.numel());
     const std::string step = stepLabel();
     if (bucket.flat.scalar_type() == at::kFloat) {
-      bucket.work = comm.allreduceAsync(bucket.flat.data_ptr<float>(), count, ReduceOp::kSum, step);
+      bucket.work =
+          comm.allreduceAsync(bucket.flat.data_ptr<float>(), count, comm::ReduceOp::kSum, step);
     } else {
-      bucket.work = comm.allreduceAsync(bucket.flat.data_ptr<double>(), count, ReduceOp::kSum, step);
+      bucket.work =
+          comm.allreduceAsync(bucket.flat.data_ptr<double>(), count, comm::ReduceOp::kSum, step);
     }
   }
 
@@ -264,7 +266,7 @@ struct DistributedDataParallel::Impl {
     // Which parameters were used on some rank: an unused-everywhere parameter keeps no gradient.
     std::vector<std::int64_t> usedAnywhere(ready.begin(), ready.end());
     if (options.findUnusedParameters) {
-      comm.allreduce(usedAnywhere, ReduceOp::kMax, stepLabel() + " (unused-parameter map)");
+      comm.allreduce(usedAnywhere, comm::ReduceOp::kMax, stepLabel() + " (unused-parameter map)");
     }
     torch::NoGradGuard noGrad;
     for (auto& bucket : buckets) {
@@ -301,7 +303,7 @@ const char* ddpMutantName(DdpMutant mutant) {
 }
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
-                                                 Communicator& comm, DdpOptions options)
+                                                 comm::Communicator& comm, DdpOptions options)
     : impl_(std::make_unique<Impl>(std::move(module), comm, options)) {
   DDPH_CHECK(impl_->module != nullptr, "DistributedDataParallel needs a module");
   DDPH_CHECK(options.bucketCapBytes > 0, "DdpOptions::bucketCapBytes must be positive");

@@ -28,10 +28,10 @@ namespace {
                                   what.substr(0, what.find('\n'))));
 }
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public comm::Communicator {
  public:
   NcclCommunicator(c10::intrusive_ptr<c10d::ProcessGroupNCCL> pg,
-                   std::shared_ptr<RendezvousStore> store, int device,
+                   std::shared_ptr<comm::RendezvousStore> store, int device,
                    std::chrono::milliseconds timeout)
       : pg_(std::move(pg)), store_(std::move(store)), device_(device), timeout_(timeout) {}
 
@@ -41,15 +41,17 @@ class NcclCommunicator final : public Communicator {
   std::chrono::milliseconds timeout() const override { return timeout_; }
   std::string backendName() const override { return "nccl"; }
 
-  void allreduceBuffer(Buffer data, ReduceOp op, std::string_view step) override {
+  void allreduceBuffer(comm::Buffer data, comm::ReduceOp op, std::string_view step) override {
     onDevice(data, [&](at::Tensor t) { start(std::move(t), op, step)->wait(); });
   }
-  std::unique_ptr<PendingCollective> allreduceBufferAsync(Buffer data, ReduceOp op,
-                                                          std::string_view step) override {
-    if (data.memory == Memory::kHost) return Communicator::allreduceBufferAsync(data, op, step);
+  std::unique_ptr<comm::PendingCollective> allreduceBufferAsync(comm::Buffer data,
+                                                                comm::ReduceOp op,
+                                                                std::string_view step) override {
+    if (data.memory == comm::Memory::kHost)
+      return comm::Communicator::allreduceBufferAsync(data, op, step);
     return start(device(data), op, step);
   }
-  void broadcastBuffer(Buffer data, int root, std::string_view step) override {
+  void broadcastBuffer(comm::Buffer data, int root, std::string_view step) override {
     onDevice(data, [&](at::Tensor t) { broadcastNow(std::move(t), root, step); });
   }
   // Every rank's block through a broadcast from each rank in turn: simple, and only used off the
@@ -76,15 +78,15 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  at::Tensor device(const Buffer& data) const {
+  at::Tensor device(const comm::Buffer& data) const {
     return at::from_blob(data.data, {static_cast<std::int64_t>(data.count)},
                          at::TensorOptions().dtype(libtorch::scalarType(data.type)).device(at::kCUDA, device_));
   }
 
   // Device memory as it is; host memory staged through the device and copied back.
   template <typename Fn>
-  void onDevice(const Buffer& data, Fn&& fn) {
-    if (data.memory == Memory::kNative) return fn(device(data));
+  void onDevice(const comm::Buffer& data, Fn&& fn) {
+    if (data.memory == comm::Memory::kNative) return fn(device(data));
     at::Tensor cpu = at::from_blob(data.data, {static_cast<std::int64_t>(data.count)},
                                    libtorch::scalarType(data.type));
     at::Tensor gpu = cpu.to(at::Device(at::kCUDA, device_));
@@ -92,7 +94,8 @@ class NcclCommunicator final : public Communicator {
     cpu.copy_(gpu);
   }
 
-  std::unique_ptr<PendingCollective> start(at::Tensor t, ReduceOp op, std::string_view step) {
+  std::unique_ptr<comm::PendingCollective> start(at::Tensor t, comm::ReduceOp op,
+                                                 std::string_view step) {
     std::vector<at::Tensor> tensors{std::move(t)};
     c10d::AllreduceOptions opts;
     opts.reduceOp = libtorch::toC10d(op);
@@ -117,22 +120,24 @@ class NcclCommunicator final : public Communicator {
   }
 
   c10::intrusive_ptr<c10d::ProcessGroupNCCL> pg_;
-  std::shared_ptr<RendezvousStore> store_;
+  std::shared_ptr<comm::RendezvousStore> store_;
   int device_;
   std::chrono::milliseconds timeout_;
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> connectNccl(std::shared_ptr<RendezvousStore> store, int rank,
-                                          int size, int device, std::chrono::milliseconds timeout,
-                                          const std::string& groupName) {
+std::unique_ptr<comm::Communicator> connectNccl(std::shared_ptr<comm::RendezvousStore> store,
+                                                int rank, int size, int device,
+                                                std::chrono::milliseconds timeout,
+                                                const std::string& groupName) {
   DDPH_CHECK(size > 0 && rank >= 0 && rank < size, "rank {} is outside a world of {}", rank, size);
   try {
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = timeout;
     const auto* native = static_cast<const c10::intrusive_ptr<c10d::Store>*>(store->c10dStore());
-    DDPH_CHECK(native != nullptr, "NCCL needs a c10d store (makeTcpStore or makeInProcessStore)");
+    DDPH_CHECK(native != nullptr,
+               "NCCL needs a c10d store (comm::makeTcpStore or comm::makeInProcessStore)");
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>(groupName + "/nccl", *native);
     auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, size, opts);
     return std::make_unique<NcclCommunicator>(std::move(pg), std::move(store), device, timeout);

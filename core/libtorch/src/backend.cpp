@@ -18,15 +18,15 @@ class TorchBackend final : public Backend {
                                     const ShardRequest& request) const override {
     return libtorchSamplerIndices(kind, allowDuplicates, request);
   }
-  std::shared_ptr<RendezvousStore> inProcessStore() const override { return c10dHashStore(); }
-  std::shared_ptr<RendezvousStore> tcpStore(const std::string& host, std::uint16_t port,
-                                            bool isServer, int worldSize,
-                                            std::chrono::milliseconds timeout) const override {
+  std::shared_ptr<comm::RendezvousStore> inProcessStore() const override { return c10dHashStore(); }
+  std::shared_ptr<comm::RendezvousStore> tcpStore(
+      const std::string& host, std::uint16_t port, bool isServer, int worldSize,
+      std::chrono::milliseconds timeout) const override {
     return c10dTcpStore(host, port, isServer, worldSize, timeout);
   }
-  std::unique_ptr<Communicator> connectProcessGroupGloo(
-      std::shared_ptr<RendezvousStore> store, int rank, int size, const GlooOptions& options,
-      const std::string& groupName) const override {
+  std::unique_ptr<comm::Communicator> connectProcessGroupGloo(
+      std::shared_ptr<comm::RendezvousStore> store, int rank, int size,
+      const comm::GlooOptions& options, const std::string& groupName) const override {
     return libtorch::connectProcessGroupGloo(std::move(store), rank, size, options, groupName);
   }
 };

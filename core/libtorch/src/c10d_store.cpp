@@ -9,9 +9,9 @@
 namespace ddph::libtorch {
 namespace {
 
-using detail::rethrowTyped;
+using comm::detail::rethrowTyped;
 
-class C10dStore final : public RendezvousStore {
+class C10dStore final : public comm::RendezvousStore {
  public:
   C10dStore(c10::intrusive_ptr<c10d::Store> store, std::uint16_t port)
       : store_(std::move(store)), port_(port) {}
@@ -44,13 +44,13 @@ class C10dStore final : public RendezvousStore {
 
 }  // namespace
 
-std::shared_ptr<RendezvousStore> c10dHashStore() {
+std::shared_ptr<comm::RendezvousStore> c10dHashStore() {
   return std::make_shared<C10dStore>(c10::make_intrusive<c10d::HashStore>(), 0);
 }
 
-std::shared_ptr<RendezvousStore> c10dTcpStore(const std::string& host, std::uint16_t port,
-                                              bool isServer, int worldSize,
-                                              std::chrono::milliseconds timeout) {
+std::shared_ptr<comm::RendezvousStore> c10dTcpStore(const std::string& host, std::uint16_t port,
+                                                    bool isServer, int worldSize,
+                                                    std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions opts;
   opts.port = port;
   opts.isServer = isServer;

@@ -9,7 +9,7 @@ namespace {
 
 class RendezvousBackedStore final : public c10d::Store {
  public:
-  explicit RendezvousBackedStore(std::shared_ptr<RendezvousStore> store)
+  explicit RendezvousBackedStore(std::shared_ptr<comm::RendezvousStore> store)
       : store_(std::move(store)) {}
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override {
@@ -33,12 +33,12 @@ class RendezvousBackedStore final : public c10d::Store {
     return std::logic_error(std::string("the local store has no ") + call);
   }
 
-  std::shared_ptr<RendezvousStore> store_;
+  std::shared_ptr<comm::RendezvousStore> store_;
 };
 
 }  // namespace
 
-c10::intrusive_ptr<c10d::Store> asC10dStore(const std::shared_ptr<RendezvousStore>& store) {
+c10::intrusive_ptr<c10d::Store> asC10dStore(const std::shared_ptr<comm::RendezvousStore>& store) {
   if (const auto* native = static_cast<const c10::intrusive_ptr<c10d::Store>*>(store->c10dStore())) {
     return *native;
   }

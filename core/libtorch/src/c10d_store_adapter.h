@@ -13,6 +13,6 @@ namespace ddph::libtorch {
 /// The c10d store behind `store`: its own where it is c10d's, else an adapter that keeps `store`
 /// alive. The adapter serves what ProcessGroupGloo uses (set, get, add, wait); check, deleteKey
 /// and getNumKeys throw.
-c10::intrusive_ptr<c10d::Store> asC10dStore(const std::shared_ptr<RendezvousStore>& store);
+c10::intrusive_ptr<c10d::Store> asC10dStore(const std::shared_ptr<comm::RendezvousStore>& store);
 
 }  // namespace ddph::libtorch

@@ -25,12 +25,12 @@ namespace ddph::libtorch {
 
 namespace {
 
-using detail::rethrowTyped;
+using comm::detail::rethrowTyped;
 
-class GlooCommunicator final : public Communicator {
+class GlooCommunicator final : public comm::Communicator {
  public:
   GlooCommunicator(c10::intrusive_ptr<c10d::ProcessGroupGloo> pg,
-                   std::shared_ptr<RendezvousStore> store, std::chrono::milliseconds timeout,
+                   std::shared_ptr<comm::RendezvousStore> store, std::chrono::milliseconds timeout,
                    bool star)
       : pg_(std::move(pg)), store_(std::move(store)), timeout_(timeout), star_(star) {}
 
@@ -39,7 +39,7 @@ class GlooCommunicator final : public Communicator {
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
   std::chrono::milliseconds timeout() const override { return timeout_; }
 
-  void allreduceBuffer(Buffer data, ReduceOp op, std::string_view step) override {
+  void allreduceBuffer(comm::Buffer data, comm::ReduceOp op, std::string_view step) override {
     if (star_) {
       withElements(data, [&](auto* elements) { starAllreduce(elements, data.count, op, step); });
       return;
@@ -51,8 +51,9 @@ class GlooCommunicator final : public Communicator {
     run("allreduce", step, [&] { return pg_->allreduce(tensors, opts); });
   }
 
-  std::unique_ptr<PendingCollective> allreduceBufferAsync(Buffer data, ReduceOp op,
-                                                          std::string_view step) override {
+  std::unique_ptr<comm::PendingCollective> allreduceBufferAsync(comm::Buffer data,
+                                                                comm::ReduceOp op,
+                                                                std::string_view step) override {
     std::vector<at::Tensor> tensors{wrap(data)};
     c10d::AllreduceOptions opts;
     opts.reduceOp = toC10d(op);
@@ -65,7 +66,7 @@ class GlooCommunicator final : public Communicator {
     }
   }
 
-  void broadcastBuffer(Buffer data, int root, std::string_view step) override {
+  void broadcastBuffer(comm::Buffer data, int root, std::string_view step) override {
     std::vector<at::Tensor> tensors{wrap(data)};
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
@@ -106,17 +107,17 @@ class GlooCommunicator final : public Communicator {
  private:
   template <typename T>
   static at::ScalarType scalarTypeOf() {
-    return scalarType(elementTypeOf<T>());
+    return scalarType(comm::elementTypeOf<T>());
   }
 
-  static at::Tensor wrap(const Buffer& data) {
+  static at::Tensor wrap(const comm::Buffer& data) {
     return at::from_blob(data.data, {static_cast<std::int64_t>(data.count)},
                          scalarType(data.type));
   }
 
   // NOTE [Collectives at scale]: gather to rank 0, reduce there, broadcast the result.
   template <typename T>
-  void starAllreduce(T* data, std::size_t count, ReduceOp op, std::string_view step) {
+  void starAllreduce(T* data, std::size_t count, comm::ReduceOp op, std::string_view step) {
     const auto n = static_cast<std::int64_t>(count);
     std::vector<T> all = starGather(data, n, "allreduce", step);
     if (rank() == 0) {
@@ -124,8 +125,9 @@ class GlooCommunicator final : public Communicator {
         for (std::int64_t k = 0; k < n; ++k) {
           T& acc = all[static_cast<std::size_t>(k)];
           const T v = all[static_cast<std::size_t>(r * n + k)];
-          acc = op == ReduceOp::kSum ? acc + v : op == ReduceOp::kMax ? std::max(acc, v)
-                                                                      : std::min(acc, v);
+          acc = op == comm::ReduceOp::kSum   ? acc + v
+                : op == comm::ReduceOp::kMax ? std::max(acc, v)
+                                             : std::min(acc, v);
         }
       }
       std::copy(all.begin(), all.begin() + n, data);
@@ -183,7 +185,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
-  std::shared_ptr<RendezvousStore> store_;  // keeps the store alive as long as the group
+  std::shared_ptr<comm::RendezvousStore> store_;  // keeps the store alive as long as the group
   std::chrono::milliseconds timeout_;
   bool star_ = false;
   // DDPH_TRACE_COLLECTIVES=1: every collective's duration on stderr (rank 0 only).
@@ -192,10 +194,9 @@ class GlooCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> connectProcessGroupGloo(std::shared_ptr<RendezvousStore> store,
-                                                      int rank, int size,
-                                                      const GlooOptions& options,
-                                                      const std::string& groupName) {
+std::unique_ptr<comm::Communicator> connectProcessGroupGloo(
+    std::shared_ptr<comm::RendezvousStore> store, int rank, int size,
+    const comm::GlooOptions& options, const std::string& groupName) {
   auto opts = c10d::ProcessGroupGloo::Options::create(options.timeout);
   opts->devices.push_back(
       c10d::ProcessGroupGloo::createDeviceForHostname(options.hostname));

@@ -21,13 +21,13 @@ namespace ddph::libtorch {
 std::vector<Index> libtorchRandperm(std::int64_t n, std::uint64_t seed);               // randperm.cpp
 std::vector<Index> libtorchSamplerIndices(LibTorchSamplerKind kind, bool allowDuplicates,
                                           const ShardRequest& request);                // samplers.cpp
-std::shared_ptr<RendezvousStore> c10dHashStore();                                      // c10d_store.cpp
-std::shared_ptr<RendezvousStore> c10dTcpStore(const std::string& host, std::uint16_t port,
-                                              bool isServer, int worldSize,
-                                              std::chrono::milliseconds timeout);       // c10d_store.cpp
-std::unique_ptr<Communicator> connectProcessGroupGloo(std::shared_ptr<RendezvousStore> store,
-                                                      int rank, int size,
-                                                      const GlooOptions& options,
-                                                      const std::string& groupName);  // process_group_gloo.cpp
+std::shared_ptr<comm::RendezvousStore> c10dHashStore();  // c10d_store.cpp
+std::shared_ptr<comm::RendezvousStore> c10dTcpStore(
+    const std::string& host, std::uint16_t port, bool isServer, int worldSize,
+    std::chrono::milliseconds timeout);  // c10d_store.cpp
+std::unique_ptr<comm::Communicator> connectProcessGroupGloo(
+    std::shared_ptr<comm::RendezvousStore> store, int rank, int size,
+    const comm::GlooOptions& options,
+    const std::string& groupName);  // process_group_gloo.cpp
 
 }  // namespace ddph::libtorch

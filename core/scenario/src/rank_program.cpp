@@ -36,9 +36,14 @@ std::uint64_t splitmix64(std::uint64_t x) {
 
 class RankRun {
  public:
-  RankRun(const Scenario& s, Communicator& comm, RankObserver& observer, ScenarioTrace& trace)
-      : s_(s), comm_(comm), observer_(observer), trace_(trace), rank_(comm.rank()),
-        world_(comm.size()), data_(buildRankSources(s, rank_)),
+  RankRun(const Scenario& s, comm::Communicator& comm, RankObserver& observer, ScenarioTrace& trace)
+      : s_(s),
+        comm_(comm),
+        observer_(observer),
+        trace_(trace),
+        rank_(comm.rank()),
+        world_(comm.size()),
+        data_(buildRankSources(s, rank_)),
         checks_(s, data_.checked, world_, observer) {
     std::vector<DatasetSpec> specs;
     std::vector<std::vector<Index>> listings;
@@ -152,7 +157,7 @@ class RankRun {
       }
       const auto waitStart = Clock::now();
       stats_.computeSeconds += std::chrono::duration<double>(waitStart - computeStart).count();
-      comm_.allreduce(buffer, ReduceOp::kSum, fmt::format("epoch {} step {}", epoch, step));
+      comm_.allreduce(buffer, comm::ReduceOp::kSum, fmt::format("epoch {} step {}", epoch, step));
       stats_.waitSeconds += secondsSince(waitStart);
       const auto participants = static_cast<std::int64_t>(
           std::lround(std::accumulate(buffer.begin(), buffer.begin() + world_, 0.0)));
@@ -214,7 +219,7 @@ class RankRun {
   }
 
   const Scenario& s_;
-  Communicator& comm_;
+  comm::Communicator& comm_;
   RankObserver& observer_;
   ScenarioTrace& trace_;
   int rank_;
@@ -244,8 +249,8 @@ bool sampleCorrect(std::int64_t dataset, std::int64_t id) {
          70;
 }
 
-RankRunStats runRankProgram(const Scenario& scenario, Communicator& comm, RankObserver& observer,
-                            const RankTraceTarget& target) {
+RankRunStats runRankProgram(const Scenario& scenario, comm::Communicator& comm,
+                            RankObserver& observer, const RankTraceTarget& target) {
   DDPH_CHECK(comm.size() == scenario.worldSize, "scenario {} needs {} ranks, the world has {}",
              scenario.name, scenario.worldSize, comm.size());
   ScenarioTrace trace(comm.rank(), comm.size(), target);

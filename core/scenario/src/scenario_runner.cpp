@@ -60,7 +60,7 @@ class PipeObserver final : public RankObserver {
 
 int rankMain(const Scenario& s, const RunOptions& options, const RankTraceTarget& trace,
              const std::string& storePath, int rank, int fd) {
-  const GlooOptions& engine = options.gloo;
+  const comm::GlooOptions& engine = options.gloo;
   RunProgress* shown = options.progress;
   PipeObserver observer(fd, shown, rank);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(s.timeoutS * 1000));
@@ -75,13 +75,13 @@ int rankMain(const Scenario& s, const RunOptions& options, const RankTraceTarget
   try {
     // NOTE [Local store]: rank 0 serves the rendezvous on a Unix socket in the run's private
     // folder; nothing of the run listens on a network address but Gloo's pairs on loopback.
-    std::optional<LocalStoreServer> server;
+    std::optional<comm::LocalStoreServer> server;
     if (rank == 0) server.emplace(storePath);
-    auto store = connectLocalStore(storePath, connectTimeout);
-    GlooOptions gloo = engine;
+    auto store = comm::connectLocalStore(storePath, connectTimeout);
+    comm::GlooOptions gloo = engine;
     gloo.timeout = connectTimeout;
-    gloo.hostname = loopbackAddressForRank(rank);  // NOTE [Loopback address per rank]
-    auto comm = connectGloo(store, rank, s.worldSize, gloo);
+    gloo.hostname = comm::loopbackAddressForRank(rank);  // NOTE [Loopback address per rank]
+    auto comm = comm::connectGloo(store, rank, s.worldSize, gloo);
     // Ranks finish connecting far apart at large W: meet under the connect deadline first.
     comm->barrier("connect");
     comm->setTimeout(timeout);
@@ -147,8 +147,8 @@ Parsed parseOutput(const std::string& output) {
 
 // Whether the ranks will call into LibTorch: c10d's Gloo engine, LibTorch's samplers, or a
 // shuffled epoch longer than the randperm replica reaches (randperm.h).
-bool needsLibTorch(const Scenario& s, const GlooOptions& engine) {
-  if (engine.engine == GlooEngine::kProcessGroup || !DDPH_HAVE_DIRECT_GLOO) return true;
+bool needsLibTorch(const Scenario& s, const comm::GlooOptions& engine) {
+  if (engine.engine == comm::GlooEngine::kProcessGroup || !DDPH_HAVE_DIRECT_GLOO) return true;
   for (const auto& d : s.datasets) {
     if (d.sampler.rfind("libtorch", 0) == 0) return true;
     if (d.shuffle && d.size >= kRandpermReplicaLimit) return true;

@@ -31,7 +31,7 @@ ScenarioTrace::ScenarioTrace(int rank, int worldSize, const RankTraceTarget& tar
 
 std::string ScenarioTrace::failure() { return writer_ ? writer_->failure() : std::string(); }
 
-Communicator& ScenarioTrace::record(Communicator& comm) {
+comm::Communicator& ScenarioTrace::record(comm::Communicator& comm) {
   if (!writer_) return comm;
   recording_ = std::make_unique<audit::RecordingCommunicator>(comm, *writer_);
   return *recording_;

@@ -34,7 +34,7 @@ class ScenarioTrace {
   std::string failure();
 
   /// The communicator to use: `comm`, wrapped to record its collectives when on.
-  Communicator& record(Communicator& comm);
+  comm::Communicator& record(comm::Communicator& comm);
 
   /// One sampler and loader per dataset; `listings[d]` is the rank's listing order (empty: 0..N-1).
   void declare(const std::vector<DatasetSpec>& datasets, const std::vector<std::vector<Index>>& listings,

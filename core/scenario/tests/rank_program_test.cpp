@@ -27,14 +27,14 @@ class Collect final : public RankObserver {
 };
 
 std::vector<Violation> runInThreads(const Scenario& s) {
-  auto store = makeInProcessStore();
+  auto store = comm::makeInProcessStore();
   Collect observer;
   std::vector<std::future<void>> ranks;
   for (int r = 0; r < s.worldSize; ++r) {
     ranks.push_back(std::async(std::launch::async, [&, r] {
-      GlooOptions options;
+      comm::GlooOptions options;
       options.timeout = 30s;
-      auto comm = connectGloo(store, r, s.worldSize, options);
+      auto comm = comm::connectGloo(store, r, s.worldSize, options);
       runRankProgram(s, *comm, observer);
     }));
   }

@@ -52,8 +52,8 @@ struct World {
   int localSize = 1;
   Backend backend = Backend::kGloo;
   torch::Device device{torch::kCPU};
-  std::shared_ptr<RendezvousStore> store;
-  std::unique_ptr<Communicator> comm;  ///< null for a single process without the variables
+  std::shared_ptr<comm::RendezvousStore> store;
+  std::unique_ptr<comm::Communicator> comm;  ///< null for a single process without the variables
 };
 
 bool cudaUsable() {
@@ -76,7 +76,7 @@ Backend resolveBackend(Backend requested) {
 }
 
 /// Who and where this rank is; no communication yet.
-World describeWorld(const TrainConfig& config, const std::optional<RankEnv>& env) {
+World describeWorld(const TrainConfig& config, const std::optional<comm::RankEnv>& env) {
   World world;
   world.backend = resolveBackend(config.backend);
   if (env) {
@@ -97,20 +97,22 @@ World describeWorld(const TrainConfig& config, const std::optional<RankEnv>& env
 }
 
 /// env:// init, as torchrun's ranks do it: rank 0 hosts the store, everyone joins the group.
-void connectWorld(World& world, const TrainConfig& config, const std::optional<RankEnv>& env) {
+void connectWorld(World& world, const TrainConfig& config,
+                  const std::optional<comm::RankEnv>& env) {
   if (!env) return;
   const auto timeout = std::chrono::milliseconds(
       static_cast<std::int64_t>(config.timeoutSeconds * 1000.0));
 #if DDPH_TORCH_HAS_CUDA
   if (world.backend == Backend::kNccl) {
-    world.store = makeTcpStore(env->masterAddr, env->masterPort, env->rank == 0, env->worldSize,
-                               timeout);
+    world.store = comm::makeTcpStore(env->masterAddr, env->masterPort, env->rank == 0,
+                                     env->worldSize, timeout);
     world.comm = ddp::connectNccl(world.store, world.rank, world.size, world.localRank, timeout,
                              "ddp-train");
     return;
   }
 #endif
-  RankWorld joined = initRankWorld(*env, timeout, /*perRankLoopback=*/false, config.gloo);
+  comm::RankWorld joined =
+      comm::initRankWorld(*env, timeout, /*perRankLoopback=*/false, config.gloo);
   world.store = std::move(joined.store);
   world.comm = std::move(joined.comm);
 }
@@ -253,7 +255,8 @@ std::vector<DatasetEval> evaluate(MultiInputMlp& model, const std::vector<Loaded
     counts.push_back(correct);
     counts.push_back(total);
   }
-  if (world.comm) world.comm->allreduce(counts, ReduceOp::kSum, fmt::format("epoch {} eval", epoch));
+  if (world.comm)
+    world.comm->allreduce(counts, comm::ReduceOp::kSum, fmt::format("epoch {} eval", epoch));
   std::vector<DatasetEval> out;
   for (std::size_t d = 0; d < datasets.size(); ++d) {
     DatasetEval ev;
@@ -297,11 +300,11 @@ class StopAgreement {
     if (withCheckpoint) signals_.emplace();
   }
   /// Collective when the handlers are installed: every rank stops before the same step.
-  bool agreed(Communicator* comm, std::int64_t epoch, std::int64_t step) {
+  bool agreed(comm::Communicator* comm, std::int64_t epoch, std::int64_t step) {
     if (!signals_) return false;
     std::vector<std::int64_t> signal{signals_->received()};
     if (comm) {
-      comm->allreduce(signal, ReduceOp::kMax,
+      comm->allreduce(signal, comm::ReduceOp::kMax,
                       fmt::format("epoch {} step {} stop check", epoch, step));
     }
     stoppedBy_ = static_cast<int>(signal[0]);
@@ -352,7 +355,7 @@ torch::ScalarType torchDtype(const TrainConfig& config) {
 /// known and before the first collective (it records them); the signal handlers (NOTE [Stopping
 /// on a signal]) before the checkpoint loads and DDP's first broadcast; DDP once the model holds
 /// the checkpoint's weights; the trace's declarations last, over the DDP module.
-RunParts setUpRun(const TrainConfig& config, const std::optional<RankEnv>& env) {
+RunParts setUpRun(const TrainConfig& config, const std::optional<comm::RankEnv>& env) {
   RunParts run;
   // 1. Who and where this rank is (no communication), and torch's intra-op threads.
   run.world = describeWorld(config, env);
@@ -538,7 +541,7 @@ class TrainingRun {
     }
     std::vector<float> sum{static_cast<float>(e.lossSum.item<double>() + e.lossCarried)};
     if (world_.comm) {
-      world_.comm->allreduce(sum, ReduceOp::kSum,
+      world_.comm->allreduce(sum, comm::ReduceOp::kSum,
                              fmt::format("epoch {} step {} checkpoint", e.index, stepsDone));
     }
     writeCheckpoint(positionAfter(e, stepsDone, static_cast<double>(sum[0])));
@@ -665,8 +668,8 @@ class TrainingRun {
     std::vector<double> loss(losses.data_ptr<double>(), losses.data_ptr<double>() + losses.numel());
     std::vector<std::int64_t> samples = e.stepSamples;
     if (world_.comm) {
-      world_.comm->allreduce(loss, ReduceOp::kSum, label);
-      world_.comm->allreduce(samples, ReduceOp::kSum, label);
+      world_.comm->allreduce(loss, comm::ReduceOp::kSum, label);
+      world_.comm->allreduce(samples, comm::ReduceOp::kSum, label);
     }
     std::vector<StepRecord> log;
     const std::int64_t firstGlobal = resume_.globalStep - static_cast<std::int64_t>(loss.size()) + 1;
@@ -688,8 +691,8 @@ class TrainingRun {
     std::vector<float> lossTotal{static_cast<float>(e.lossSum.item<double>() + e.lossCarried)};
     std::vector<std::int64_t> sampleTotal{e.samples};
     if (world_.comm) {
-      world_.comm->allreduce(lossTotal, ReduceOp::kSum, label);
-      world_.comm->allreduce(sampleTotal, ReduceOp::kSum, label);
+      world_.comm->allreduce(lossTotal, comm::ReduceOp::kSum, label);
+      world_.comm->allreduce(sampleTotal, comm::ReduceOp::kSum, label);
     }
     const std::int64_t terms = e.lossTermsCarried + (steps - e.firstStep) * world_.size;
     record.loss = terms > 0 ? lossTotal[0] / static_cast<double>(terms) : 0.0;
@@ -698,7 +701,7 @@ class TrainingRun {
     record.samplesPerSecond = seconds > 0 ? static_cast<double>(record.samples) / seconds : 0.0;
     record.stepLog = stepLog(e, label);
     for (std::size_t d = 0; d < datasets_.size(); ++d) {
-      if (world_.comm) world_.comm->allreduce(e.visits[d].counts(), ReduceOp::kSum, label);
+      if (world_.comm) world_.comm->allreduce(e.visits[d].counts(), comm::ReduceOp::kSum, label);
       record.datasets.push_back({config_.datasets[d], data::summarize(e.visits[d].counts())});
     }
     if (config_.eval && stop_->stoppedBy() == 0) {
@@ -730,7 +733,7 @@ class TrainingRun {
 
 }  // namespace
 
-TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEnv>& env) {
+TrainingReport runTraining(const TrainConfig& config, const std::optional<comm::RankEnv>& env) {
   validate(config);
   return TrainingRun(config, setUpRun(config, env)).run();
 }

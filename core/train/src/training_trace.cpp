@@ -17,7 +17,8 @@ TrainingTrace::TrainingTrace(int rank, int worldSize, const std::string& samples
       worldSize_(worldSize),
       indices_(!samplesDir.empty()) {}
 
-std::unique_ptr<Communicator> TrainingTrace::record(std::unique_ptr<Communicator> comm) {
+std::unique_ptr<comm::Communicator> TrainingTrace::record(
+    std::unique_ptr<comm::Communicator> comm) {
   if (!writer_ || !comm) return comm;
   return std::make_unique<audit::RecordingCommunicator>(std::move(comm), *writer_, /*ddpModule=*/0);
 }

@@ -31,7 +31,7 @@ class TrainingTrace {
   bool enabled() const { return writer_ != nullptr; }
 
   /// Wraps `comm` so that its collectives are recorded (returns it unchanged when off).
-  std::unique_ptr<Communicator> record(std::unique_ptr<Communicator> comm);
+  std::unique_ptr<comm::Communicator> record(std::unique_ptr<comm::Communicator> comm);
 
   /// One sampler and loader per dataset (names, sizes), and the DDP module.
   void declare(const std::vector<std::string>& names, const std::vector<std::int64_t>& sizes,

@@ -16,7 +16,7 @@
 #include "sigpipe_block.h"
 #include "sparse_context.h"
 
-namespace ddph::gloo_direct {
+namespace ddph::comm::gloo_direct {
 
 // NOTE [Exchange allreduce]: up to this world size every pair is connected, and an allreduce of a
 // large payload is one exchange: every rank sends its buffer to every other rank and reduces the
@@ -122,4 +122,4 @@ class ExchangeAllreduce {
   std::vector<char> scratch_;  // every other rank's elements, kept between calls
 };
 
-}  // namespace ddph::gloo_direct
+}  // namespace ddph::comm::gloo_direct

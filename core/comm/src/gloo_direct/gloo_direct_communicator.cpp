@@ -22,7 +22,7 @@
 #include "star.h"
 #include "star_sockets.h"
 
-namespace ddph {
+namespace ddph::comm {
 
 namespace {
 
@@ -221,4 +221,4 @@ std::unique_ptr<Communicator> connectGlooDirect(std::shared_ptr<RendezvousStore>
                                                   nullptr);
 }
 
-}  // namespace ddph
+}  // namespace ddph::comm

@@ -7,10 +7,10 @@
 
 #include "ddph/comm/gloo_communicator.h"
 
-namespace ddph {
+namespace ddph::comm {
 
 std::unique_ptr<Communicator> connectGlooDirect(std::shared_ptr<RendezvousStore> store, int rank,
                                                 int size, const GlooOptions& options,
                                                 const std::string& groupName);
 
-}  // namespace ddph
+}  // namespace ddph::comm

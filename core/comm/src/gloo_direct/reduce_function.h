@@ -7,7 +7,7 @@
 
 #include "ddph/comm/communicator.h"
 
-namespace ddph::gloo_direct {
+namespace ddph::comm::gloo_direct {
 
 template <typename T>
 void (*reduceFunction(ReduceOp op))(void*, const void*, const void*, std::size_t) {
@@ -19,4 +19,4 @@ void (*reduceFunction(ReduceOp op))(void*, const void*, const void*, std::size_t
   return &gloo::sum<T>;
 }
 
-}  // namespace ddph::gloo_direct
+}  // namespace ddph::comm::gloo_direct

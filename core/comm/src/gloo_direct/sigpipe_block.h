@@ -9,7 +9,7 @@
 #include <signal.h>
 #include <time.h>
 
-namespace ddph {
+namespace ddph::comm {
 
 class ScopedSigpipeBlock {
  public:
@@ -41,4 +41,4 @@ class ScopedSigpipeBlock {
   bool pendingBefore_ = false;
 };
 
-}  // namespace ddph
+}  // namespace ddph::comm

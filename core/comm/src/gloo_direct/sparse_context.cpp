@@ -5,7 +5,7 @@
 #include <set>
 #include <thread>
 
-namespace ddph::gloo_direct {
+namespace ddph::comm::gloo_direct {
 namespace {
 
 std::string pairKey(const std::string& prefix, int from, int to) {
@@ -81,4 +81,4 @@ std::shared_ptr<gloo::transport::Context> SparseContext::connectPairs(
   return transport;
 }
 
-}  // namespace ddph::gloo_direct
+}  // namespace ddph::comm::gloo_direct

@@ -17,7 +17,7 @@
 #include "ddph/comm/gloo_communicator.h"
 #include "ddph/comm/rendezvous_store.h"
 
-namespace ddph::gloo_direct {
+namespace ddph::comm::gloo_direct {
 
 using Clock = std::chrono::steady_clock;
 
@@ -84,4 +84,4 @@ class SparseContext final : public gloo::Context {
   std::chrono::milliseconds syncTimeout_{0};
 };
 
-}  // namespace ddph::gloo_direct
+}  // namespace ddph::comm::gloo_direct

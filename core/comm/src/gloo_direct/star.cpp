@@ -5,7 +5,7 @@
 #include <cstring>
 #include <memory>
 
-namespace ddph::gloo_direct {
+namespace ddph::comm::gloo_direct {
 namespace {
 
 // Slot prefixes of the star collectives; Gloo's own prefixes are 0x01..0x08 (gloo/types.h).
@@ -66,4 +66,4 @@ void starBroadcast(SparseContext& context, void* data, std::size_t bytes, int ro
   }
 }
 
-}  // namespace ddph::gloo_direct
+}  // namespace ddph::comm::gloo_direct

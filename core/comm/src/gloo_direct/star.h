@@ -9,7 +9,7 @@
 
 #include "sparse_context.h"
 
-namespace ddph::gloo_direct {
+namespace ddph::comm::gloo_direct {
 
 // NOTE [Star for small payloads]: a ring needs 2(W-1) rounds in which every rank runs; a star
 // needs every rank to run twice and rank 0 W times. On 2 cores shared by W rank processes the
@@ -31,4 +31,4 @@ void starGather(SparseContext& context, const void* mine, std::size_t bytes, voi
 void starBroadcast(SparseContext& context, void* data, std::size_t bytes, int root,
                    std::uint32_t tag, Clock::time_point deadline);
 
-}  // namespace ddph::gloo_direct
+}  // namespace ddph::comm::gloo_direct

@@ -18,7 +18,7 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph::gloo_direct {
+namespace ddph::comm::gloo_direct {
 namespace {
 
 using Clock = StarSockets::Clock;
@@ -307,4 +307,4 @@ void StarSockets::broadcast(void* data, std::size_t bytes, int root, std::uint32
   }
 }
 
-}  // namespace ddph::gloo_direct
+}  // namespace ddph::comm::gloo_direct

@@ -10,7 +10,7 @@
 
 #include "ddph/comm/rendezvous_store.h"
 
-namespace ddph::gloo_direct {
+namespace ddph::comm::gloo_direct {
 
 // NOTE [Star sockets]: every Gloo TCP device runs a loop thread that wakes every 10 ms
 // (epoll_wait's timeout in gloo/transport/tcp/loop.cc) whether or not a byte moves: 100 wake-ups
@@ -57,4 +57,4 @@ class StarSockets {
   std::vector<int> fds_;  // rank 0: one per rank (its own -1); the others: fds_[0], to rank 0
 };
 
-}  // namespace ddph::gloo_direct
+}  // namespace ddph::comm::gloo_direct

@@ -16,7 +16,7 @@
 #include "ddph/common/error.h"
 #include "local_store_protocol.h"
 
-namespace ddph {
+namespace ddph::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -147,4 +147,4 @@ std::shared_ptr<RendezvousStore> connectLocalStore(const std::string& path,
   }
 }
 
-}  // namespace ddph
+}  // namespace ddph::comm

@@ -16,7 +16,7 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph::local_store {
+namespace ddph::comm::local_store {
 
 enum class Op : char { kSet = 'S', kGet = 'G', kAdd = 'A' };
 
@@ -63,4 +63,4 @@ inline sockaddr_un socketAddress(const std::string& path) {
   return address;
 }
 
-}  // namespace ddph::local_store
+}  // namespace ddph::comm::local_store

@@ -21,7 +21,7 @@
 #include "ddph/common/error.h"
 #include "local_store_protocol.h"
 
-namespace ddph {
+namespace ddph::comm {
 namespace {
 
 using local_store::Op;
@@ -276,4 +276,4 @@ LocalStoreServer::~LocalStoreServer() {
 
 const std::string& LocalStoreServer::path() const { return impl_->path; }
 
-}  // namespace ddph
+}  // namespace ddph::comm

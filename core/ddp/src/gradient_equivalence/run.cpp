@@ -46,8 +46,8 @@ Run runReference(const TrainingSetup& s, const NegativeControls& n) {
   return run;
 }
 
-void trainRank(const TrainingSetup& s, const NegativeControls& n, Communicator& comm, Run& run,
-               int& step) {
+void trainRank(const TrainingSetup& s, const NegativeControls& n, comm::Communicator& comm,
+               Run& run, int& step) {
   const int rank = comm.rank();
   auto net = buildModel(s, n.noInitialBroadcast ? s.seed + static_cast<std::uint64_t>(rank)
                                                 : s.seed);
@@ -76,12 +76,12 @@ void trainRank(const TrainingSetup& s, const NegativeControls& n, Communicator& 
 namespace {
 
 void runRank(const TrainingSetup& s, const NegativeControls& n,
-             const std::shared_ptr<RendezvousStore>& store, int rank, Run& run) {
+             const std::shared_ptr<comm::RendezvousStore>& store, int rank, Run& run) {
   int step = -1;
   try {
-    GlooOptions options;
+    comm::GlooOptions options;
     options.timeout = s.timeout;
-    run.comm = connectGloo(store, rank, s.worldSize, options, "gradient-equivalence");
+    run.comm = comm::connectGloo(store, rank, s.worldSize, options, "gradient-equivalence");
     trainRank(s, n, *run.comm, run, step);
   } catch (const std::exception& e) {
     run.failedStep = step;
@@ -104,7 +104,7 @@ std::vector<double> flatten(const std::vector<at::Tensor>& tensors) {
 
 std::vector<Run> runDdpRanks(const TrainingSetup& s, const NegativeControls& n) {
   std::vector<Run> ranks(static_cast<std::size_t>(s.worldSize));
-  auto store = makeInProcessStore();
+  auto store = comm::makeInProcessStore();
   std::vector<std::thread> threads;
   for (int r = 0; r < s.worldSize; ++r) {
     threads.emplace_back([&, r] { runRank(s, n, store, r, ranks[static_cast<std::size_t>(r)]); });
@@ -121,7 +121,7 @@ std::vector<Run> runDdpRanks(const TrainingSetup& s, const NegativeControls& n) 
 
 namespace ddph::ddp {
 
-std::vector<double> trainDdpRank(const TrainingSetup& setup, Communicator& comm) {
+std::vector<double> trainDdpRank(const TrainingSetup& setup, comm::Communicator& comm) {
   DDPH_CHECK(comm.size() == setup.worldSize, "communicator has {} ranks, the setup {}",
              comm.size(), setup.worldSize);
   equivalence::Run run;

@@ -30,7 +30,7 @@ struct Run {
   int failedStep = -1;
   std::string error;
   // Kept until every rank finished, then destroyed communicator first (NOTE [Teardown order]).
-  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<comm::Communicator> comm;
   std::unique_ptr<DistributedDataParallel> ddp;
 };
 
@@ -39,8 +39,8 @@ Run runReference(const TrainingSetup& s, const NegativeControls& n);
 
 /// Trains rank `comm.rank()` with DistributedDataParallel over `comm`; throws what the
 /// collectives throw. `step` tracks progress (the step it failed in).
-void trainRank(const TrainingSetup& s, const NegativeControls& n, Communicator& comm, Run& run,
-               int& step);
+void trainRank(const TrainingSetup& s, const NegativeControls& n, comm::Communicator& comm,
+               Run& run, int& step);
 
 /// Every rank in a thread of its own over an in-process store, each recording its run (a rank
 /// that failed records its error and step).

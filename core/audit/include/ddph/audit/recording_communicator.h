@@ -13,13 +13,13 @@
 
 namespace ddph::audit {
 
-class RecordingCommunicator final : public Communicator {
+class RecordingCommunicator final : public comm::Communicator {
  public:
   /// Neither `inner` nor `trace` is owned; both must outlive this. `ddpModule` is the trace id of
   /// the DDP module whose buckets the asynchronous allreduces are.
-  RecordingCommunicator(Communicator& inner, TraceWriter& trace, std::int64_t ddpModule = 0);
+  RecordingCommunicator(comm::Communicator& inner, TraceWriter& trace, std::int64_t ddpModule = 0);
   /// The same, owning `inner` (to stand in for it where a program holds a unique_ptr).
-  RecordingCommunicator(std::unique_ptr<Communicator> inner, TraceWriter& trace,
+  RecordingCommunicator(std::unique_ptr<comm::Communicator> inner, TraceWriter& trace,
                         std::int64_t ddpModule = 0);
 
   int rank() const override { return inner_.rank(); }
@@ -28,10 +28,11 @@ class RecordingCommunicator final : public Communicator {
   std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
   std::string backendName() const override { return inner_.backendName(); }
 
-  void allreduceBuffer(Buffer data, ReduceOp op, std::string_view step) override;
-  std::unique_ptr<PendingCollective> allreduceBufferAsync(Buffer data, ReduceOp op,
-                                                          std::string_view step) override;
-  void broadcastBuffer(Buffer data, int root, std::string_view step) override;
+  void allreduceBuffer(comm::Buffer data, comm::ReduceOp op, std::string_view step) override;
+  std::unique_ptr<comm::PendingCollective> allreduceBufferAsync(comm::Buffer data,
+                                                                comm::ReduceOp op,
+                                                                std::string_view step) override;
+  void broadcastBuffer(comm::Buffer data, int root, std::string_view step) override;
   void barrier(std::string_view step) override;
   /// One recorded collective per allgather (not its parts).
   std::vector<std::vector<std::int64_t>> allgatherv(const std::vector<std::int64_t>& mine,
@@ -50,8 +51,8 @@ class RecordingCommunicator final : public Communicator {
   auto recorded(const char* op, std::string_view dtype, std::size_t numel, Call&& call);
   TraceWriter::Collective bucket(std::string_view dtype, std::size_t numel, std::string_view step);
 
-  std::unique_ptr<Communicator> owned_;
-  Communicator& inner_;
+  std::unique_ptr<comm::Communicator> owned_;
+  comm::Communicator& inner_;
   TraceWriter& trace_;
   std::int64_t ddpModule_;
   std::string lastStep_;

@@ -13,7 +13,7 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph::detail {
+namespace ddph::comm::detail {
 
 inline bool looksLikeTimeout(const std::string& message) {
   std::string lower(message);
@@ -41,4 +41,4 @@ inline std::string firstLine(const std::string& message) {
                                   what));
 }
 
-}  // namespace ddph::detail
+}  // namespace ddph::comm::detail

@@ -26,7 +26,7 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph {
+namespace ddph::comm {
 
 /// Reduction applied by allreduce.
 enum class ReduceOp { kSum, kMax, kMin };
@@ -175,4 +175,4 @@ class Communicator {
       std::string_view step);
 };
 
-}  // namespace ddph
+}  // namespace ddph::comm

@@ -19,7 +19,7 @@
 #include "ddph/comm/communicator.h"
 #include "ddph/comm/rendezvous_store.h"
 
-namespace ddph {
+namespace ddph::comm {
 
 /// Which code runs the collectives (NOTE [Gloo engines]).
 enum class GlooEngine {
@@ -101,4 +101,4 @@ std::unique_ptr<Communicator> connectGloo(std::shared_ptr<RendezvousStore> store
                                           int size, const GlooOptions& options,
                                           const std::string& groupName = "default");
 
-}  // namespace ddph
+}  // namespace ddph::comm

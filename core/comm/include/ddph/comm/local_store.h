@@ -10,7 +10,7 @@
 
 #include "ddph/comm/rendezvous_store.h"
 
-namespace ddph {
+namespace ddph::comm {
 
 /// Binds `path` (a socket path that must not exist yet, at most 107 bytes) and serves set, get
 /// (waits for the key) and add to every process that connects, on a thread of its own, until
@@ -36,4 +36,4 @@ class LocalStoreServer {
 std::shared_ptr<RendezvousStore> connectLocalStore(const std::string& path,
                                                    std::chrono::milliseconds timeout);
 
-}  // namespace ddph
+}  // namespace ddph::comm

@@ -10,7 +10,7 @@
 #include "ddph/comm/communicator.h"
 #include "ddph/comm/gloo_communicator.h"
 
-namespace ddph {
+namespace ddph::comm {
 
 /// RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
 struct RankEnv {
@@ -39,4 +39,4 @@ struct RankWorld {
 RankWorld initRankWorld(const RankEnv& env, std::chrono::milliseconds timeout,
                         bool perRankLoopback = false, const GlooOptions& gloo = {});
 
-}  // namespace ddph
+}  // namespace ddph::comm

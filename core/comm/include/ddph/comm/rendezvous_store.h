@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace ddph {
+namespace ddph::comm {
 
 class RendezvousStore {
  public:
@@ -40,4 +40,4 @@ std::shared_ptr<RendezvousStore> makeTcpStore(const std::string& host, std::uint
                                               bool isServer, int worldSize,
                                               std::chrono::milliseconds timeout);
 
-}  // namespace ddph
+}  // namespace ddph::comm

@@ -18,10 +18,13 @@
 #include <string>
 #include <vector>
 
-namespace ddph {
+namespace ddph::comm {
 class Communicator;                // ddph/comm/communicator.h
 class RendezvousStore;             // ddph/comm/rendezvous_store.h
 struct GlooOptions;                // ddph/comm/gloo_communicator.h
+}  // namespace ddph::comm
+
+namespace ddph {
 struct ShardRequest;               // ddph/verify/sampler.h
 enum class LibTorchSamplerKind;    // ddph/verify/libtorch_samplers.h
 using Index = std::int64_t;        // ddph/verify/sampler.h
@@ -44,17 +47,17 @@ class Backend {
                                             const ShardRequest& request) const = 0;
 
   /// c10d::HashStore.
-  virtual std::shared_ptr<RendezvousStore> inProcessStore() const = 0;
+  virtual std::shared_ptr<comm::RendezvousStore> inProcessStore() const = 0;
 
   /// c10d::TCPStore (see makeTcpStore).
-  virtual std::shared_ptr<RendezvousStore> tcpStore(const std::string& host, std::uint16_t port,
-                                                    bool isServer, int worldSize,
-                                                    std::chrono::milliseconds timeout) const = 0;
+  virtual std::shared_ptr<comm::RendezvousStore> tcpStore(
+      const std::string& host, std::uint16_t port, bool isServer, int worldSize,
+      std::chrono::milliseconds timeout) const = 0;
 
   /// c10d's ProcessGroupGloo engine (GlooEngine::kProcessGroup).
-  virtual std::unique_ptr<Communicator> connectProcessGroupGloo(
-      std::shared_ptr<RendezvousStore> store, int rank, int size, const GlooOptions& options,
-      const std::string& groupName) const = 0;
+  virtual std::unique_ptr<comm::Communicator> connectProcessGroupGloo(
+      std::shared_ptr<comm::RendezvousStore> store, int rank, int size,
+      const comm::GlooOptions& options, const std::string& groupName) const = 0;
 };
 
 /// The library, loaded on the first call (thread-safe). Throws ddph::Error, one line naming every

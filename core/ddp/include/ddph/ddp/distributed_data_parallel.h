@@ -59,7 +59,7 @@ class DistributedDataParallel {
   /// its DistributedDataParallel at the same point) and installs the gradient hooks. `comm` must
   /// outlive this object. Throws ConfigError for parameters of a dtype the communicator cannot
   /// reduce (float32 and float64 are supported).
-  DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, Communicator& comm,
+  DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, comm::Communicator& comm,
                           DdpOptions options = {});
   /// Removes the hooks. Waits for nothing: destroy only after the last backward returned.
   ~DistributedDataParallel();

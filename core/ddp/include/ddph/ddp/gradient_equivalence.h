@@ -106,7 +106,7 @@ inline EquivalenceReport checkGradientEquivalence(const TrainingSetup& setup) {
 /// processes): train rank `comm.rank()` of `setup` with DistributedDataParallel over `comm`, or
 /// the single process on the global batch; both return the parameters after the last step,
 /// flattened in module order, as float64.
-std::vector<double> trainDdpRank(const TrainingSetup& setup, Communicator& comm);
+std::vector<double> trainDdpRank(const TrainingSetup& setup, comm::Communicator& comm);
 std::vector<double> trainSingleProcess(const TrainingSetup& setup);
 
 /// One line describing the setup (used by RapidCheck to show counterexamples).

@@ -18,10 +18,10 @@ namespace ddph::ddp {
 
 #if DDPH_TORCH_HAS_CUDA
 /// Connects rank `rank` of `size` through `store` with NCCL on CUDA device `device`.
-std::unique_ptr<Communicator> connectNccl(std::shared_ptr<RendezvousStore> store, int rank,
-                                          int size, int device,
-                                          std::chrono::milliseconds timeout,
-                                          const std::string& groupName = "default");
+std::unique_ptr<comm::Communicator> connectNccl(std::shared_ptr<comm::RendezvousStore> store,
+                                                int rank, int size, int device,
+                                                std::chrono::milliseconds timeout,
+                                                const std::string& groupName = "default");
 #endif
 
 }  // namespace ddph::ddp

@@ -16,20 +16,26 @@
 
 namespace ddph::libtorch {
 
-inline c10::ScalarType scalarType(ElementType type) {
+inline c10::ScalarType scalarType(comm::ElementType type) {
   switch (type) {
-    case ElementType::kFloat32: return c10::kFloat;
-    case ElementType::kFloat64: return c10::kDouble;
-    case ElementType::kInt64: break;
+    case comm::ElementType::kFloat32:
+      return c10::kFloat;
+    case comm::ElementType::kFloat64:
+      return c10::kDouble;
+    case comm::ElementType::kInt64:
+      break;
   }
   return c10::kLong;
 }
 
-inline c10d::ReduceOp toC10d(ReduceOp op) {
+inline c10d::ReduceOp toC10d(comm::ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return c10d::ReduceOp::SUM;
-    case ReduceOp::kMax: return c10d::ReduceOp::MAX;
-    case ReduceOp::kMin: return c10d::ReduceOp::MIN;
+    case comm::ReduceOp::kSum:
+      return c10d::ReduceOp::SUM;
+    case comm::ReduceOp::kMax:
+      return c10d::ReduceOp::MAX;
+    case comm::ReduceOp::kMin:
+      return c10d::ReduceOp::MIN;
   }
   return c10d::ReduceOp::SUM;
 }
@@ -39,7 +45,7 @@ using ErrorMapper = void (*)(const std::exception& e, std::string_view operation
                              std::string_view step, std::chrono::milliseconds timeout);
 
 /// A started c10d allreduce; wait() waits at most `timeout` and maps a failure with `rethrow`.
-class PendingWork final : public PendingCollective {
+class PendingWork final : public comm::PendingCollective {
  public:
   PendingWork(c10::intrusive_ptr<c10d::Work> work, std::string step,
               std::chrono::milliseconds timeout, ErrorMapper rethrow)

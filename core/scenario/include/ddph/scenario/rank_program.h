@@ -52,8 +52,8 @@ struct RankTraceTarget {
 /// Runs `scenario` as rank comm.rank() of comm.size(), writing its trace to `trace`. Injected kill faults raise SIGKILL in the
 /// calling process: use only in a rank process. Collective failures propagate as TimeoutError /
 /// ProtocolError.
-RankRunStats runRankProgram(const Scenario& scenario, Communicator& comm, RankObserver& observer,
-                            const RankTraceTarget& trace = {});
+RankRunStats runRankProgram(const Scenario& scenario, comm::Communicator& comm,
+                            RankObserver& observer, const RankTraceTarget& trace = {});
 
 /// Eval metric stand-in: whether sample `id` of dataset `dataset` is "classified correctly"
 /// (a fixed hash, about 70 % true), so metric skew from duplicates is exactly reproducible.

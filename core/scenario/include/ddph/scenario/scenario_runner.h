@@ -16,7 +16,7 @@ struct RunOptions {
   std::optional<int> worldSize;   ///< overrides the scenario's world_size
   std::optional<double> deadlineS;  ///< the whole run (default: generous, from the scenario)
   double graceS = 2.0;            ///< SIGTERM → SIGKILL when stopping ranks
-  GlooOptions gloo;               ///< the engine and wait mode (timeout and address: per rank)
+  comm::GlooOptions gloo;         ///< the engine and wait mode (timeout and address: per rank)
   /// Where the ranks say they joined and which epoch they are in (for a progress line); its world
   /// size must be the run's. Null: nowhere.
   RunProgress* progress = nullptr;

@@ -60,7 +60,7 @@ struct TrainConfig {
   double timeoutSeconds = 300;
   /// The Gloo engine and wait mode (ddp-train takes them from DDPH_GLOO_ENGINE and DDPH_GLOO_WAIT;
   /// the timeout and address are the trainer's).
-  GlooOptions gloo;
+  comm::GlooOptions gloo;
 };
 
 OptimizerKind parseOptimizer(const std::string& name);

@@ -19,6 +19,6 @@ namespace ddph::train {
 /// Returns the report (complete on every rank except for rank-0-only fields; only rank 0 writes
 /// files). Throws ConfigError for bad input (missing or corrupt data, a checkpoint of another
 /// run), TimeoutError or ProtocolError when a peer fails, Error for the rest.
-TrainingReport runTraining(const TrainConfig& config, const std::optional<RankEnv>& env);
+TrainingReport runTraining(const TrainConfig& config, const std::optional<comm::RankEnv>& env);
 
 }  // namespace ddph::train
