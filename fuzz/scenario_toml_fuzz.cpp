@@ -1,5 +1,5 @@
-// Fuzz target: the TOML scenario loader (ddph::scenario::parseScenario, what `ddp-sim run FILE` reads).
-// A ConfigError is the expected verdict on a bad file; a scenario that parsed must be valid
+// Fuzz target: the TOML scenario loader (ddph::scenario::parseScenario, what `ddp-sim run FILE`
+// reads). A ConfigError is the expected verdict on a bad file; a scenario that parsed must be valid
 // (scenario_file.h: nothing is checked later), so validateScenario may not throw on it.
 #include <cstdint>
 #include <optional>

@@ -413,9 +413,10 @@ TEST(AuditPython, TorchrunRestartKeepsTheFailedAttemptsTrace) {
   EXPECT_EQ(r["later_attempts"], Json::array({traces + "/attempt-1"})) << r.dump(2);
   // Rank 0's error follows rank 1's exit (its connection to rank 1 closes), so by the headers'
   // wall clocks rank 1 raised first.
-  EXPECT_TRUE(has(first.out, "FAIL rank-failure at epoch 1 step 2 on rank 1: rank 1 raised "
-                             "RuntimeError: out of "
-                             "memory (simulated in the first attempt) at crash_first_attempt.py:"))
+  EXPECT_TRUE(has(first.out,
+                  "FAIL rank-failure at epoch 1 step 2 on rank 1: rank 1 raised "
+                  "RuntimeError: out of "
+                  "memory (simulated in the first attempt) at crash_first_attempt.py:"))
       << first.out;
   EXPECT_TRUE(has(first.out, "in main (the first rank to raise,")) << first.out;
   EXPECT_FALSE(has(first.out, "collective-mismatch")) << first.out;  // a crash, not uneven inputs

@@ -205,8 +205,9 @@ TEST(AuditPattern, EvaluatingThroughDdpOnRankZeroOnlyIsACollectiveMismatch) {
   const Json v = a.report["violations"][0];  // the cause first, the lost connection after it
   EXPECT_EQ(v["property"], "collective-mismatch") << shown(a);
   EXPECT_EQ(v["ranks"], Json::array({0})) << shown(a);
-  EXPECT_TRUE(has(text(v, "detail"), "ran forwards without gradients on some ranks only "
-                                     "(ranks 1, 2, 3: 0; rank 0: 3)"))
+  EXPECT_TRUE(has(text(v, "detail"),
+                  "ran forwards without gradients on some ranks only "
+                  "(ranks 1, 2, 3: 0; rank 0: 3)"))
       << shown(a);
   EXPECT_TRUE(has(text(v, "detail"), "broadcasts the module's 3 buffers from rank 0")) << shown(a);
   EXPECT_TRUE(has(text(v, "likely_cause"), "evaluate model.module")) << shown(a);

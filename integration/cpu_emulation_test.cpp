@@ -139,7 +139,8 @@ TEST(SpawnedRanks, AHungSpawnedRankEndsAtTheTimeoutWithEveryRankStopped) {
   // in DDP's allreduce until the launcher's timeout are named in it, not as findings of their own.
   const Json f = onlyViolation(a, "rank-failure");
   EXPECT_EQ(f["ranks"], Json::array({2})) << shown(a);
-  EXPECT_TRUE(has(f["detail"].get<std::string>(), "rank 2 never reached the collective")) << shown(a);
+  EXPECT_TRUE(has(f["detail"].get<std::string>(), "rank 2 never reached the collective"))
+      << shown(a);
   EXPECT_TRUE(has(f["detail"].get<std::string>(),
                   "ranks 0, 1 waited in it until the run outlived its deadline of 60 s"))
       << shown(a);

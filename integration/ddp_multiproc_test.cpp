@@ -70,7 +70,7 @@ Outcome runWorld(int world, const std::string& model, const std::string& optimiz
 }
 
 ddp::TrainingSetup workerSetup(int world, const std::string& model, const std::string& optimizer,
-                          int steps) {
+                               int steps) {
   // Must match ddp_rank_worker's setup.
   ddp::TrainingSetup s;
   s.model.kind = model == "conv" ? ddp::ModelKind::kConvNet : ddp::ModelKind::kMlp;
@@ -89,7 +89,8 @@ ddp::TrainingSetup workerSetup(int world, const std::string& model, const std::s
 void expectMatchesSingleProcess(int world, const std::string& model, const std::string& optimizer) {
   const int steps = 3;
   const Outcome outcome = runWorld(world, model, optimizer, steps);
-  const std::vector<double> expected = ddp::trainSingleProcess(workerSetup(world, model, optimizer, steps));
+  const std::vector<double> expected =
+      ddp::trainSingleProcess(workerSetup(world, model, optimizer, steps));
   ASSERT_FALSE(expected.empty());
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(outcome.exitCodes[static_cast<std::size_t>(r)], 0) << "rank " << r;

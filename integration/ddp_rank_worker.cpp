@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
     s.batchPerRank = batch;
     s.steps = steps;
     s.seed = seed;
-    s.optimizer = optimizer == "sgd" ? ddph::ddp::OptimizerKind::kSgdMomentum : ddph::ddp::OptimizerKind::kAdam;
+    s.optimizer = optimizer == "sgd" ? ddph::ddp::OptimizerKind::kSgdMomentum
+                                     : ddph::ddp::OptimizerKind::kAdam;
     s.bucketCapBytes = 256;
     const std::chrono::milliseconds timeout(timeoutMs);
     std::shared_ptr<ddph::comm::RendezvousStore> store;

@@ -1,5 +1,6 @@
-// GPU checks (label `gpu`): NCCL collectives through ddph::ddp::connectNccl, DistributedDataParallel on
-// CUDA tensors against one process, and a short `ddp-train --backend nccl` run.
+// GPU checks (label `gpu`): NCCL collectives through ddph::ddp::connectNccl,
+// DistributedDataParallel on CUDA tensors against one process, and a short `ddp-train --backend
+// nccl` run.
 //
 // Always built. Every test needs CUDA and reports SKIPPED (never passed) with the reason where
 // there is none: a LibTorch without CUDA (DDPH_TORCH_HAS_CUDA is 0, e.g. Debian's 1.13), or no

@@ -233,7 +233,8 @@ TEST(SimRun, TheAuditOfItsTraceReachesTheSameVerdict) {
       ASSERT_FALSE(verdict["violations"].empty()) << verdict.dump(2);
       for (const char* key : {"property", "ranks", "epoch", "step"}) {
         EXPECT_EQ(verdict["violations"][0][key], run.report["violations"][0][key])
-            << key << "\n" << verdict.dump(2) << run.report.dump(2);
+            << key << "\n"
+            << verdict.dump(2) << run.report.dump(2);
       }
     }
   }

@@ -63,7 +63,8 @@ std::string violationsText(const ddp::EquivalenceReport& report) {
 rc::Gen<ddp::ModelSpec> genModel(bool allowConv, int maxWidth) {
   return rc::gen::exec([=] {
     ddp::ModelSpec m;
-    m.kind = allowConv && *rc::gen::arbitrary<bool>() ? ddp::ModelKind::kConvNet : ddp::ModelKind::kMlp;
+    m.kind =
+        allowConv && *rc::gen::arbitrary<bool>() ? ddp::ModelKind::kConvNet : ddp::ModelKind::kMlp;
     if (m.kind == ddp::ModelKind::kMlp) {
       m.inputs = *rc::gen::inRange(1, maxWidth + 1).as("inputs");
       m.hidden = *rc::gen::container<std::vector<int>>(*rc::gen::inRange(0, 3),
@@ -256,7 +257,8 @@ void expectCaught(const ddp::TrainingSetup& s, const ddp::NegativeControls& c, s
     if (v.step == step && atStep == nullptr) atStep = &v;
   }
   ASSERT_NE(atStep, nullptr) << "nothing at step " << step << ":" << violationsText(report);
-  std::cout << ddp::describeSetup(s, c) << "\n  " << atStep->detail << "\n";  // real output for ddp.md
+  std::cout << ddp::describeSetup(s, c) << "\n  " << atStep->detail
+            << "\n";  // real output for ddp.md
   for (const auto& w : words) {
     EXPECT_NE(atStep->detail.find(w), std::string::npos)
         << "'" << w << "' is not in: " << atStep->detail;
@@ -264,7 +266,8 @@ void expectCaught(const ddp::TrainingSetup& s, const ddp::NegativeControls& c, s
 }
 
 TEST(DdpMutants, TheUnmutatedSetupIsEquivalent) {
-  const auto report = ddp::checkGradientEquivalence(mutantSetup(), mutant(ddp::DdpMutant::kNone, -1));
+  const auto report =
+      ddp::checkGradientEquivalence(mutantSetup(), mutant(ddp::DdpMutant::kNone, -1));
   EXPECT_EQ(report.buckets, 2);
   EXPECT_TRUE(report.equivalent()) << violationsText(report);
 }
@@ -328,7 +331,8 @@ TEST(GradientEquivalenceControls, ReportsAreReadable) {
   controls[4].second.noInitialBroadcast = true;
   const ddp::TrainingSetup correct = base;
   const auto ok = ddp::checkGradientEquivalence(correct);
-  std::cout << "\n" << ddp::describeSetup(correct) << "\n  equivalent: " << ok.equivalent()
+  std::cout << "\n"
+            << ddp::describeSetup(correct) << "\n  equivalent: " << ok.equivalent()
             << " (max relative gradient error " << ok.maxGradientError << ", " << ok.buckets
             << " bucket(s))\n";
   EXPECT_TRUE(ok.equivalent()) << violationsText(ok);

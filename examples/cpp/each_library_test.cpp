@@ -49,7 +49,8 @@ TEST(InstalledLibraries, LaunchDescribesARankThatDied) {  // ddph::launch
   outcome.pid = 4711;
   outcome.kind = ddph::launch::RankOutcome::Kind::kSignaled;
   outcome.signal = SIGTERM;
-  EXPECT_EQ(ddph::launch::describeOutcome(outcome), "rank 2 (pid 4711) was killed by signal 15 (SIGTERM)");
+  EXPECT_EQ(ddph::launch::describeOutcome(outcome),
+            "rank 2 (pid 4711) was killed by signal 15 (SIGTERM)");
 }
 
 TEST(InstalledLibraries, DataZipStopsAtTheShorterDataset) {  // ddph::data

@@ -264,7 +264,8 @@ std::optional<Violation> unevenSteps(const Trace& trace) {
   std::int64_t fewest = INT64_MAX;
   std::vector<std::int64_t> outFirst;
   for (auto r : ranks) {
-    const PassRecord* p = trace.ranks[static_cast<std::size_t>(r)]->findPass(parted->first, parted->second);
+    const PassRecord* p =
+        trace.ranks[static_cast<std::size_t>(r)]->findPass(parted->first, parted->second);
     const auto n = p ? static_cast<std::int64_t>(p->batches.size()) : 0;
     if (n < fewest) outFirst.clear();
     if (n <= fewest) {
@@ -277,12 +278,12 @@ std::optional<Violation> unevenSteps(const Trace& trace) {
   v.ranks = outFirst;
   v.epoch = parted->second;
   v.step = fewest;
-  v.detail = fmt::format("the ranks ran epoch {} of {} in different numbers of steps (batches: {}), "
-                         "with collectives in every step: {} ran out of batches after {} steps, "
-                         "and the others' step {} has no partner for its collectives",
-                         parted->second, describeLoader(first, parted->first),
-                         batchCounts(trace, parted->first, parted->second, ranks),
-                         rankList(outFirst), fewest, fewest);
+  v.detail = fmt::format(
+      "the ranks ran epoch {} of {} in different numbers of steps (batches: {}), "
+      "with collectives in every step: {} ran out of batches after {} steps, "
+      "and the others' step {} has no partner for its collectives",
+      parted->second, describeLoader(first, parted->first),
+      batchCounts(trace, parted->first, parted->second, ranks), rankList(outFirst), fewest, fewest);
   v.likelyCause =
       "uneven inputs: each rank's shard gives it another number of batches, so in a DDP loop the "
       "ranks with more steps wait for a gradient allreduce nobody joins (a hang); give every rank "

@@ -372,7 +372,8 @@ class DataChecker {
     // NOTE [drop_last that drops everything] (core/scenario/src/epoch_checks.cpp): drop_last may
     // drop the N % W tail; when that is the whole dataset the epoch trains on nothing.
     const auto world = static_cast<std::int64_t>(ranks.size());
-    const bool dropsEverything = e.dropLast && *n > 0 && distributedNumSamples(*n, world, true) == 0;
+    const bool dropsEverything =
+        e.dropLast && *n > 0 && distributedNumSamples(*n, world, true) == 0;
     if (dropsEverything) e.dropLast = false;
     const Partition part = partitionOf(ranks, *n, k, false);
     for (auto p : {property::kValidRange, property::kCoverage, property::kDisjointness}) judged(p);
@@ -383,12 +384,12 @@ class DataChecker {
     v->detail = fmt::format("{}, {}: {}", describeLoader(*ranks[0].trace, loader),
                             samplerName(ranks[0]), v->detail);
     v->likelyCause =
-        dropsEverything
-            ? fmt::format("DistributedSampler(drop_last=True) with N = {} < W = {} gives "
-                          "num_samples = 0: no rank gets a sample, so every pass over it draws "
-                          "nothing; use fewer ranks or drop_last=False",
-                          *n, world)
-            : partitionCause(ranks, v->property);
+        dropsEverything ? fmt::format(
+                              "DistributedSampler(drop_last=True) with N = {} < W = {} gives "
+                              "num_samples = 0: no rank gets a sample, so every pass over it draws "
+                              "nothing; use fewer ranks or drop_last=False",
+                              *n, world)
+                        : partitionCause(ranks, v->property);
     record(loader, *v);
     return false;
   }

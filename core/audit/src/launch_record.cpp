@@ -17,11 +17,16 @@ namespace {
 
 const char* outcomeName(launch::RankOutcome::Kind kind) {
   switch (kind) {
-    case launch::RankOutcome::Kind::kRunning: return "running";
-    case launch::RankOutcome::Kind::kExited: return "exited";
-    case launch::RankOutcome::Kind::kSignaled: return "signaled";
-    case launch::RankOutcome::Kind::kTimedOut: return "timed-out";
-    case launch::RankOutcome::Kind::kStopped: return "stopped";
+    case launch::RankOutcome::Kind::kRunning:
+      return "running";
+    case launch::RankOutcome::Kind::kExited:
+      return "exited";
+    case launch::RankOutcome::Kind::kSignaled:
+      return "signaled";
+    case launch::RankOutcome::Kind::kTimedOut:
+      return "timed-out";
+    case launch::RankOutcome::Kind::kStopped:
+      return "stopped";
   }
   return "running";
 }
@@ -40,7 +45,8 @@ LaunchRecord launchRecordOf(const launch::LaunchResult& result, int worldSize,
   for (const auto& r : result.ranks) {
     launch::RankOutcome::Kind kind = r.kind;
     // A timeout stops every rank: those still running then are the hung ones.
-    if (record.timedOut && kind == launch::RankOutcome::Kind::kStopped) kind = launch::RankOutcome::Kind::kTimedOut;
+    if (record.timedOut && kind == launch::RankOutcome::Kind::kStopped)
+      kind = launch::RankOutcome::Kind::kTimedOut;
     record.ranks.push_back({r.rank, r.pid, outcomeName(kind), r.code, r.signal, r.wasStopped});
   }
   return record;
@@ -78,8 +84,10 @@ void writeLaunchRecord(const fs::path& dir, const LaunchRecord& record) {
   j["interrupted_by_signal"] = record.interruptedBy;
   auto& ranks = j["ranks"] = nlohmann::ordered_json::array();
   for (const auto& r : record.ranks) {
-    nlohmann::ordered_json rank = {{"rank", r.rank},       {"pid", r.pid},
-                                   {"outcome", r.outcome}, {"code", r.code},
+    nlohmann::ordered_json rank = {{"rank", r.rank},
+                                   {"pid", r.pid},
+                                   {"outcome", r.outcome},
+                                   {"code", r.code},
                                    {"signal", r.signal}};
     if (r.wasStopped) rank["was_stopped"] = true;
     ranks.push_back(std::move(rank));

@@ -342,7 +342,8 @@ NeverArrived inRecordedCollective(const Trace& trace) {
   std::map<std::pair<std::string, std::int64_t>, NeverArrived> byCollective;
   for (int r = 0; r < trace.worldSize; ++r) {
     const auto& t = trace.ranks[static_cast<std::size_t>(r)];
-    if (!t || !inUnfinishedCollective(*t) || !failedOnItsOwn(trace, *t, launched(trace, r))) continue;
+    if (!t || !inUnfinishedCollective(*t) || !failedOnItsOwn(trace, *t, launched(trace, r)))
+      continue;
     const CollectiveRecord* c = t->lastCollective();
     NeverArrived& n = byCollective[{c->group, c->seq}];
     if (!n.collective) {
@@ -419,30 +420,33 @@ Violation neverArrivedFinding(const Trace& trace, const NeverArrived& n) {
   }
   const std::string stopped =
       frozen.empty() ? ""
-                     : fmt::format(" ({} {} stopped, not crashed: state T, as after a SIGSTOP, a "
-                                   "debugger or a frozen host)",
-                                   rankList(frozen), frozen.size() == 1 ? "was" : "were");
+                     : fmt::format(
+                           " ({} {} stopped, not crashed: state T, as after a SIGSTOP, a "
+                           "debugger or a frozen host)",
+                           rankList(frozen), frozen.size() == 1 ? "was" : "were");
   const bool deadline = trace.launch && trace.launch->timedOut && trace.launch->deadlineS;
   const std::string saw = whatTheWaitingSaw(trace, n);
   const RankTrace& waiter = *trace.ranks[static_cast<std::size_t>(n.waiting.front())];
   const std::string which =
       n.collective
-          ? fmt::format("{}: {}", collectiveNumber(*n.collective), describeCollective(*n.collective))
+          ? fmt::format("{}: {}", collectiveNumber(*n.collective),
+                        describeCollective(*n.collective))
           : fmt::format("one inside torch that the trace does not record ({} timed out{}, {})",
                         n.waiting.size() == 1 ? "it" : "they",
-                        waiter.errorWhere ? " at " + *waiter.errorWhere : "", whereRankStood(waiter));
+                        waiter.errorWhere ? " at " + *waiter.errorWhere : "",
+                        whereRankStood(waiter));
   v.detail = fmt::format(
       "{} never reached the collective the others waited in, {}{}; {} stood {}; {} waited in "
       "it{}{}",
-      rankList(n.missing), which, stopped, one ? "it" : fmt::format("rank {}", n.missing.front()), whereRankStood(first),
-      rankList(n.waiting),
+      rankList(n.missing), which, stopped, one ? "it" : fmt::format("rank {}", n.missing.front()),
+      whereRankStood(first), rankList(n.waiting),
       deadline ? fmt::format(" until the run outlived its deadline of {:g} s and every rank was "
                              "stopped",
                              *trace.launch->deadlineS)
                : "",
       saw.empty() ? "" : ": " + saw);
-  const std::string until = deadline ? "until the run's deadline stopped them"
-                                     : "until their collective timed out";
+  const std::string until =
+      deadline ? "until the run's deadline stopped them" : "until their collective timed out";
   if (!frozen.empty()) {
     v.likelyCause = fmt::format(
         "{} stopped (SIGSTOP, a debugger, a frozen host or container) and never answered, so the "
@@ -456,7 +460,8 @@ Violation neverArrivedFinding(const Trace& trace, const NeverArrived& n) {
         one ? "it was" : "they were", until);
   } else {
     v.likelyCause =
-        "its trace has no end and it never entered the collective: killed, crashed, or hung outside "
+        "its trace has no end and it never entered the collective: killed, crashed, or hung "
+        "outside "
         "any collective; check its log and exit status";
   }
   return v;

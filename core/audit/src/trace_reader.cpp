@@ -723,7 +723,6 @@ std::string attemptsNote(const Trace& t, const fs::path& base) {
                      which, later);
 }
 
-
 // A rank killed while it created its file leaves it empty, or its header line cut short before
 // its '\n' (the rest NUL bytes, the writer's reserved tail).
 bool headerCutShort(const fs::path& file) {
@@ -775,9 +774,10 @@ Trace readTrace(const fs::path& dir) {
   std::vector<RankTrace> read;
   for (const auto& [rank, file] : files) {
     if (headerCutShort(file)) {
-      trace.notes.push_back(fmt::format("rank {}: {} has no whole first line (the rank ended while "
-                                        "it created the file), read as a rank that left no trace",
-                                        rank, file.filename().string()));
+      trace.notes.push_back(
+          fmt::format("rank {}: {} has no whole first line (the rank ended while "
+                      "it created the file), read as a rank that left no trace",
+                      rank, file.filename().string()));
       continue;
     }
     RankTrace t = readRankTrace(file);

@@ -121,16 +121,22 @@ void writeRank(const std::string& dir, const RunSpec& s, int rank) {
         return;
       }
       if (rank == s.hungRank && epoch == 1 && b == 1) return;  // alive, never answering
-      if (s.hungRank >= 0 && epoch == 1 && b == 1) {  // waits for it, then times out
+      if (s.hungRank >= 0 && epoch == 1 && b == 1) {           // waits for it, then times out
         if (s.hangInRecordedCollective) {
           step(iter, b, std::min(s.batch, perRank - b * s.batch), /*done=*/false);
         } else {
-          w.emit({{"ev", "batch"}, {"loader", 0}, {"iter", iter}, {"seq", b}, {"size", s.batch},
+          w.emit({{"ev", "batch"},
+                  {"loader", 0},
+                  {"iter", iter},
+                  {"seq", b},
+                  {"size", s.batch},
                   {"grad", true}});
         }
-        w.emit({{"ev", "error"}, {"type", "RuntimeError"},
-                {"message", "[gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 10000ms "
-                            "for recv operation to complete"}});
+        w.emit({{"ev", "error"},
+                {"type", "RuntimeError"},
+                {"message",
+                 "[gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 10000ms "
+                 "for recv operation to complete"}});
         w.emit({{"ev", "end"}, {"code", 1}});
         return;
       }
@@ -480,7 +486,8 @@ TEST(AuditTrace, ARankThatNeverArrivedIsTheFailureTheOthersWaitedFor) {
   for (const bool recorded : {true, false}) {
     for (const bool frozen : {true, false}) {
       for (const int interrupted : {0, 2}) {
-        SCOPED_TRACE(fmt::format("recorded {} frozen {} interrupted {}", recorded, frozen, interrupted));
+        SCOPED_TRACE(
+            fmt::format("recorded {} frozen {} interrupted {}", recorded, frozen, interrupted));
         RunSpec s;
         s.hungRank = 2;
         s.hangInRecordedCollective = recorded;
@@ -488,18 +495,25 @@ TEST(AuditTrace, ARankThatNeverArrivedIsTheFailureTheOthersWaitedFor) {
         for (int r = 0; r < s.world; ++r) writeRank(dir.path(), s, r);
         json ranks = json::array();
         for (int r = 0; r < s.world; ++r) {
-          json rank = {{"rank", r}, {"pid", 100 + r}, {"outcome", r == 2 ? "stopped" : "exited"},
-                       {"code", r == 2 ? 0 : 1}, {"signal", r == 2 ? 15 : 0}};
+          json rank = {{"rank", r},
+                       {"pid", 100 + r},
+                       {"outcome", r == 2 ? "stopped" : "exited"},
+                       {"code", r == 2 ? 0 : 1},
+                       {"signal", r == 2 ? 15 : 0}};
           if (r == 2 && frozen) rank["was_stopped"] = true;
           ranks.push_back(rank);
         }
-        std::ofstream(dir.path() + "/launch.json")
-            << json{{"launcher", "ddp-sim launch"}, {"world_size", s.world}, {"exit_code", 1},
-                    {"timed_out", false}, {"interrupted_by_signal", interrupted}, {"ranks", ranks}}
-                   .dump();
+        std::ofstream(dir.path() + "/launch.json") << json{
+            {"launcher", "ddp-sim launch"},
+            {"world_size", s.world},
+            {"exit_code", 1},
+            {"timed_out", false},
+            {"interrupted_by_signal", interrupted},
+            {"ranks", ranks}}.dump();
         const auto r = audit::auditTrace(audit::readTrace(dir.path()));
         if (interrupted != 0) {  // the launcher stopped every rank wherever it was: no such finding
-          for (const auto& v : r.violations) EXPECT_FALSE(has(v.detail, "never reached")) << v.detail;
+          for (const auto& v : r.violations)
+            EXPECT_FALSE(has(v.detail, "never reached")) << v.detail;
           continue;
         }
         const Violation& v = only(r, property::kRankFailure);
@@ -508,13 +522,15 @@ TEST(AuditTrace, ARankThatNeverArrivedIsTheFailureTheOthersWaitedFor) {
         EXPECT_EQ(v.step, 0);  // its last batch
         EXPECT_TRUE(has(v.detail, "rank 2 never reached the collective the others waited in, "))
             << v.detail;
-        EXPECT_EQ(has(v.detail, "#4 on the default group: all_reduce float32[11]"), recorded) << v.detail;
+        EXPECT_EQ(has(v.detail, "#4 on the default group: all_reduce float32[11]"), recorded)
+            << v.detail;
         EXPECT_EQ(has(v.detail, "one inside torch that the trace does not record (they timed out"),
                   !recorded)
             << v.detail;
         EXPECT_TRUE(has(v.detail, "it stood at epoch 1 step 0 of loader 0")) << v.detail;
-        EXPECT_TRUE(has(v.detail, "ranks 0, 1, 3 waited in it: rank 0 raised RuntimeError: "
-                                  "[gloo/transport/tcp/unbound_buffer.cc:81] Timed out"))
+        EXPECT_TRUE(has(v.detail,
+                        "ranks 0, 1, 3 waited in it: rank 0 raised RuntimeError: "
+                        "[gloo/transport/tcp/unbound_buffer.cc:81] Timed out"))
             << v.detail;
         EXPECT_EQ(has(v.detail, "(rank 2 was stopped, not crashed: state T"), frozen) << v.detail;
         EXPECT_EQ(has(likelyCauseOf(v), "hung or slow outside any collective"), !frozen)
@@ -606,7 +622,8 @@ TEST(AuditTraceFiles, ARankFileCutBeforeItsFirstLineIsARankThatLeftNoTrace) {
     const audit::Trace trace = audit::readTrace(dir.path());
     EXPECT_FALSE(trace.ranks[1].has_value());
     ASSERT_EQ(trace.notes.size(), 1u);
-    EXPECT_TRUE(has(trace.notes[0], "rank 1: rank-1.jsonl has no whole first line")) << trace.notes[0];
+    EXPECT_TRUE(has(trace.notes[0], "rank 1: rank-1.jsonl has no whole first line"))
+        << trace.notes[0];
   }
   TempDir dir("ddph-audit-trace");
   std::ofstream(dir.path() + "/rank-0.jsonl") << "\n";

@@ -1,5 +1,7 @@
 // The forked rank world's supervisor (core/launch/src/forked_world.cpp) on real forked ranks:
 // which ranks it stopped and which ended on their own, when deaths overlap.
+#include "ddph/launch/forked_world.h"
+
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -7,8 +9,6 @@
 #include <unistd.h>
 
 #include <chrono>
-
-#include "ddph/launch/forked_world.h"
 
 using namespace std::chrono_literals;
 

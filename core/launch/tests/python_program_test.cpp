@@ -1,4 +1,5 @@
-// launch::checkPythonProgram: what `ddp-sim launch` checks before starting W ranks of a Python program.
+// launch::checkPythonProgram: what `ddp-sim launch` checks before starting W ranks of a Python
+// program.
 #include "ddph/launch/python_program.h"
 
 #include <gtest/gtest.h>
@@ -23,7 +24,8 @@ TEST(PythonProgram, InterpretersAreKnownByName) {
 
 TEST(PythonProgram, TheScriptIsTheFirstArgumentThatIsNoOption) {
   EXPECT_EQ(launch::pythonScript({"python3", "train.py", "--epochs", "3"}), "train.py");
-  EXPECT_EQ(launch::pythonScript({"python3", "-u", "-W", "ignore", "-X", "dev", "train.py"}), "train.py");
+  EXPECT_EQ(launch::pythonScript({"python3", "-u", "-W", "ignore", "-X", "dev", "train.py"}),
+            "train.py");
   EXPECT_EQ(launch::pythonScript({"python3", "-m", "ddph_audit", "train.py"}), std::nullopt);
   EXPECT_EQ(launch::pythonScript({"python3", "-mtorch.distributed.run", "train.py"}), std::nullopt);
   EXPECT_EQ(launch::pythonScript({"python3", "-c", "print(1)"}), std::nullopt);
@@ -37,12 +39,14 @@ TEST(PythonProgram, TheForkServerRunsTheScriptOrModuleWithTheInterpretersOptions
   const std::string script = dir.path() + "/train.py";
   std::ofstream(script) << "print(1)\n";
   using Argv = std::vector<std::string>;
-  const auto server = launch::forkServerCommand({"python3", "-u", "-W", "ignore", "-Xdev", script, "--lr", "1"}, "fs.py");
+  const auto server = launch::forkServerCommand(
+      {"python3", "-u", "-W", "ignore", "-Xdev", script, "--lr", "1"}, "fs.py");
   ASSERT_TRUE(server);
   EXPECT_EQ(server->whyNot, "");
   EXPECT_EQ(server->argv, (Argv{"python3", "-u", "-W", "ignore", "-Xdev", "fs.py", "--script", script,
                                 "--lr", "1"}));
-  const auto module = launch::forkServerCommand({"/usr/bin/python3", "-B", "-m", "pkg.train", "-m", "x"}, "fs.py");
+  const auto module =
+      launch::forkServerCommand({"/usr/bin/python3", "-B", "-m", "pkg.train", "-m", "x"}, "fs.py");
   ASSERT_TRUE(module);
   EXPECT_EQ(module->argv, (Argv{"/usr/bin/python3", "-B", "fs.py", "--module", "pkg.train", "-m", "x"}));
   const auto attached = launch::forkServerCommand({"python3", "-mpkg"}, "fs.py");
@@ -52,18 +56,21 @@ TEST(PythonProgram, TheForkServerRunsTheScriptOrModuleWithTheInterpretersOptions
 
 TEST(PythonProgram, WhatTheForkServerCannotRunIsExecdWithTheReason) {
   TempDir dir("ddph-python-program");
-  EXPECT_EQ(launch::forkServerCommand({"ddp-train", "--epochs", "1"}, "fs.py"), std::nullopt);  // not Python
+  EXPECT_EQ(launch::forkServerCommand({"ddp-train", "--epochs", "1"}, "fs.py"),
+            std::nullopt);  // not Python
   const auto code = launch::forkServerCommand({"python3", "-c", "print(1)"}, "fs.py");
   ASSERT_TRUE(code);
   EXPECT_TRUE(code->argv.empty());
   EXPECT_NE(code->whyNot.find("-c"), std::string::npos) << code->whyNot;
-  const auto folder = launch::forkServerCommand({"python3", dir.path()}, "fs.py");  // a folder's __main__.py
+  const auto folder =
+      launch::forkServerCommand({"python3", dir.path()}, "fs.py");  // a folder's __main__.py
   ASSERT_TRUE(folder);
   EXPECT_NE(folder->whyNot.find("is a folder or an archive"), std::string::npos) << folder->whyNot;
   const auto interactive = launch::forkServerCommand({"python3", "-i", dir.path()}, "fs.py");
   ASSERT_TRUE(interactive);
   EXPECT_NE(interactive->whyNot.find("option -i"), std::string::npos) << interactive->whyNot;
-  EXPECT_NE(launch::forkServerCommand({"python3", "-"}, "fs.py")->whyNot.find("standard input"), std::string::npos);
+  EXPECT_NE(launch::forkServerCommand({"python3", "-"}, "fs.py")->whyNot.find("standard input"),
+            std::string::npos);
 }
 
 TEST(PythonProgram, AMissingScriptIsOneLineNamingIt) {
@@ -78,7 +85,8 @@ TEST(PythonProgram, AMissingScriptIsOneLineNamingIt) {
   }
   std::ofstream(dir.path() + "/train.py") << "print(1)\n";
   EXPECT_NO_THROW(launch::checkPythonProgram({"python3", dir.path() + "/train.py"}, false));
-  EXPECT_NO_THROW(launch::checkPythonProgram({"/bin/sh", dir.path() + "/none.sh"}, true));  // not Python
+  EXPECT_NO_THROW(
+      launch::checkPythonProgram({"/bin/sh", dir.path() + "/none.sh"}, true));  // not Python
 }
 
 TEST(PythonProgram, AnInterpreterWithoutTorchIsNamedWithOneThatHasIt) {
@@ -97,7 +105,8 @@ TEST(PythonProgram, AnInterpreterWithoutTorchIsNamedWithOneThatHasIt) {
     // This machine's system Python has torch (DDPH_PYTHON is the one the tests use).
     EXPECT_NE(what.find(" can: run the program with it"), std::string::npos) << what;
   }
-  EXPECT_NO_THROW(launch::checkPythonProgram({fake, dir.path() + "/train.py"}, /*needsTorch=*/false));
+  EXPECT_NO_THROW(
+      launch::checkPythonProgram({fake, dir.path() + "/train.py"}, /*needsTorch=*/false));
   EXPECT_NO_THROW(launch::checkPythonProgram({DDPH_PYTHON, dir.path() + "/train.py"}, true));
 }
 

@@ -13,20 +13,20 @@
 #include <numeric>
 #include <sstream>
 
-#include "ddph/comm/gloo_communicator.h"
-#include "ddph/comm/local_store.h"
-#include "ddph/common/private_folder.h"
-#include "ddph/config.h"
-#include "ddph/verify/randperm.h"
-#include "ddph/common/libtorch_module.h"
-#include "ddph/common/error.h"
 #include "ddph/audit/audit.h"
 #include "ddph/audit/launch_record.h"
 #include "ddph/audit/trace.h"
+#include "ddph/comm/gloo_communicator.h"
+#include "ddph/comm/local_store.h"
+#include "ddph/common/error.h"
+#include "ddph/common/libtorch_module.h"
+#include "ddph/common/private_folder.h"
+#include "ddph/config.h"
 #include "ddph/launch/forked_world.h"
 #include "ddph/launch/own_pss.h"
 #include "ddph/scenario/rank_program.h"
 #include "ddph/scenario/scenario_file.h"
+#include "ddph/verify/randperm.h"
 #include "straggler_check.h"
 
 namespace ddph::scenario {
@@ -187,9 +187,8 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
   }
   const PrivateFolder folder("ddph-run-");
   const std::string storePath = folder.path() + "/store";
-  const launch::ForkedWorldResult result = launch::runForkedWorld(world, [&](int rank, int fd) {
-    return rankMain(s, options, target, storePath, rank, fd);
-  });
+  const launch::ForkedWorldResult result = launch::runForkedWorld(
+      world, [&](int rank, int fd) { return rankMain(s, options, target, storePath, rank, fd); });
 
   RunReport report;
   report.scenario = s.name;
@@ -210,7 +209,8 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
   // violations the ranks reported (a collective mismatch explains the failure it causes).
   for (const auto& p : parsed) {  // a verdict from a trace cut short would be wrong: none
     if (p.done && !p.done->value("trace_failure", "").empty()) {
-      throw Error(fmt::format("the run's trace: {}", (*p.done)["trace_failure"].get<std::string>()));
+      throw Error(
+          fmt::format("the run's trace: {}", (*p.done)["trace_failure"].get<std::string>()));
     }
   }
   audit::writeLaunchRecord(target.dir, audit::launchRecordOf(result, deadline));
@@ -221,9 +221,9 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
   if (failures.empty() && !has(report.violations, property::kCollectiveMismatch)) {
     if (auto slow = findStragglers(trace)) report.violations.push_back(std::move(*slow));
   }
-  report.violations.insert(result.deadlinePassed ? report.violations.begin() : report.violations.end(),
-                           std::make_move_iterator(failures.begin()),
-                           std::make_move_iterator(failures.end()));
+  report.violations.insert(
+      result.deadlinePassed ? report.violations.begin() : report.violations.end(),
+      std::make_move_iterator(failures.begin()), std::make_move_iterator(failures.end()));
   report.passed = report.violations.empty() && result.interruptedBy == 0;
 
   double connect = 0, run = 0, pssSum = 0;

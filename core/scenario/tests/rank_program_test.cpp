@@ -1,5 +1,7 @@
 // The rank program thread-per-rank over an in-process store (no processes, no ports): the same
 // code `ddp-sim run` forks, judged through a collecting observer.
+#include "ddph/scenario/rank_program.h"
+
 #include <gtest/gtest.h>
 
 #include <future>
@@ -9,7 +11,6 @@
 
 #include "ddph/comm/gloo_communicator.h"
 #include "ddph/scenario/builtin_scenarios.h"
-#include "ddph/scenario/rank_program.h"
 
 using namespace std::chrono_literals;
 

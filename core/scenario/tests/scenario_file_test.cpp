@@ -1,11 +1,12 @@
 // Scenario files: the catalogue parses, and a bad file names the file, the line and the key.
+#include "ddph/scenario/scenario_file.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "ddph/common/error.h"
 #include "ddph/scenario/builtin_scenarios.h"
-#include "ddph/scenario/scenario_file.h"
 
 namespace ddph::scenario {
 namespace {
@@ -75,29 +76,37 @@ TEST(ScenarioFile, ErrorsNameFileLineAndKey) {
             "bad.toml:2: key 'batch_sise': unknown key");
   EXPECT_EQ(errorOf("world_size = \"four\"\n[[datasets]]\nsize = 1\n"),
             "bad.toml:1: key 'world_size': expected an integer");
-  EXPECT_EQ(errorOf("[[datasets]]\nname = \"a\"\n"), "bad.toml:1: key 'datasets[0].size': is required");
+  EXPECT_EQ(errorOf("[[datasets]]\nname = \"a\"\n"),
+            "bad.toml:1: key 'datasets[0].size': is required");
   EXPECT_EQ(errorOf("[[datasets]]\nsize = 10\nsampler = \"magic\"\n"),
             "bad.toml:3: key 'datasets[0].sampler': 'magic' is not one of pytorch, elastic, "
             "libtorch-random, libtorch-sequential, strided");
   // [resume]: a stop and a resume of one epoch of one dataset, on at most the scenario's ranks.
   const std::string resumable = "world_size = 4\nepochs = 1\n[[datasets]]\nsize = 100\n";
-  EXPECT_EQ(errorOf(resumable + "[resume]\nstop_after_steps = 3\nworld_size = 5\n"),
-            "bad.toml:7: key 'resume.world_size': must be between 1 and the scenario's world_size (4)");
+  EXPECT_EQ(
+      errorOf(resumable + "[resume]\nstop_after_steps = 3\nworld_size = 5\n"),
+      "bad.toml:7: key 'resume.world_size': must be between 1 and the scenario's world_size (4)");
   EXPECT_EQ(errorOf(resumable + "[resume]\nworld_size = 2\n"),
             "bad.toml:5: key 'resume.stop_after_steps': is required");
-  EXPECT_EQ(errorOf("epochs = 2\n[[datasets]]\nsize = 100\n[resume]\nstop_after_steps = 3\nworld_size = 1\n"),
-            "bad.toml:4: key 'resume': a stop and a resume need epochs = 1");
-  EXPECT_EQ(errorOf(resumable + "sampler = \"strided\"\n[resume]\nstop_after_steps = 3\nworld_size = 1\n"),
-            "bad.toml:6: key 'resume': needs sampler = \"pytorch\" or \"elastic\" (equal shards on every rank)");
+  EXPECT_EQ(
+      errorOf(
+          "epochs = 2\n[[datasets]]\nsize = 100\n[resume]\nstop_after_steps = 3\nworld_size = 1\n"),
+      "bad.toml:4: key 'resume': a stop and a resume need epochs = 1");
+  EXPECT_EQ(errorOf(resumable +
+                    "sampler = \"strided\"\n[resume]\nstop_after_steps = 3\nworld_size = 1\n"),
+            "bad.toml:6: key 'resume': needs sampler = \"pytorch\" or \"elastic\" (equal shards on "
+            "every rank)");
   EXPECT_EQ(errorOf("combine = \"interleave\"\n[[datasets]]\nsize = 1\n"),
             "bad.toml:1: key 'combine': 'interleave' is not one of zip, cycle, concat, weighted");
   EXPECT_EQ(errorOf("[[datasets]]\nsize = 1\n[faults]\nkill = { rank = 1 }\n"),
             "bad.toml:4: key 'faults.kill.step': is required");
-  EXPECT_EQ(errorOf("world_size = 2\n[[datasets]]\nsize = 1\n[faults]\nkill = { rank = 5, step = 1 }\n"),
-            "bad.toml: faults.kill.rank 5 is outside a world of 2 ranks");
+  EXPECT_EQ(
+      errorOf("world_size = 2\n[[datasets]]\nsize = 1\n[faults]\nkill = { rank = 5, step = 1 }\n"),
+      "bad.toml: faults.kill.rank 5 is outside a world of 2 ranks");
   EXPECT_EQ(errorOf("expect = \"speed\"\n[[datasets]]\nsize = 1\n"),
             "bad.toml:1: key 'expect': 'speed' is not a property name");
-  EXPECT_EQ(errorOf("world_size = 4\n"), "bad.toml:1: key 'datasets': at least one [[datasets]] table is required");
+  EXPECT_EQ(errorOf("world_size = 4\n"),
+            "bad.toml:1: key 'datasets': at least one [[datasets]] table is required");
   // Syntax errors carry toml++'s line.
   const std::string syntax = errorOf("world_size = 4\nepochs = = 2\n");
   EXPECT_EQ(syntax.rfind("bad.toml:2: ", 0), 0u) << syntax;

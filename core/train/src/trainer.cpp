@@ -107,7 +107,7 @@ void connectWorld(World& world, const TrainConfig& config,
     world.store = comm::makeTcpStore(env->masterAddr, env->masterPort, env->rank == 0,
                                      env->worldSize, timeout);
     world.comm = ddp::connectNccl(world.store, world.rank, world.size, world.localRank, timeout,
-                             "ddp-train");
+                                  "ddp-train");
     return;
   }
 #endif
@@ -388,7 +388,8 @@ RunParts setUpRun(const TrainConfig& config, const std::optional<comm::RankEnv>&
     ddp::DdpOptions options;
     // concat: a step holds one dataset, so the other datasets' input layers get no gradient.
     options.findUnusedParameters = config.mix == data::Mix::kConcat && run.datasets.size() > 1;
-    run.ddp = std::make_unique<ddp::DistributedDataParallel>(run.model.ptr(), *run.world.comm, options);
+    run.ddp =
+        std::make_unique<ddp::DistributedDataParallel>(run.model.ptr(), *run.world.comm, options);
   }
   // 7. The trace's samplers, loaders and DDP module.
   if (run.audit->enabled()) {

@@ -6,9 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "ddph/common/private_folder.h"
-
 #include "ddph/audit/trace.h"
+#include "ddph/common/private_folder.h"
 
 namespace ddph::launch {
 // The launcher's results (ddph/launch/): the audit links the launch library privately.

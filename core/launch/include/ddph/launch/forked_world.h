@@ -6,7 +6,8 @@
 // reports to the supervisor by writing lines to resultFd (where a rank stood when it failed is in
 // its trace, judged by the audit). Supervision: process group + PR_SET_PDEATHSIG;
 // on the first failing rank, on the deadline or on SIGINT/SIGTERM every rank gets SIGTERM, then
-// SIGKILL after `grace`; runForkedWorld returns only after every rank was reaped and every fd closed.
+// SIGKILL after `grace`; runForkedWorld returns only after every rank was reaped and every fd
+// closed.
 
 #include <sys/types.h>
 

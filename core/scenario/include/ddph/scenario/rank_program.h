@@ -39,7 +39,7 @@ struct RankRunStats {
   double waitSeconds = 0;       ///< time inside the gradient allreduces
   double epochSeconds = 0;      ///< wall time of the epochs
   bool stoppedOnMismatch = false;
-  std::string traceFailure;     ///< why its trace stops short (a full disk), or empty
+  std::string traceFailure;  ///< why its trace stops short (a full disk), or empty
 };
 
 /// Where a rank writes its audit trace (docs/trace-format.md). `dir` empty: into $DDPH_AUDIT_DIR
