@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -394,9 +395,7 @@ NeverArrived findNeverArrived(const Trace& trace) {
 std::string whatTheWaitingSaw(const Trace& trace, const NeverArrived& n) {
   for (std::int64_t r : n.waiting) {
     const RankTrace& t = *trace.ranks[static_cast<std::size_t>(r)];
-    if (t.errorType) {
-      return fmt::format("rank {} raised {}: {}", r, *t.errorType, t.errorMessage.value_or(""));
-    }
+    if (t.errorType) return fmt::format("rank {} {}", r, raisedText(t));
   }
   if (trace.launch && trace.launch->timedOut) return {};
   const int first = static_cast<int>(n.waiting.front());
@@ -409,10 +408,7 @@ Violation neverArrivedFinding(const Trace& trace, const NeverArrived& n) {
   v.ranks = n.missing;
   const bool one = n.missing.size() == 1;
   const RankTrace& first = *trace.ranks[static_cast<std::size_t>(n.missing.front())];
-  if (const PassRecord* p = lastBatchPass(first)) {
-    v.epoch = p->iter;
-    v.step = p->batches.back().seq;
-  }
+  std::tie(v.epoch, v.step) = position(first);
   std::vector<std::int64_t> frozen;
   for (std::int64_t r : n.missing) {
     const LaunchedRank* l = launched(trace, static_cast<int>(r));
@@ -558,9 +554,8 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
       how = "ended without finishing (killed, crashed or hung: its trace has no end)";
     }
     const CollectiveRecord* last = t->lastCollective();
-    const PassRecord* stood = lastBatchPass(*t);
-    v.epoch = last && !last->done ? last->iter : stood ? stood->iter : -1;
-    v.step = last && !last->done ? last->batchSeq : stood ? stood->batches.back().seq : -1;
+    std::tie(v.epoch, v.step) =
+        last && !last->done ? std::make_pair(last->iter, last->batchSeq) : position(*t);
     const std::string launcherSide = t->errorType && !byLauncher.empty() && !stoppedByOthers
                                          ? fmt::format(" ({})", byLauncher)
                                          : "";

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -178,13 +177,9 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
   // would cost every rank its start-up); the others are forked without it, which is what makes
   // large worlds cheap to fork (NOTE [LibTorch on demand]).
   if (needsLibTorch(s, options.gloo)) libtorch::backend();
-  // Every run is traced (docs/trace-format.md): into the caller's folder, or a private one.
-  std::optional<audit::TraceFolder> ownTrace;
-  RankTraceTarget target = options.trace;
-  if (target.dir.empty()) {
-    ownTrace.emplace(std::nullopt);
-    target = {ownTrace->path(), fmt::format("run-{}", ::getpid())};
-  }
+  // Every run is traced (docs/trace-format.md): its rank failures are judged on the trace.
+  DDPH_ASSERT(!options.trace.dir.empty());
+  const RankTraceTarget& target = options.trace;
   const PrivateFolder folder("ddph-run-");
   const std::string storePath = folder.path() + "/store";
   const launch::ForkedWorldResult result = launch::runForkedWorld(

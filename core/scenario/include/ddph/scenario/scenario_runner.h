@@ -20,8 +20,8 @@ struct RunOptions {
   /// Where the ranks say they joined and which epoch they are in (for a progress line); its world
   /// size must be the run's. Null: nowhere.
   RunProgress* progress = nullptr;
-  /// Where the ranks write their audit trace (`ddp-sim run`: with --trace-dir or --html; empty: nowhere
-  /// unless $DDPH_AUDIT_DIR is set).
+  /// Where the ranks write their audit trace (required: `ddp-sim run`'s --trace-dir, or a private
+  /// folder); the run's rank failures are judged on it.
   RankTraceTarget trace;
 };
 
