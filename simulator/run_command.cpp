@@ -1,5 +1,4 @@
 // ddp-sim run: a scenario on W real Gloo rank processes, diagnosed.
-// ddp-sim scenarios: the built-in catalogue.
 #include <fmt/format.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -86,24 +85,6 @@ int runRun(const RunArgs& a) {
   return report.passed ? kExitOk : kExitViolation;
 }
 
-int runScenarios(const std::string& show) {
-  if (!show.empty()) {
-    for (const auto& b : scenario::builtinScenarios()) {
-      if (b.name == show) {
-        std::cout << b.toml;
-        return kExitOk;
-      }
-    }
-    throw ConfigError(fmt::format("no built-in scenario '{}'", show));
-  }
-  for (const auto& b : scenario::builtinScenarios()) {
-    const scenario::Scenario s = scenario::builtinScenario(b.name);
-    fmt::print("{:<24} {:<20} {}\n", s.name, s.expect.empty() ? "(passes)" : s.expect,
-               s.description);
-  }
-  return kExitOk;
-}
-
 }  // namespace
 
 Command addRunCommand(CLI::App& app) {
@@ -128,13 +109,6 @@ Command addRunCommand(CLI::App& app) {
   sub->footer("Exit codes: 0 passed, 1 a property was violated (or a rank failed), 2 bad "
               "arguments or scenario, 3 internal error, 128+N interrupted by signal N.");
   return {sub, [args] { return runRun(*args); }};
-}
-
-Command addScenariosCommand(CLI::App& app) {
-  auto show = std::make_shared<std::string>();
-  CLI::App* sub = app.add_subcommand("scenarios", "List the built-in scenarios");
-  sub->add_option("--show", *show, "print this scenario's TOML");
-  return {sub, [show] { return runScenarios(*show); }};
 }
 
 }  // namespace ddph::sim

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "ddph/scenario/rank_program.h"
 #include "ddph/verify/builtin_samplers.h"
 #include "ddph/verify/distributed_sampler.h"
 #include "ddph/verify/partition_checks.h"
@@ -13,9 +14,9 @@
 
 namespace ddph::scenario {
 
-EpochChecks::EpochChecks(const Scenario& s, const std::vector<Checked>& checked,
-                         std::int64_t world, RankObserver& observer)
-    : s_(s), checked_(checked), world_(world), observer_(observer), previous_(checked.size()) {}
+EpochChecks::EpochChecks(const Scenario& s, const std::vector<Checked>& checked, std::int64_t world,
+                         Findings& out)
+    : s_(s), checked_(checked), world_(world), out_(out), previous_(checked.size()) {}
 
 void EpochChecks::check(std::int64_t epoch,
                         const std::vector<std::vector<std::vector<Index>>>& gathered) {
@@ -53,7 +54,7 @@ void EpochChecks::check(std::int64_t epoch,
     }
     if (s_.phase == "eval") {
       const std::string metric = evalMetric(p, c);
-      observer_.onNote(fmt::format("epoch {}: {}", epoch, metric));
+      out_.notes.push_back(fmt::format("epoch {}: {}", epoch, metric));
       if (disjoint) disjoint->detail += "; " + metric;
     }
     report(std::move(disjoint), info);
@@ -87,8 +88,9 @@ void EpochChecks::checkResumed(std::int64_t epoch, const std::vector<std::vector
   x.dropLast = info.spec->samplerDropLast;
   report(checkResumeExactlyOnce(e, x), info);
   report(checkResumeBalance(e), info);
-  observer_.onNote(fmt::format("epoch {}: stopped after {} samples a rank on {} ranks, resumed on {}",
-                               epoch, consumed, world_, r.worldSize));
+  out_.notes.push_back(
+      fmt::format("epoch {}: stopped after {} samples a rank on {} ranks, resumed on {}", epoch,
+                  consumed, world_, r.worldSize));
 }
 
 void EpochChecks::report(std::optional<Violation> v, const Checked& c) {
@@ -97,7 +99,7 @@ void EpochChecks::report(std::optional<Violation> v, const Checked& c) {
     if (hint.dataset == c.name && hint.property == v->property) v->likelyCause = hint.text;
   }
   if (checked_.size() > 1) v->detail = fmt::format("dataset {}: {}", c.name, v->detail);
-  observer_.onViolation(*v);
+  out_.violations.push_back(std::move(*v));
 }
 
 void EpochChecks::noteUnvisited(const Partition& p, const Checked& info) {
@@ -109,8 +111,8 @@ void EpochChecks::noteUnvisited(const Partition& p, const Checked& info) {
   }
   const auto unvisited = std::count(seen.begin(), seen.end(), false);
   if (unvisited > 0) {
-    observer_.onNote(fmt::format("epoch {}: dataset {}: {} of {} samples not visited", p.epoch,
-                                 info.name, unvisited, p.datasetSize));
+    out_.notes.push_back(fmt::format("epoch {}: dataset {}: {} of {} samples not visited", p.epoch,
+                                     info.name, unvisited, p.datasetSize));
   }
 }
 

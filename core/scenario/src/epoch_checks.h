@@ -1,25 +1,34 @@
 #pragma once
-// Private to the scenario library: rank 0's checks at each epoch end, over what every rank
-// consumed (gathered): valid range, coverage per dataset, disjointness (in the eval phase
-// no-duplicates, with the eval metric's skew), equal length and reshuffle against the previous
-// epoch, and a note of the samples no rank visited.
+// Private to the scenario library: the checks of each epoch every rank completed, over what every
+// rank consumed (read from the run's trace: trace_checks.h): valid range, coverage per dataset,
+// disjointness (in the eval phase no-duplicates, with the eval metric's skew), equal length and
+// reshuffle against the previous epoch, and a note of the samples no rank visited.
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "ddph/scenario/rank_program.h"
+#include "ddph/scenario/scenario.h"
+#include "ddph/verify/partition_checks.h"
+#include "ddph/verify/property.h"
 #include "pipeline_hints.h"
 #include "rank_sources.h"
 
 namespace ddph::scenario {
 
+/// What the run's own checks found, in the order found, and the facts worth showing in the summary
+/// (the eval metric, unvisited samples per dataset).
+struct Findings {
+  std::vector<Violation> violations;
+  std::vector<std::string> notes;
+};
+
 class EpochChecks {
  public:
-  /// `checked` must outlive this object.
+  /// `checked` and `out` must outlive this object; what the checks find is added to `out`.
   EpochChecks(const Scenario& s, const std::vector<Checked>& checked, std::int64_t world,
-              RankObserver& observer);
+              Findings& out);
 
   /// `gathered[source][rank]`: the ids rank consumed from that source in `epoch`.
   void check(std::int64_t epoch, const std::vector<std::vector<std::vector<Index>>>& gathered);
@@ -41,7 +50,7 @@ class EpochChecks {
   const Scenario& s_;
   const std::vector<Checked>& checked_;
   std::int64_t world_;
-  RankObserver& observer_;
+  Findings& out_;
   std::vector<PipelineHint> hints_;
   std::vector<std::optional<Partition>> previous_;  ///< per checked dataset, the last epoch
 };

@@ -11,9 +11,7 @@
 
 #include "ddph/common/error.h"
 #include "ddph/verify/batching.h"
-#include "epoch_checks.h"
 #include "epoch_schedule.h"
-#include "pipeline_hints.h"
 #include "rank_sources.h"
 #include "scenario_trace.h"
 #include "step_mismatch.h"
@@ -43,8 +41,7 @@ class RankRun {
         trace_(trace),
         rank_(comm.rank()),
         world_(comm.size()),
-        data_(buildRankSources(s, rank_)),
-        checks_(s, data_.checked, world_, observer) {
+        data_(buildRankSources(s, rank_)) {
     std::vector<DatasetSpec> specs;
     std::vector<std::vector<Index>> listings;
     for (const auto& src : data_.sources) {
@@ -57,11 +54,7 @@ class RankRun {
   RankRunStats run() {
     const auto start = Clock::now();
     for (std::int64_t epoch = 0; epoch < s_.epochs; ++epoch) {
-      if (!runEpoch(epoch)) {
-        stats_.stoppedOnMismatch = true;
-        break;
-      }
-      checkEpoch(epoch);
+      if (!runEpoch(epoch)) break;  // the ranks disagreed on the number of steps
     }
     stats_.epochSeconds = secondsSince(start);
     return stats_;
@@ -73,8 +66,7 @@ class RankRun {
     const std::int64_t samplerEpoch = s_.faults.skipSetEpoch ? 0 : epoch;
     std::vector<std::vector<std::vector<Index>>> batches;
     for (const auto& src : data_.sources) {
-      batches.push_back(makeBatches(shardOf(src, world_, rank_, samplerEpoch, seed),
-                                    {s_.batchSize, s_.dropLast}));
+      batches.push_back(batchesOf(s_, src, world_, rank_, samplerEpoch, seed));
     }
     if (s_.resume && epoch == 0) resumeMidEpoch(batches.front(), epoch, seed);
     return batches;
@@ -85,8 +77,8 @@ class RankRun {
   void resumeMidEpoch(std::vector<std::vector<Index>>& batches, std::int64_t epoch, std::int64_t seed) {
     const ResumeSpec& r = *s_.resume;
     const Source& src = data_.sources.front();
-    batches.resize(std::min<std::size_t>(batches.size(), static_cast<std::size_t>(r.stopAfterSteps)));
-    stoppedAfter_ = static_cast<std::int64_t>(batches.size());
+    stoppedAfter_ = stepsBeforeStop(s_, src);
+    batches.resize(static_cast<std::size_t>(stoppedAfter_));
     resumeConsumed_ = 0;
     for (const auto& b : batches) resumeConsumed_ += static_cast<std::int64_t>(b.size());
     if (rank_ >= r.worldSize) return;  // this rank is not part of the resumed job
@@ -101,36 +93,22 @@ class RankRun {
     for (auto& b : makeBatches(rest, {s_.batchSize, s_.dropLast})) batches.push_back(std::move(b));
   }
 
-  // How many ranks take `step` of `epoch`: all, or the resumed world after the stop.
-  int ranksAt(std::int64_t epoch, std::int64_t step) const {
-    return s_.resume && epoch == 0 && step >= stoppedAfter_ ? s_.resume->worldSize : world_;
-  }
-
   // Returns false when the ranks disagreed on the number of steps (collective-mismatch).
   bool runEpoch(std::int64_t epoch) {
     const std::int64_t seed = s_.seed + (s_.faults.perRankSeed ? rank_ : 0);
     const auto batches = epochBatches(epoch, seed);
     std::vector<std::size_t> counts;
     for (const auto& b : batches) counts.push_back(b.size());
-    if (epoch == 0 && rank_ == 0) {
-      std::vector<DatasetSpec> specs;
-      for (const auto& src : data_.sources) specs.push_back(src.spec);
-      checks_.explainWith(pipelineHints(s_, specs, counts, world_));
-    }
     const auto schedule = epochSchedule(s_, counts, epoch);
     std::vector<std::int64_t> batchCounts, drawn(batches.size(), 0);
     for (const auto& b : batches) batchCounts.push_back(static_cast<std::int64_t>(b.size()));
-    trace_.startEpoch(epoch, s_.faults.skipSetEpoch ? std::nullopt : std::optional<std::int64_t>(epoch),
+    trace_.startEpoch(epoch,
+                      s_.faults.skipSetEpoch ? std::nullopt : std::optional<std::int64_t>(epoch),
                       seed, batchCounts);
-    consumed_.assign(batches.size(), {});
 
-    // NOTE [Step agreement] + consumed counts: [W has-batch flags][W x D consumed counts][gradient].
-    // Rank r writes only its own slots, so the sum is an all-gather of flags and counts for free;
-    // the epoch-end all-gather then needs no extra collective for the lengths.
-    const std::size_t w = static_cast<std::size_t>(world_);
-    const std::size_t nd = batches.size();
+    // NOTE [Step agreement]: [W has-batch flags][gradient]; rank r writes only its own flag.
+    const std::size_t gradAt = static_cast<std::size_t>(world_);
     const std::size_t g = static_cast<std::size_t>(s_.gradientSize);
-    const std::size_t gradAt = w + w * nd;
     std::vector<float> buffer(gradAt + g);
     for (std::int64_t step = 0;; ++step) {
       const bool hasBatch = step < static_cast<std::int64_t>(schedule.size());
@@ -143,17 +121,12 @@ class RankRun {
           trace_.batch(epoch, d, batches[d][b]);
           ++drawn[d];
           for (Index id : batches[d][b]) {
-            consumed_[d].push_back(id);
             const auto h = splitmix64(static_cast<std::uint64_t>(id) * 31 + d);
             buffer[gradAt + h % g] += static_cast<float>((h >> 32) & 0xff) / 255.0f;
           }
         }
         injectFaults(epoch, step);  // in the step, with its batch drawn, as in a training loop
         ++stats_.steps;
-      }
-      for (std::size_t d = 0; d < nd; ++d) {
-        DDPH_ASSERT(consumed_[d].size() < (1u << 24));  // exact in a float
-        buffer[w + static_cast<std::size_t>(rank_) * nd + d] = static_cast<float>(consumed_[d].size());
       }
       const auto waitStart = Clock::now();
       stats_.computeSeconds += std::chrono::duration<double>(waitStart - computeStart).count();
@@ -163,16 +136,10 @@ class RankRun {
           std::lround(std::accumulate(buffer.begin(), buffer.begin() + world_, 0.0)));
       if (participants == 0) {  // every rank is done: the epoch ends here
         trace_.endEpoch(epoch, drawn, batchCounts);
-        consumedLengths_.assign(nd, std::vector<std::int64_t>(w));
-        for (std::size_t r = 0; r < w; ++r) {
-          for (std::size_t d = 0; d < nd; ++d) {
-            consumedLengths_[d][r] = std::lround(buffer[w + r * nd + d]);
-          }
-        }
         return true;
       }
-      if (participants != ranksAt(epoch, step)) {
-        reportMismatch(buffer, epoch, step, static_cast<std::int64_t>(schedule.size()));
+      if (participants != ranksTakingStep(s_, world_, epoch, step, stoppedAfter_)) {
+        reportMismatch(epoch, step, static_cast<std::int64_t>(schedule.size()));
         return false;
       }
     }
@@ -191,31 +158,16 @@ class RankRun {
     }
   }
 
-  void reportMismatch(const std::vector<float>& header, std::int64_t epoch, std::int64_t step,
-                      std::int64_t planned) {
-    // Everyone knows now (same collective); one more allgather names each rank's step count.
+  // Everyone knows now (same collective); one more all-gather tells each rank every rank's
+  // planned steps, so rank 0 can name the sides (`ddp-sim rank-run` prints it; `ddp-sim run`
+  // finds the same over the trace: trace_checks.h).
+  void reportMismatch(std::int64_t epoch, std::int64_t step, std::int64_t planned) {
     const auto steps = comm_.allgather({planned}, std::vector<std::int64_t>(static_cast<std::size_t>(world_), 1),
                                        fmt::format("epoch {} step {} mismatch", epoch, step));
-    if (rank_ != 0) return;
-    std::vector<bool> hasBatch;
-    for (int r = 0; r < world_; ++r) hasBatch.push_back(header[static_cast<std::size_t>(r)] > 0.5f);
-    observer_.onViolation(describeStepMismatch(hasBatch, epoch, step, steps));
-  }
-
-  void checkEpoch(std::int64_t epoch) {
-    // One all-gather per source of what every rank consumed (lengths agreed in the last step).
-    std::vector<std::vector<std::vector<Index>>> gathered;
-    for (std::size_t d = 0; d < data_.sources.size(); ++d) {
-      gathered.push_back(comm_.allgather(
-          consumed_[d], consumedLengths_[d],
-          fmt::format("epoch {} end, gather dataset {}", epoch, data_.sources[d].spec.name)));
-    }
-    if (rank_ != 0) return;
-    if (s_.resume && epoch == 0) {
-      checks_.checkResumed(epoch, gathered.front(), resumeConsumed_);
-    } else {
-      checks_.check(epoch, gathered);
-    }
+    std::vector<std::int64_t> plannedSteps;
+    for (const auto& own : steps) plannedSteps.push_back(own.at(0));
+    stats_.stepMismatch = findStepMismatch(s_, epoch, plannedSteps, stoppedAfter_);
+    DDPH_ASSERT(stats_.stepMismatch);
   }
 
   const Scenario& s_;
@@ -225,11 +177,8 @@ class RankRun {
   int rank_;
   int world_;
   RankSources data_;
-  EpochChecks checks_;
   std::int64_t stoppedAfter_ = 0;    // [resume]: steps every rank took before the stop
   std::int64_t resumeConsumed_ = 0;  // [resume]: samples each rank took before the stop
-  std::vector<std::vector<Index>> consumed_;
-  std::vector<std::vector<std::int64_t>> consumedLengths_;  // [source][rank], agreed each epoch
   RankRunStats stats_;
 };
 
@@ -264,6 +213,12 @@ RankRunStats runRankProgram(const Scenario& scenario, comm::Communicator& comm,
     trace.error(errorTypeName(e), e.what());  // the audit's rank-failure reads it
     throw;
   }
+}
+
+RankRunStats runRankProgram(const Scenario& scenario, comm::Communicator& comm,
+                            const RankTraceTarget& target) {
+  RankObserver quiet;
+  return runRankProgram(scenario, comm, quiet, target);
 }
 
 }  // namespace ddph::scenario

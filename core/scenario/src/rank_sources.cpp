@@ -7,6 +7,8 @@
 #include <numeric>
 #include <random>
 
+#include "ddph/common/error.h"
+#include "ddph/verify/batching.h"
 #include "ddph/verify/builtin_samplers.h"
 #include "ddph/verify/distributed_sampler.h"
 
@@ -70,6 +72,19 @@ std::vector<Index> shardOf(const Source& src, std::int64_t world, std::int64_t r
     for (auto& i : shard) i = src.listing[static_cast<std::size_t>(i)];
   }
   return shard;
+}
+
+std::vector<std::vector<Index>> batchesOf(const Scenario& s, const Source& src, std::int64_t world,
+                                          std::int64_t rank, std::int64_t epoch,
+                                          std::int64_t seed) {
+  return makeBatches(shardOf(src, world, rank, epoch, seed), {s.batchSize, s.dropLast});
+}
+
+std::int64_t stepsBeforeStop(const Scenario& s, const Source& src) {
+  DDPH_ASSERT(s.resume);
+  const auto batches = batchesOf(s, src, s.worldSize, 0, 0, s.seed);
+  return std::min<std::int64_t>(static_cast<std::int64_t>(batches.size()),
+                                s.resume->stopAfterSteps);
 }
 
 }  // namespace ddph::scenario

@@ -44,4 +44,12 @@ RankSources buildRankSources(const Scenario& s, std::int64_t rank);
 std::vector<Index> shardOf(const Source& src, std::int64_t world, std::int64_t rank,
                            std::int64_t epoch, std::int64_t seed);
 
+/// The batches rank `rank` of `world` draws from `src` in `epoch`, batched as the scenario says.
+std::vector<std::vector<Index>> batchesOf(const Scenario& s, const Source& src, std::int64_t world,
+                                          std::int64_t rank, std::int64_t epoch, std::int64_t seed);
+
+/// [resume]: the steps of epoch 0 every rank takes on the first world before the stop
+/// (stop_after_steps, or all of its shard's batches when they are fewer; shards are equal).
+std::int64_t stepsBeforeStop(const Scenario& s, const Source& src);
+
 }  // namespace ddph::scenario

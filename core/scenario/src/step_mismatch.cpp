@@ -53,4 +53,29 @@ Violation describeStepMismatch(const std::vector<bool>& hasBatch, std::int64_t e
   return v;
 }
 
+int ranksTakingStep(const Scenario& s, int world, std::int64_t epoch, std::int64_t step,
+                    std::int64_t stepsBeforeStop) {
+  return s.resume && epoch == 0 && step >= stepsBeforeStop ? s.resume->worldSize : world;
+}
+
+std::optional<Violation> findStepMismatch(const Scenario& s, std::int64_t epoch,
+                                          const std::vector<std::int64_t>& plannedSteps,
+                                          std::int64_t stepsBeforeStop) {
+  const int world = static_cast<int>(plannedSteps.size());
+  for (std::int64_t step = 0;; ++step) {
+    std::vector<bool> hasBatch;
+    int participants = 0;
+    for (const std::int64_t planned : plannedSteps) {
+      hasBatch.push_back(step < planned);
+      participants += step < planned ? 1 : 0;
+    }
+    if (participants == 0) return std::nullopt;
+    if (participants != ranksTakingStep(s, world, epoch, step, stepsBeforeStop)) {
+      std::vector<std::vector<std::int64_t>> stepsPerRank;
+      for (const std::int64_t planned : plannedSteps) stepsPerRank.push_back({planned});
+      return describeStepMismatch(hasBatch, epoch, step, stepsPerRank);
+    }
+  }
+}
+
 }  // namespace ddph::scenario

@@ -1,46 +1,39 @@
 // The rank program thread-per-rank over an in-process store (no processes, no ports): the same
-// code `ddp-sim run` forks, judged through a collecting observer.
+// code `ddp-sim run` forks, its trace judged by the run's own checks (trace_checks.h).
 #include "ddph/scenario/rank_program.h"
 
 #include <gtest/gtest.h>
 
 #include <future>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "ddph/audit/trace.h"
 #include "ddph/comm/gloo_communicator.h"
+#include "ddph/common/private_folder.h"
 #include "ddph/scenario/builtin_scenarios.h"
+#include "trace_checks.h"
 
 using namespace std::chrono_literals;
 
 namespace ddph::scenario {
 namespace {
 
-class Collect final : public RankObserver {
- public:
-  void onViolation(const Violation& v) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    violations.push_back(v);
-  }
-  std::mutex mutex_;
-  std::vector<Violation> violations;
-};
-
 std::vector<Violation> runInThreads(const Scenario& s) {
+  const PrivateFolder folder("ddph-rank-program-test-");
+  const RankTraceTarget trace{folder.path(), "rank-program-test"};
   auto store = comm::makeInProcessStore();
-  Collect observer;
   std::vector<std::future<void>> ranks;
   for (int r = 0; r < s.worldSize; ++r) {
     ranks.push_back(std::async(std::launch::async, [&, r] {
       comm::GlooOptions options;
       options.timeout = 30s;
       auto comm = comm::connectGloo(store, r, s.worldSize, options);
-      runRankProgram(s, *comm, observer);
+      runRankProgram(s, *comm, trace);
     }));
   }
   for (auto& f : ranks) f.get();
-  return observer.violations;
+  return checkRunTrace(s, audit::readTrace(folder.path())).violations;
 }
 
 TEST(RankProgramThreads, HealthyHasNoViolation) {

@@ -1,23 +1,26 @@
 #pragma once
 // What one rank of `ddp-sim run` does: build the scenario's datasets, samplers and batching, run
-// the epochs with a gradient allreduce per step, and at each epoch end all-gather what every rank
-// consumed so the run itself checks the properties (on rank 0, with partition_checks.h).
+// the epochs with a gradient allreduce per step, and write its audit trace (every batch with its
+// sample ids, every collective). The run is judged over those traces after the ranks end
+// (scenario_runner.h), by the audit's rank checks and the scenario's own checks.
 //
 // NOTE [Step agreement]: each step's gradient allreduce carries a header of W floats, rank r's
 // slot set to 1 when r has a batch for this step. Every rank keeps calling the allreduce (with an
 // empty gradient) until the header sums to 0, so all ranks learn in the same collective when some
 // ran out of batches while others did not: that step is a `collective-mismatch` (a real job would
 // hang there), named with the ranks on each side, instead of a hang until the global timeout.
-// Ending each epoch costs one extra allreduce whose header is all zeros.
+// Ending each epoch costs one extra allreduce whose header is all zeros. The ranks then stop; the
+// run finds the same step over the trace, from the batches each rank's passes declared.
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ddph/comm/communicator.h"
-#include "ddph/verify/property.h"
 #include "ddph/scenario/scenario.h"
+#include "ddph/verify/property.h"
 
 namespace ddph::scenario {
 
@@ -27,10 +30,6 @@ class RankObserver {
   virtual ~RankObserver() = default;
   /// Before each step's work (epoch, step): the run's progress line.
   virtual void onStep(std::int64_t epoch, std::int64_t step) {}
-  /// A violation found by this rank (rank 0 for the partition properties).
-  virtual void onViolation(const Violation& v) {}
-  /// A fact worth showing in the summary (eval metric, unvisited samples per dataset).
-  virtual void onNote(const std::string& line) {}
 };
 
 struct RankRunStats {
@@ -38,7 +37,8 @@ struct RankRunStats {
   double computeSeconds = 0;    ///< time between collectives (data + "compute")
   double waitSeconds = 0;       ///< time inside the gradient allreduces
   double epochSeconds = 0;      ///< wall time of the epochs
-  bool stoppedOnMismatch = false;
+  /// The ranks disagreed on the number of steps and stopped (NOTE [Step agreement]).
+  std::optional<Violation> stepMismatch;
   std::string traceFailure;  ///< why its trace stops short (a full disk), or empty
 };
 
@@ -54,6 +54,8 @@ struct RankTraceTarget {
 /// ProtocolError.
 RankRunStats runRankProgram(const Scenario& scenario, comm::Communicator& comm,
                             RankObserver& observer, const RankTraceTarget& trace = {});
+RankRunStats runRankProgram(const Scenario& scenario, comm::Communicator& comm,
+                            const RankTraceTarget& trace = {});
 
 /// Eval metric stand-in: whether sample `id` of dataset `dataset` is "classified correctly"
 /// (a fixed hash, about 70 % true), so metric skew from duplicates is exactly reproducible.
