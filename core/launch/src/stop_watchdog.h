@@ -1,6 +1,7 @@
 #pragma once
-// Private to the launcher: the watchdog that keeps its deadline and Ctrl-C when its own thread
-// cannot (NOTE [Stuck output] in launcher.cpp, docs/design-notes.md "The launcher's output").
+// Private to ddph::launch: the watchdog that keeps the rank supervisor's deadline and Ctrl-C when
+// its own thread cannot (NOTE [Stuck output] in supervisor.cpp, docs/design-notes.md "The
+// launcher's output").
 #include <atomic>
 #include <chrono>
 #include <condition_variable>

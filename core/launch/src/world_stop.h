@@ -1,6 +1,6 @@
 #pragma once
-// Private to ddph::launch: the rule by which a world of ranks is stopped, written once for every
-// supervisor (the launcher's, over any RankSpawner, and the forked world's of `ddp-sim run`).
+// Private to ddph::launch: the rule by which a world of ranks is stopped, applied by the one rank
+// supervisor (supervisor.h) to every world, whatever started its ranks.
 //
 // NOTE [Stopping a world]: on the first failure, the deadline or a stop signal, the ranks' group
 // gets SIGTERM, then SIGCONT (a rank stopped by SIGSTOP or a debugger acts on the SIGTERM now, not

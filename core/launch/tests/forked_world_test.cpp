@@ -1,5 +1,5 @@
-// The forked rank world's supervisor (core/launch/src/forked_world.cpp) on real forked ranks:
-// which ranks it stopped and which ended on their own, when deaths overlap.
+// runForkedWorld (core/launch/src/forked_world/: the forked spawner under the one rank supervisor)
+// on real forked ranks: which ranks it stopped and which ended on their own, when deaths overlap.
 #include "ddph/launch/forked_world.h"
 
 #include <gtest/gtest.h>
@@ -48,7 +48,8 @@ TEST(ForkedWorld, ARankThatKillsItselfWhileTheWorldStopsDiedOnItsOwn) {
   const ForkedWorldResult result = runForkedWorld(options, [&ready](int rank, int) {
     if (rank == 1) {
       // Fails once rank 0 has blocked SIGTERM: a stop before that would end rank 0 by the
-      // supervisor's SIGTERM (held pending across its fork, forked_world.cpp), not its own SIGKILL.
+      // supervisor's SIGTERM (held pending across its fork, forked_world_spawner.cpp), not its
+      // own SIGKILL.
       return readyWithin10Minutes(ready[0]) ? 10 : 3;
     }
     if (rank == 0) {

@@ -1,13 +1,15 @@
 #pragma once
 // A world of rank processes forked from the calling process (which has LibTorch loaded already,
-// so no rank pays the ~0.4 s of loading it again): real processes, supervised like `launch`.
+// so no rank pays the ~0.4 s of loading it again): real processes, supervised by the rank
+// supervisor `launch` uses too (makeForkedSpawner under core/launch/src/supervisor.h).
 //
 // Each rank runs `rankMain(rank, resultFd)` in its own process and exits with its return value; it
 // reports to the supervisor by writing lines to resultFd (where a rank stood when it failed is in
 // its trace, judged by the audit). Supervision: process group + PR_SET_PDEATHSIG;
 // on the first failing rank, on the deadline or on SIGINT/SIGTERM every rank gets SIGTERM, then
 // SIGKILL after `grace`; runForkedWorld returns only after every rank was reaped and every fd
-// closed.
+// closed. A stop signal while the ranks are being forked ends the forking: the ranks not forked
+// then have pid 0 and stoppedByUs.
 
 #include <sys/types.h>
 
@@ -31,7 +33,7 @@ enum RankExitCode : int {
 
 struct ForkedRank {
   int rank = 0;
-  pid_t pid = 0;
+  pid_t pid = 0;  ///< 0: never forked (a stop signal came first)
   bool exited = false;
   int exitCode = 0;     ///< when exited normally
   int signal = 0;       ///< when killed by a signal

@@ -1,0 +1,111 @@
+// The one rank supervisor (core/launch/src/supervisor.h) applies one stop rule whatever started the
+// ranks: the same world, forked from this process (makeForkedSpawner) and exec'd (makeExecSpawner),
+// ends the same way.
+#include "supervisor.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sstream>
+
+#include "ddph/common/private_folder.h"
+#include "ddph/launch/rank_spawner.h"
+
+using namespace std::chrono_literals;
+
+namespace ddph::launch {
+namespace {
+
+enum class Way { kForked, kExecd };
+
+// Rank 1 fails (exit 10) once rank 0 says it is ready; rank 0 turns the stop's SIGTERM into a
+// SIGKILL of its own (a rank that dies on its own while the world is being stopped); rank 2 waits
+// to be stopped. The order comes from `ready` (a FIFO) and the stop itself; each wait lasts at most
+// 10 minutes, the grace is longer than the test.
+std::unique_ptr<RankSpawner> threeRanks(Way way, const std::string& ready) {
+  if (way == Way::kExecd) {
+    const std::string script =
+        "case $RANK in\n"
+        "0) trap 'kill -KILL $$' TERM; echo ready > \"$READY\"; sleep 600 & wait; exit 4;;\n"
+        "1) read line < \"$READY\" && exit 10; exit 3;;\n"
+        "*) exec sleep 600;;\n"
+        "esac\n";
+    return makeExecSpawner({"/bin/sh", "-c", script}, {{"READY", ready}});
+  }
+  return makeForkedSpawner([ready](int rank, int) {
+    if (rank == 1) {
+      char line[16];
+      const int fd = ::open(ready.c_str(), O_RDONLY);
+      return fd >= 0 && ::read(fd, line, sizeof(line)) > 0 ? 10 : 3;
+    }
+    if (rank == 0) {
+      sigset_t term;
+      sigemptyset(&term);
+      sigaddset(&term, SIGTERM);
+      ::sigprocmask(SIG_BLOCK, &term, nullptr);
+      const int fd = ::open(ready.c_str(), O_WRONLY);
+      if (fd < 0 || ::write(fd, "ready\n", 6) != 6) return 3;
+      const timespec deadline{600, 0};
+      if (::sigtimedwait(&term, nullptr, &deadline) != SIGTERM) return 3;
+      ::raise(SIGKILL);
+      return 4;
+    }
+    const timespec wait{600, 0};
+    ::nanosleep(&wait, nullptr);  // ended by the supervisor's SIGTERM
+    return 4;
+  });
+}
+
+class OneStopRule : public ::testing::TestWithParam<Way> {};
+
+TEST_P(OneStopRule, TheFirstFailureStopsTheRestAndADeathOfItsOwnIsNamedAsSuch) {
+  PrivateFolder dir("ddph-supervisor-");
+  const std::string ready = dir.path() + "/ready";
+  ASSERT_EQ(::mkfifo(ready.c_str(), 0600), 0);
+  std::ostringstream out, err;
+  SupervisorOptions options;
+  options.worldSize = 3;
+  options.timeout = 20min;
+  options.grace = 10min;
+  options.rankEnvironment = [](int r) { return EnvMap{{"RANK", std::to_string(r)}}; };
+  options.out = &out;
+  options.err = &err;
+  Supervisor supervisor(options);
+  const auto spawner = threeRanks(GetParam(), ready);
+  const SupervisedWorld world = supervisor.run(*spawner);
+
+  ASSERT_EQ(world.ranks.size(), 3u);
+  EXPECT_EQ(world.stopCause, StopCause::kFailure);
+  EXPECT_EQ(world.firstFailure, 1);
+  EXPECT_EQ(world.interruptedBy, 0);
+  const SupervisedRank& own = world.ranks[0];
+  ASSERT_TRUE(own.end);
+  EXPECT_EQ(own.end->signal, SIGKILL);
+  EXPECT_TRUE(own.runningAtStop);
+  EXPECT_FALSE(own.endedByStop) << "its own SIGKILL, not the supervisor's";
+  EXPECT_FALSE(own.stoppedByUs());
+  const SupervisedRank& failed = world.ranks[1];
+  ASSERT_TRUE(failed.end);
+  EXPECT_EQ(failed.end->code, 10);
+  EXPECT_FALSE(failed.stoppedByUs());
+  const SupervisedRank& stopped = world.ranks[2];
+  ASSERT_TRUE(stopped.end);
+  EXPECT_EQ(stopped.end->signal, SIGTERM);
+  EXPECT_TRUE(stopped.endedByStop);
+  EXPECT_TRUE(stopped.stoppedByUs());
+  for (const auto& rank : world.ranks) EXPECT_GT(rank.pid, 0);
+  EXPECT_EQ(out.str() + err.str(), "") << "no rank wrote a line";
+}
+
+INSTANTIATE_TEST_SUITE_P(Supervisor, OneStopRule, ::testing::Values(Way::kForked, Way::kExecd),
+                         [](const ::testing::TestParamInfo<Way>& info) {
+                           return info.param == Way::kForked ? std::string("Forked")
+                                                             : std::string("Execd");
+                         });
+
+}  // namespace
+}  // namespace ddph::launch
