@@ -18,6 +18,12 @@
 #include "ddph/verify/property.h"
 
 namespace ddph::sim {
+
+using common::kExitOk;
+using common::kExitViolation;
+using verify::formatViolation;
+using verify::Violation;
+
 namespace {
 
 // Prints what rank 0 finds, as it finds it.

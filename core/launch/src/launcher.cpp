@@ -27,6 +27,13 @@
 #include "world_stop.h"
 
 namespace ddph::launch {
+
+using common::ConfigError;
+using common::Error;
+using common::ExitStatus;
+using common::signalName;
+using common::StopSignalScope;
+
 namespace asio = boost::asio;
 
 namespace {

@@ -12,6 +12,11 @@
 
 namespace ddph::scenario {
 
+using verify::distributedEpochOrder;
+using verify::DistributedSamplerOptions;
+using verify::Index;
+using verify::makeBuiltinSampler;
+
 RankSources buildRankSources(const Scenario& s, std::int64_t rank) {
   RankSources out;
   std::vector<DatasetSpec> specs;

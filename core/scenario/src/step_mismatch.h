@@ -11,8 +11,8 @@ namespace ddph::scenario {
 
 /// `hasBatch[r]`: whether rank r had a batch for `step`; `stepsPerRank[r]` = {rank r's planned
 /// steps}. The violation names the ranks on each side and every rank's step count.
-Violation describeStepMismatch(const std::vector<bool>& hasBatch, std::int64_t epoch,
-                               std::int64_t step,
-                               const std::vector<std::vector<std::int64_t>>& stepsPerRank);
+verify::Violation describeStepMismatch(const std::vector<bool>& hasBatch, std::int64_t epoch,
+                                       std::int64_t step,
+                                       const std::vector<std::vector<std::int64_t>>& stepsPerRank);
 
 }  // namespace ddph::scenario

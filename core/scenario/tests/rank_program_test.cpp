@@ -15,6 +15,9 @@
 using namespace std::chrono_literals;
 
 namespace ddph::scenario {
+
+using verify::Violation;
+
 namespace {
 
 class Collect final : public RankObserver {

@@ -22,6 +22,12 @@
 #include "world_stop.h"
 
 namespace ddph::launch {
+
+using common::Error;
+using common::restoreDefaultStopSignals;
+using common::StopSignalScope;
+using common::writeAll;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

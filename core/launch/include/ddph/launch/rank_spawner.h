@@ -28,7 +28,7 @@ class RankProcess {
   /// This side of the rank's stdout (1) or stderr (2) pipe, handed over once; the caller owns it.
   virtual int takePipe(int stream) = 0;
   /// How the rank ended, once it has (reaped); nothing while it runs. Never waits.
-  virtual std::optional<ExitStatus> poll() = 0;
+  virtual std::optional<common::ExitStatus> poll() = 0;
   /// SIGKILL, then waits until it is reaped.
   virtual void kill() = 0;
 };

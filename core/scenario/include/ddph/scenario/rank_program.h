@@ -28,7 +28,7 @@ class RankObserver {
   /// Before each step's work (epoch, step): the run's progress line.
   virtual void onStep(std::int64_t epoch, std::int64_t step) {}
   /// A violation found by this rank (rank 0 for the partition properties).
-  virtual void onViolation(const Violation& v) {}
+  virtual void onViolation(const verify::Violation& v) {}
   /// A fact worth showing in the summary (eval metric, unvisited samples per dataset).
   virtual void onNote(const std::string& line) {}
 };
