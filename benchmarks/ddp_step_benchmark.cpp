@@ -107,12 +107,12 @@ int main(int argc, char** argv) {
       fmt::print("cpp ddp W={} step_ms={:.4f}\n", w, runWorld(self, w, config));
       std::fflush(stdout);
     }
-    return ddph::kExitOk;
-  } catch (const ddph::ConfigError& e) {
+    return ddph::common::kExitOk;
+  } catch (const ddph::common::ConfigError& e) {
     fmt::print(stderr, "ddp_step_benchmark: error: {}\n", e.what());
-    return ddph::kExitUsage;
+    return ddph::common::kExitUsage;
   } catch (const std::exception& e) {
     fmt::print(stderr, "ddp_step_benchmark: error: {}\n", e.what());
-    return ddph::kExitRuntime;
+    return ddph::common::kExitRuntime;
   }
 }

@@ -91,9 +91,9 @@ int main(int argc, char** argv) {
                  runWorld(self, w, config));
       std::fflush(stdout);
     }
-    return ddph::kExitOk;
+    return ddph::common::kExitOk;
   } catch (const std::exception& e) {
     fmt::print(stderr, "gloo_allreduce_benchmark: error: {}\n", e.what());
-    return ddph::kExitRuntime;
+    return ddph::common::kExitRuntime;
   }
 }

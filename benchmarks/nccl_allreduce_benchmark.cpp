@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     return run(minSize, maxSize, factor, warmup, iters, timeoutS);
-  } catch (const ddph::ConfigError& e) {
+  } catch (const ddph::common::ConfigError& e) {
     std::fprintf(stderr, "nccl_allreduce_benchmark: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {

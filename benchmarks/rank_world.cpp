@@ -13,6 +13,10 @@
 
 namespace ddph::bench {
 
+using common::ChildProcess;
+using common::Error;
+using common::writeFileAtomically;
+
 using namespace std::chrono_literals;
 
 void addRankOptions(CLI::App& app, RankArgs& args) {

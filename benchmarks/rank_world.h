@@ -22,8 +22,8 @@ void addRankOptions(CLI::App& app, RankArgs& args);
 
 /// Runs `self --rank r --world W --port P <args> --out FILE` for r = 0..W-1 against a TCP store on
 /// 127.0.0.1 served here, waits for every rank (a 300 s deadline; ranks still running are killed)
-/// and returns the number rank 0 wrote with reportFromRank0. Throws ddph::Error naming a rank
-/// that failed.
+/// and returns the number rank 0 wrote with reportFromRank0. Throws ddph::common::Error naming a
+/// rank that failed.
 double runRankWorld(const std::string& self, int world, const std::vector<std::string>& args);
 
 /// A rank's side: rank 0 writes `value` to `out` atomically; other ranks write nothing.

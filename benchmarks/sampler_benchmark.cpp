@@ -1,4 +1,5 @@
-// bench-sampler: how fast ddph::DistributedSampler produces every rank's indices for one epoch.
+// bench-sampler: how fast ddph::verify::DistributedSampler produces every rank's indices for one
+// epoch.
 //
 // Not a test: it prints timings (median of --repeats runs) as JSON for
 // benchmarks/sampler_benchmark.py, which measures Python's DistributedSampler in the same run and
@@ -30,7 +31,7 @@
 
 namespace {
 
-using ddph::Index;
+using ddph::verify::Index;
 using Clock = std::chrono::steady_clock;
 
 // Order-sensitive checksum of a rank's indices, computed identically (uint64 wrap-around) by the
@@ -69,11 +70,12 @@ nlohmann::ordered_json measure(int repeats, Body body) {
   return {{"seconds", times}, {"median_s", median(times)}, {"checksums", sums}};
 }
 
-ddph::RandpermImpl parseImpl(const std::string& name) {
-  if (name == "auto") return ddph::RandpermImpl::kAuto;
-  if (name == "libtorch") return ddph::RandpermImpl::kLibTorch;
-  if (name == "replica") return ddph::RandpermImpl::kReplica;
-  throw ddph::ConfigError(fmt::format("--randperm must be auto, libtorch or replica, got '{}'", name));
+ddph::verify::RandpermImpl parseImpl(const std::string& name) {
+  if (name == "auto") return ddph::verify::RandpermImpl::kAuto;
+  if (name == "libtorch") return ddph::verify::RandpermImpl::kLibTorch;
+  if (name == "replica") return ddph::verify::RandpermImpl::kReplica;
+  throw ddph::common::ConfigError(
+      fmt::format("--randperm must be auto, libtorch or replica, got '{}'", name));
 }
 
 }  // namespace
@@ -101,15 +103,15 @@ int main(int argc, char** argv) {
 
   try {
     DDPH_CHECK(n >= 0 && w > 0, "need N >= 0 and W > 0, got N={} W={}", n, w);
-    ddph::DistributedSamplerOptions options;
+    ddph::verify::DistributedSamplerOptions options;
     options.randperm = parseImpl(impl);
-    ddph::DistributedSampler sampler(options);
+    ddph::verify::DistributedSampler sampler(options);
 
     if (oneRank) {
       const auto indices = sampler.indices({n, w, 0, epoch, seed});
       fmt::print("{{\"dataset_size\":{},\"world_size\":{},\"rank\":0,\"length\":{},\"checksum\":{}}}\n",
                  n, w, indices.size(), checksum(indices));
-      return ddph::kExitOk;
+      return ddph::common::kExitOk;
     }
 
     nlohmann::ordered_json out = {{"dataset_size", n}, {"world_size", w}, {"epoch", epoch},
@@ -124,19 +126,19 @@ int main(int argc, char** argv) {
     const auto generatorSeed = static_cast<std::uint64_t>(seed) + static_cast<std::uint64_t>(epoch);
     out["randperm_libtorch"] = measure(repeats, [&] {
       return std::vector<std::vector<Index>>{
-          ddph::torchRandperm(n, generatorSeed, ddph::RandpermImpl::kLibTorch)};
+          ddph::verify::torchRandperm(n, generatorSeed, ddph::verify::RandpermImpl::kLibTorch)};
     });
     out["randperm_replica"] = measure(repeats, [&] {
       return std::vector<std::vector<Index>>{
-          ddph::torchRandperm(n, generatorSeed, ddph::RandpermImpl::kReplica)};
+          ddph::verify::torchRandperm(n, generatorSeed, ddph::verify::RandpermImpl::kReplica)};
     });
     fmt::print("{}\n", out.dump());
-    return ddph::kExitOk;
-  } catch (const ddph::ConfigError& e) {
+    return ddph::common::kExitOk;
+  } catch (const ddph::common::ConfigError& e) {
     fmt::print(stderr, "bench-sampler: error: {}\n", e.what());
-    return ddph::kExitUsage;
+    return ddph::common::kExitUsage;
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench-sampler: internal error: {}\n", e.what());
-    return ddph::kExitRuntime;
+    return ddph::common::kExitRuntime;
   }
 }

@@ -4,7 +4,7 @@
 #   ddph_add_sampler_test(<name> SOURCES … [LIBS …] [LABELS …] [TIMEOUT s])
 #     A GoogleTest executable of C++ sampler checks, linked to ddph::verify and GoogleTest, each
 #     TEST registered with ctest (gtest_discover_tests). In a test, one call checks a contract:
-#       EXPECT_TRUE(ddph::testing::satisfiesContract(mySampler, "pytorch"));
+#       EXPECT_TRUE(ddph::verify::testing::satisfiesContract(mySampler, "pytorch"));
 #
 #   ddph_add_sampler_check(<name> (COMMAND <cmd> [args…] | BUILTIN <name>)
 #                          [CONTRACT <c>] [PROPERTIES p…] [CASES k] [SEED s]

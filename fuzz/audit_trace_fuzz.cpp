@@ -60,12 +60,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     std::istringstream in{std::string(files.front().second)};
     ddph::audit::readRankTrace(in, "rank-0.jsonl");
-  } catch (const ddph::ConfigError&) {
+  } catch (const ddph::common::ConfigError&) {
     return 0;
   }
   // One folder for the whole run, in $TMPDIR, removed at exit (scripts/fuzz.sh runs every target
   // with TMPDIR in a folder of its own, so a crash leaves nothing behind either).
-  static const ddph::PrivateFolder folder("ddph-fuzz-trace-");
+  static const ddph::common::PrivateFolder folder("ddph-fuzz-trace-");
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(folder.path(), ec)) fs::remove(entry.path(), ec);
   for (const auto& [name, text] : files) {
@@ -75,7 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   ddph::audit::Trace trace;
   try {
     trace = ddph::audit::readTrace(folder.path());
-  } catch (const ddph::ConfigError&) {
+  } catch (const ddph::common::ConfigError&) {
     return 0;
   }
   const ddph::audit::AuditReport report = ddph::audit::auditTrace(trace);

@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     app.parse(static_cast<int>(argv.size()), argv.data());
     ddph::train::validate(ddph::train::resolveTrainOptions(options));
   } catch (const CLI::ParseError&) {
-  } catch (const ddph::ConfigError&) {
+  } catch (const ddph::common::ConfigError&) {
   }
   return 0;
 }

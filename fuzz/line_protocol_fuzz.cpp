@@ -15,10 +15,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string_view line = out.substr(0, nl);
     out.remove_prefix(nl == std::string_view::npos ? out.size() : nl + 1);
     try {
-      const ddph::LineProtocolAnswer answer = ddph::parseLineProtocolAnswer(line);
+      const ddph::verify::LineProtocolAnswer answer = ddph::verify::parseLineProtocolAnswer(line);
       // An answer is either the sampler's error or indices (and maybe a length), never both.
       if (answer.error && (!answer.indices.empty() || answer.length)) __builtin_trap();
-    } catch (const ddph::ProtocolError&) {
+    } catch (const ddph::common::ProtocolError&) {
     }
   }
   return 0;

@@ -22,7 +22,11 @@
 #include "fuzz_target.h"
 #include "train_options.h"
 
-namespace ddph {
+namespace ddph::fuzz {
+
+using common::ConfigError;
+using common::PrivateFolder;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -128,4 +132,4 @@ TEST(FuzzRegressions, EveryInputIsRefusedWithItsMessage) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::fuzz

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     scenario = ddph::scenario::parseScenario(
         std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.toml");
-  } catch (const ddph::ConfigError&) {
+  } catch (const ddph::common::ConfigError&) {
     return 0;
   }
   ddph::scenario::validateScenario(*scenario);  // outside the try: an error here escapes, a finding

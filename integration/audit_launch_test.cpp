@@ -23,6 +23,9 @@ using Json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace ddph::test_support {
+
+using common::ChildProcess;
+
 namespace {
 
 const std::string kSim = DDPH_DDP_SIM;

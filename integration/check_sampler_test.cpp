@@ -11,7 +11,7 @@
 
 #include "test_support.h"
 
-namespace ddph {
+namespace ddph::test_support {
 namespace {
 
 using namespace std::chrono_literals;
@@ -239,4 +239,4 @@ TEST(CheckSampler, ListShowsContractsAndProperties) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::test_support

@@ -21,7 +21,12 @@
 
 using namespace std::chrono_literals;
 
-namespace ddph {
+namespace ddph::comm {
+
+using common::ConfigError;
+using common::ProtocolError;
+using common::TimeoutError;
+
 namespace {
 
 comm::GlooOptions makeOptions(std::chrono::milliseconds timeout, int starAbove = 32,
@@ -551,4 +556,4 @@ TEST(GlooCommunicator, StoreWaitHasADeadline) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::comm

@@ -21,7 +21,10 @@
 
 using namespace std::chrono_literals;
 
-namespace ddph {
+namespace ddph::ddp {
+
+using common::ChildProcess;
+
 namespace {
 
 std::vector<double> readDoubles(const std::filesystem::path& path) {
@@ -154,4 +157,4 @@ TEST(DdpMultiProcess, RankKilledInsideALargeGradientAllreduceFailsItsPeersNaming
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::ddp

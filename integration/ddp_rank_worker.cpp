@@ -83,15 +83,15 @@ int main(int argc, char** argv) {
       std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
       f.write(reinterpret_cast<const char*>(params.data()),
               static_cast<std::streamsize>(params.size() * sizeof(double)));
-      if (!f) throw ddph::Error(fmt::format("cannot write {}", tmp));
+      if (!f) throw ddph::common::Error(fmt::format("cannot write {}", tmp));
     }
     std::filesystem::rename(tmp, out);
-    return ddph::kExitOk;
-  } catch (const ddph::ConfigError& e) {
+    return ddph::common::kExitOk;
+  } catch (const ddph::common::ConfigError& e) {
     fmt::print(stderr, "ddp_rank_worker: error: {}\n", e.what());
-    return ddph::kExitUsage;
+    return ddph::common::kExitUsage;
   } catch (const std::exception& e) {
     fmt::print(stderr, "ddp_rank_worker: rank {}: {}\n", rank, e.what());
-    return ddph::kExitViolation;
+    return ddph::common::kExitViolation;
   }
 }

@@ -17,7 +17,7 @@
 
 using namespace std::chrono_literals;
 
-namespace ddph {
+namespace ddph::ddp {
 namespace {
 
 // Runs body(comm) on `world` thread ranks; returns "ok" or the error of each rank.
@@ -221,4 +221,4 @@ TEST(DistributedDataParallel, FindUnusedParametersAveragesTheUsedOnes) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::ddp

@@ -15,7 +15,10 @@
 #include "ddph/verify/sampler_checks.h"
 #include "test_support.h"
 
-namespace ddph {
+namespace ddph::verify {
+
+using common::ConfigError;
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -127,4 +130,4 @@ TEST(ElasticCheck, BuiltinCounterexamplesReplayWithResume) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -18,6 +18,9 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace ddph::test_support {
+
+using common::ChildProcess;
+
 namespace {
 
 const std::string kSim = DDPH_DDP_SIM;

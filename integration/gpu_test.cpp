@@ -250,7 +250,7 @@ TEST(GpuTrain, DdpTrainWithNcclBackend) {
   const int world = std::min(gpuCount(), 8);
   ddph::test_support::TempDir dir("ddph-gpu-train");
   const std::string report = dir.path() + "/report.json";
-  ddph::ChildProcess child(
+  ddph::common::ChildProcess child(
       {sim, "launch", "-n", std::to_string(world), "--timeout", "240", "--", train, "--backend",
        "nccl", "--dataset", "synthetic", "--dataset-size", "4096", "--steps", "20",
        "--batch-size", "32", "--seed", "1", "--no-eval", "--progress", "none", "--report-json",

@@ -21,6 +21,11 @@
 using namespace std::chrono_literals;
 
 namespace ddph::test_support {
+
+using common::ChildOptions;
+using common::ChildProcess;
+using common::StreamTarget;
+
 namespace {
 
 const std::string kSim = DDPH_DDP_SIM;

@@ -15,7 +15,11 @@
 #include "ddph/verify/line_protocol_sampler.h"
 #include "test_support.h"
 
-namespace ddph {
+namespace ddph::verify {
+
+using common::ConfigError;
+using common::ProtocolError;
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -265,4 +269,4 @@ TEST(LineProtocolSampler, NameIsTheShellQuotedCommand) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -21,6 +21,10 @@ using namespace std::chrono_literals;
 using Json = nlohmann::json;
 
 namespace ddph::test_support {
+
+using common::ChildProcess;
+using common::ExitStatus;
+
 namespace {
 
 const std::string kSim = DDPH_DDP_SIM;

@@ -29,6 +29,10 @@ using Json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace ddph::test_support {
+
+using common::ChildProcess;
+using verify::Index;
+
 namespace {
 
 const std::string kSim = DDPH_DDP_SIM;

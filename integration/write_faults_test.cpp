@@ -16,7 +16,7 @@
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-namespace ddph {
+namespace ddph::test_support {
 namespace {
 
 using namespace test_support;
@@ -107,4 +107,4 @@ TEST(WriteFaults, DdpTrainKilledWhileWritingItsCheckpointKeepsTheOldOne) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::test_support

@@ -5,7 +5,10 @@
 #include "ddph/common/error.h"
 #include "ddph/verify/batching.h"
 
-namespace ddph {
+namespace ddph::verify {
+
+using common::ConfigError;
+
 namespace {
 
 RC_GTEST_PROP(Batching, batchesPartitionTheIndicesInOrder, ()) {
@@ -31,4 +34,4 @@ TEST(Batching, rejectsNonPositiveBatchSize) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -16,7 +16,7 @@
 #include "ddph/verify/property.h"
 #include "ddph/verify/distributed_sampler.h"
 
-namespace ddph::testing {
+namespace ddph::verify::testing {
 
 /// A DistributedSampler whose shard computation is replaced by `shard`, which gets the request
 /// (possibly altered) and the epoch order PyTorch would build.
@@ -176,4 +176,4 @@ inline std::vector<BrokenCase> brokenSamplers() {
   };
 }
 
-}  // namespace ddph::testing
+}  // namespace ddph::verify::testing

@@ -9,7 +9,11 @@
 #include "ddph/verify/gtest.h"
 #include "ddph/verify/distributed_sampler.h"
 
-namespace ddph {
+namespace ddph::verify {
+
+using common::ConfigError;
+using common::ProtocolError;
+
 namespace {
 
 SearchOptions quick(int cases = 100) {
@@ -208,4 +212,4 @@ TEST(Contract, RecordCaseReplaysWhatThePropertyAsked) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::verify

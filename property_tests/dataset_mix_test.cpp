@@ -22,6 +22,13 @@
 #include "ddph/verify/distributed_sampler.h"
 
 namespace ddph::data {
+
+using common::ConfigError;
+using common::Error;
+using verify::DistributedSampler;
+using verify::Index;
+using verify::Partition;
+
 namespace {
 
 using Shards = std::vector<std::vector<Index>>;  // [dataset] -> one rank's shard

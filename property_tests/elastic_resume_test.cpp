@@ -19,7 +19,10 @@
 #include "ddph/verify/elastic_sampler.h"
 #include "ddph/verify/resume_checks.h"
 
-namespace ddph {
+namespace ddph::verify {
+
+using common::ConfigError;
+
 namespace {
 
 // Never resumed, the elastic sampler is PyTorch's, index for index and length for length.
@@ -230,4 +233,4 @@ TEST(NaiveResumes, EveryResumePropertyHasANegativeControl) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -23,7 +23,14 @@
 #include "ddph/ddp/negative_controls.h"
 #include "ddph/verify/property.h"
 
-namespace ddph {
+namespace ddph::ddp {
+
+using verify::findProperty;
+using verify::formatViolation;
+using verify::PropertyInfo;
+using verify::Violation;
+namespace property = verify::property;
+
 namespace {
 
 // RC_GTEST_PROP with a per-property number of cases (unless RC_PARAMS sets max_success).
@@ -345,4 +352,4 @@ TEST(GradientEquivalenceControls, ReportsAreReadable) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::ddp

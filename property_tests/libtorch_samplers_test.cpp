@@ -10,7 +10,7 @@
 #include "ddph/verify/counterexample_search.h"
 #include "ddph/verify/libtorch_samplers.h"
 
-namespace ddph {
+namespace ddph::verify {
 namespace {
 
 struct Finding {
@@ -62,4 +62,4 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -10,7 +10,7 @@
 #include "ddph/verify/counterexample_search.h"
 #include "ddph/verify/sampler_checks.h"
 
-namespace ddph {
+namespace ddph::verify {
 namespace {
 
 class NegativeControls : public ::testing::TestWithParam<testing::BrokenCase> {};
@@ -94,4 +94,4 @@ TEST(CounterexampleSearch, passesForThePort) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::verify

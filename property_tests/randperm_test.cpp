@@ -4,7 +4,7 @@
 
 #include "ddph/verify/randperm.h"
 
-namespace ddph {
+namespace ddph::verify {
 namespace {
 
 RC_GTEST_PROP(Randperm, replicaMatchesLibTorch, ()) {
@@ -30,4 +30,4 @@ TEST(Randperm, seedsWrapLikePythonManualSeed) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -9,7 +9,10 @@
 #include "ddph/verify/sampler_checks.h"
 #include "ddph/verify/distributed_sampler.h"
 
-namespace ddph {
+namespace ddph::verify {
+
+using common::ConfigError;
+
 namespace {
 
 // Checks one property of DistributedSampler on a generated case, both shuffle and drop_last
@@ -98,4 +101,4 @@ TEST(DistributedSamplerEdges, emptyDatasetAndMoreRanksThanSamples) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
   ddph::train::TrainOptions options;
   ddph::train::addTrainOptions(app, options);
 
-  if (const auto exitCode = ddph::parseCommandLine(app, argc, argv, "ddp-train")) return *exitCode;
+  if (const auto exitCode = ddph::common::parseCommandLine(app, argc, argv, "ddp-train"))
+    return *exitCode;
 
   std::string prefix = "ddp-train";
   try {
@@ -49,18 +50,18 @@ int main(int argc, char** argv) {
     }
     const auto report = ddph::train::runTraining(config, env);
     // Stopped by SIGINT/SIGTERM after checkpointing: the shell's convention for a signal.
-    return report.stoppedBySignal != 0 ? 128 + report.stoppedBySignal : ddph::kExitOk;
-  } catch (const ddph::ConfigError& e) {
+    return report.stoppedBySignal != 0 ? 128 + report.stoppedBySignal : ddph::common::kExitOk;
+  } catch (const ddph::common::ConfigError& e) {
     fmt::print(stderr, "{}: error: {}\n", prefix, e.what());
-    return ddph::kExitUsage;
-  } catch (const ddph::TimeoutError& e) {
+    return ddph::common::kExitUsage;
+  } catch (const ddph::common::TimeoutError& e) {
     fmt::print(stderr, "{}: error: {}\n", prefix, e.what());
-    return ddph::kExitViolation;
-  } catch (const ddph::ProtocolError& e) {
+    return ddph::common::kExitViolation;
+  } catch (const ddph::common::ProtocolError& e) {
     fmt::print(stderr, "{}: error: {}\n", prefix, e.what());
-    return ddph::kExitViolation;
+    return ddph::common::kExitViolation;
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}: internal error: {}\n", prefix, e.what());
-    return ddph::kExitRuntime;
+    return ddph::common::kExitRuntime;
   }
 }

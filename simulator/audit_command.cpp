@@ -19,6 +19,11 @@
 #include "ddph/report/html_report.h"
 
 namespace ddph::sim {
+
+using common::kExitOk;
+using common::kExitViolation;
+using common::writeFileAtomically;
+
 namespace fs = std::filesystem;
 namespace {
 

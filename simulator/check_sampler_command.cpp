@@ -28,6 +28,40 @@
 #include "ddph/verify/line_protocol_sampler.h"
 
 namespace ddph::sim {
+
+using common::checkTimeoutOption;
+using common::kExitOk;
+using common::kExitUsage;
+using common::kExitViolation;
+using common::ProgressLine;
+using common::ProtocolError;
+using verify::builtinContracts;
+using verify::Contract;
+using verify::Exchange;
+using verify::findContract;
+using verify::findProperty;
+using verify::formatCase;
+using verify::formatResumePoints;
+using verify::formatViolation;
+using verify::Index;
+using verify::likelyCauseOf;
+using verify::LineProtocolOptions;
+using verify::LineProtocolSampler;
+using verify::makeBuiltinSampler;
+using verify::PropertyInfo;
+using verify::recordCase;
+using verify::requestJson;
+using verify::responseJson;
+using verify::Sampler;
+using verify::SamplerCase;
+using verify::samplerProperties;
+using verify::searchCounterexample;
+using verify::SearchOptions;
+using verify::SearchResult;
+using verify::shellQuote;
+using verify::validateContract;
+using verify::Violation;
+
 namespace {
 
 struct CheckSamplerArgs {

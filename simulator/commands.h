@@ -1,6 +1,6 @@
 #pragma once
 // The subcommands of ddp-sim. Each adds itself to the CLI11 app and, when the command line
-// selects it, runs and returns an exit code (ddph::ExitCode).
+// selects it, runs and returns an exit code (ddph::common::ExitCode).
 
 #include <CLI/CLI.hpp>
 

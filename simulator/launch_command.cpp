@@ -24,6 +24,14 @@
 #include "ddph/report/html_report.h"
 
 namespace ddph::sim {
+
+using common::checkTimeoutOption;
+using common::ConfigError;
+using common::kExitOk;
+using common::kExitUsage;
+using common::kExitViolation;
+using common::ProgressLine;
+
 namespace {
 
 struct LaunchArgs {

@@ -15,18 +15,19 @@ int main(int argc, char** argv) {
                "ddp-sim"};
   const std::vector<ddph::sim::Command> commands = ddph::sim::addCommands(app);
 
-  if (const auto exitCode = ddph::parseCommandLine(app, argc, argv, "ddp-sim")) return *exitCode;
+  if (const auto exitCode = ddph::common::parseCommandLine(app, argc, argv, "ddp-sim"))
+    return *exitCode;
 
   try {
     for (const auto& command : commands) {
       if (command.app->parsed()) return command.run();
     }
-    return ddph::kExitUsage;
-  } catch (const ddph::ConfigError& e) {
+    return ddph::common::kExitUsage;
+  } catch (const ddph::common::ConfigError& e) {
     fmt::print(stderr, "ddp-sim: error: {}\n", e.what());
-    return ddph::kExitUsage;
+    return ddph::common::kExitUsage;
   } catch (const std::exception& e) {
     fmt::print(stderr, "ddp-sim: internal error: {}\n", e.what());
-    return ddph::kExitRuntime;
+    return ddph::common::kExitRuntime;
   }
 }

@@ -19,6 +19,11 @@
 #include "ddph/verify/property.h"
 
 namespace ddph::sim {
+
+using common::kExitOk;
+using common::kExitViolation;
+using verify::formatViolation;
+
 namespace {
 
 int runRankScenario(const std::string& nameOrPath) {

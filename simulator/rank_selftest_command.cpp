@@ -13,6 +13,11 @@
 #include "ddph/common/timeouts.h"
 
 namespace ddph::sim {
+
+using common::checkTimeoutOption;
+using common::kExitOk;
+using common::kExitViolation;
+
 namespace {
 
 int runSelfTest(double timeoutS) {

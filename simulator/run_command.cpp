@@ -25,6 +25,14 @@
 #include "ddph/scenario/scenario_runner.h"
 
 namespace ddph::sim {
+
+using common::checkTimeoutOption;
+using common::ConfigError;
+using common::kExitOk;
+using common::kExitViolation;
+using common::ProgressLine;
+using common::writeFileAtomically;
+
 namespace {
 
 struct RunArgs {

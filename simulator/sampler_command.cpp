@@ -21,6 +21,26 @@
 #include "ddph/verify/distributed_sampler.h"
 
 namespace ddph::sim {
+
+using common::kExitOk;
+using common::kExitViolation;
+using verify::BatchOptions;
+using verify::checkSampler;
+using verify::distributedNumSamples;
+using verify::distributedSamplerPropertyNames;
+using verify::elasticNumSamples;
+using verify::elasticRunStart;
+using verify::Expectations;
+using verify::findProperty;
+using verify::formatCase;
+using verify::Index;
+using verify::makeBatches;
+using verify::makeBuiltinSampler;
+using verify::parseResumePoints;
+using verify::Partition;
+using verify::ResumePoint;
+using verify::Violation;
+
 namespace {
 
 struct SamplerArgs {

@@ -11,6 +11,10 @@
 #include "ddph/scenario/scenario_file.h"
 
 namespace ddph::sim {
+
+using common::ConfigError;
+using common::kExitOk;
+
 namespace {
 
 int runScenarios(const std::string& show) {

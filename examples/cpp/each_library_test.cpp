@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 TEST(InstalledLibraries, CommonWritesAFileAtomically) {  // ddph::common
   const fs::path dir = fs::temp_directory_path() / ("ddph-each-library-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  ddph::writeFileAtomically(dir / "report.json", "{}\n");
+  ddph::common::writeFileAtomically(dir / "report.json", "{}\n");
   std::ifstream in(dir / "report.json");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   fs::remove_all(dir);
@@ -32,7 +32,7 @@ TEST(InstalledLibraries, CommonWritesAFileAtomically) {  // ddph::common
 }
 
 TEST(InstalledLibraries, VerifyKnowsPyTorchsPadding) {  // ddph::verify
-  ddph::DistributedSampler sampler;
+  ddph::verify::DistributedSampler sampler;
   const auto p = sampler.partition({10, 3, 0, 0});
   ASSERT_EQ(p.ranks.size(), 3u);
   for (const auto& shard : p.ranks) EXPECT_EQ(shard.size(), 4u);  // 12 slots: 2 padded
@@ -56,11 +56,11 @@ TEST(InstalledLibraries, LaunchDescribesARankThatDied) {  // ddph::launch
 TEST(InstalledLibraries, DataZipStopsAtTheShorterDataset) {  // ddph::data
   const auto steps = ddph::data::planEpoch({{0, 1, 2, 3}, {10, 11}}, 1, ddph::data::Mix::kZip);
   EXPECT_EQ(steps.size(), 2u);
-  EXPECT_THROW(ddph::data::parseMix("interleave"), ddph::ConfigError);
+  EXPECT_THROW(ddph::data::parseMix("interleave"), ddph::common::ConfigError);
 }
 
 TEST(InstalledLibraries, AuditRefusesAMissingTraceFolder) {  // ddph::audit
-  EXPECT_THROW(ddph::audit::readTrace("/nonexistent/ddph-trace"), ddph::Error);
+  EXPECT_THROW(ddph::audit::readTrace("/nonexistent/ddph-trace"), ddph::common::Error);
 }
 
 TEST(InstalledLibraries, ScenarioCatalogueHasTheClassicBugs) {  // ddph::scenario

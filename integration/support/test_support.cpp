@@ -19,6 +19,10 @@
 
 namespace ddph::test_support {
 
+using common::ChildOptions;
+using common::ChildProcess;
+using common::StreamTarget;
+
 ChildOptions childOptions(const std::map<std::string, std::string>& env,
                           const std::string& outPath, const std::string& errPath) {
   ChildOptions options;

@@ -1,8 +1,8 @@
 #pragma once
 // Test and benchmark support (not part of the ddph package; target ddph_test_support): a private
-// temp dir, children on ddph::ChildProcess (every wait has a deadline; whatever still runs when
-// the child object goes away is killed and reaped, so a failed ASSERT leaves no orphan), running
-// commands with their output captured, and scanning the process table for processes a test
+// temp dir, children on ddph::common::ChildProcess (every wait has a deadline; whatever still runs
+// when the child object goes away is killed and reaped, so a failed ASSERT leaves no orphan),
+// running commands with their output captured, and scanning the process table for processes a test
 // started.
 #include <sys/types.h>
 
@@ -23,19 +23,19 @@ inline constexpr const char* kMarkerVariable = "DDPH_TEST_MARKER";
 
 /// A fresh directory `<prefix>-XXXXXX` under $TMPDIR (or /tmp), removed with everything in it on
 /// destruction (no leftovers, unique per run): the harness's own PrivateFolder.
-class TempDir : public PrivateFolder {
+class TempDir : public common::PrivateFolder {
  public:
-  explicit TempDir(const std::string& prefix = "ddph-test") : PrivateFolder(prefix + "-") {}
+  explicit TempDir(const std::string& prefix = "ddph-test") : common::PrivateFolder(prefix + "-") {}
 };
 
-/// A test's child (ddph::ChildProcess): `env` added to this process's environment, stdout and
-/// stderr to `outPath` and `errPath` (created or truncated) or, when empty, inherited.
-ChildOptions childOptions(const std::map<std::string, std::string>& env = {},
-                          const std::string& outPath = "", const std::string& errPath = "");
+/// A test's child (ddph::common::ChildProcess): `env` added to this process's environment, stdout
+/// and stderr to `outPath` and `errPath` (created or truncated) or, when empty, inherited.
+common::ChildOptions childOptions(const std::map<std::string, std::string>& env = {},
+                                  const std::string& outPath = "", const std::string& errPath = "");
 
 /// Waits for `child` until `deadline`: its exit code, 128 + the signal that ended it, or -1 when
 /// the deadline passed (it is then killed and reaped).
-int exitCodeBy(ChildProcess& child, std::chrono::steady_clock::time_point deadline);
+int exitCodeBy(common::ChildProcess& child, std::chrono::steady_clock::time_point deadline);
 
 struct CommandResult {
   int exitCode = -1;  ///< exit code, 128 + signal, or -1: killed at the deadline

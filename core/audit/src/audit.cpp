@@ -10,6 +10,10 @@
 #include "audit_checks.h"
 
 namespace ddph::audit {
+
+using verify::Violation;
+namespace property = verify::property;
+
 namespace {
 
 std::string orderName(OrderKind k) {

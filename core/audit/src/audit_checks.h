@@ -16,60 +16,64 @@
 namespace ddph::audit {
 
 /// rank_checks.cpp: rank-failure (no trace, crashed, killed, hung, raised).
-void checkRanks(const Trace& trace, std::vector<Violation>& out);
+void checkRanks(const Trace& trace, std::vector<verify::Violation>& out);
 
 /// collective_checks.cpp: collective-mismatch (uneven steps, desynchronised collectives).
-void checkCollectives(const Trace& trace, std::vector<Violation>& out);
+void checkCollectives(const Trace& trace, std::vector<verify::Violation>& out);
 
 /// data_checks.cpp: the samplers' partitions (coverage, disjointness, reshuffle), what was
 /// consumed (coverage), evaluation duplicates (no-duplicates).
 /// `judged` gets the name of every property some loader's pass was judged by.
-void checkData(const Trace& trace, std::vector<Violation>& out, std::vector<std::string>& notes,
-               std::set<std::string>& judged);
+void checkData(const Trace& trace, std::vector<verify::Violation>& out,
+               std::vector<std::string>& notes, std::set<std::string>& judged);
 
 /// replica_checks.cpp: replica-consistency and parameter-updates.
-void checkReplicas(const Trace& trace, std::vector<Violation>& out);
+void checkReplicas(const Trace& trace, std::vector<verify::Violation>& out);
 
 // --- what each rank's sampler yields and what it consumed (data_checks.cpp) --------------------
 
 // The epoch orders of torch's DistributedSampler, built once per (N, seed, epoch, shuffle).
 class OrderCache {
  public:
-  const std::vector<Index>& order(std::int64_t n, std::int64_t seed, std::int64_t epoch,
-                                  bool shuffle) {
+  const std::vector<verify::Index>& order(std::int64_t n, std::int64_t seed, std::int64_t epoch,
+                                          bool shuffle) {
     auto key = std::make_tuple(n, seed, epoch, shuffle);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
-    DistributedSamplerOptions options;
+    verify::DistributedSamplerOptions options;
     options.shuffle = shuffle;
-    return cache_.emplace(key, distributedEpochOrder(n, seed, epoch, options)).first->second;
+    return cache_.emplace(key, verify::distributedEpochOrder(n, seed, epoch, options))
+        .first->second;
   }
 
  private:
-  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>, std::vector<Index>> cache_;
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>, std::vector<verify::Index>>
+      cache_;
 };
 
 /// Everything the sampler of pass `p` yields on rank `t`, when it is known: torch's
 /// DistributedSampler recomputed, SequentialSampler, or a recorded pass that ran to its end.
-std::optional<std::vector<Index>> samplerOrder(const RankTrace& t, const PassRecord& p, OrderCache& cache);
+std::optional<std::vector<verify::Index>> samplerOrder(const RankTrace& t, const PassRecord& p,
+                                                       OrderCache& cache);
 
 /// The indices of the batches of `p` the program used (zip's discarded last batch left out), or
 /// nothing when they are unknown.
-std::optional<std::vector<Index>> consumedIndices(const RankTrace& t, const PassRecord& p,
-                                                  const std::optional<std::vector<Index>>& order);
+std::optional<std::vector<verify::Index>> consumedIndices(
+    const RankTrace& t, const PassRecord& p,
+    const std::optional<std::vector<verify::Index>>& order);
 
 // --- whether the ranks' loaders hold one dataset (dataset_identity.cpp) --------------------------
 
 /// Ranks whose ConcatDatasets differ (other parts, the same parts in another order, parts of other
 /// lengths or items): the coverage finding naming what differs and the likely causes, or nothing
 /// (also when they differ only in a part's file listing, which the listing check names).
-std::optional<Violation> differentComposition(const std::vector<const RankTrace*>& traces,
-                                              std::int64_t loader);
+std::optional<verify::Violation> differentComposition(const std::vector<const RankTrace*>& traces,
+                                                      std::int64_t loader);
 
 /// Ranks whose TensorDatasets hold other first, middle or last rows: the coverage finding (the
 /// same samples in another order when their content digests agree), or nothing.
-std::optional<Violation> differentItems(const std::vector<const RankTrace*>& traces,
-                                        std::int64_t loader);
+std::optional<verify::Violation> differentItems(const std::vector<const RankTrace*>& traces,
+                                                std::int64_t loader);
 
 /// The likely causes of data that differ across ranks by `kind`: "order", "length", "items" or
 /// "items-or-order".

@@ -12,6 +12,13 @@
 #include "audit_checks.h"
 
 namespace ddph::audit {
+
+using verify::findProperty;
+using verify::likelyCauseOf;
+using verify::PropertyInfo;
+using verify::Violation;
+namespace property = verify::property;
+
 namespace {
 
 // NOTE [Padding positions]: torch's DistributedSampler pads its order with the order's head up to

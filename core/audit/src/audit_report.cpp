@@ -8,6 +8,9 @@
 
 namespace ddph::audit {
 
+using verify::violationJson;
+using verify::violationsText;
+
 std::string auditReportJson(const AuditReport& r) {
   nlohmann::ordered_json j;
   j["trace_dir"] = r.traceDir;

@@ -14,6 +14,10 @@
 #include "audit_checks.h"
 
 namespace ddph::audit {
+
+using verify::Violation;
+namespace property = verify::property;
+
 namespace {
 
 bool isPointToPoint(const std::string& op) {

@@ -19,6 +19,23 @@
 #include "ddph/verify/distributed_sampler.h"
 
 namespace ddph::audit {
+
+using verify::checkCoverage;
+using verify::checkDisjointness;
+using verify::checkNoDuplicates;
+using verify::checkRanksAgree;
+using verify::checkReshuffle;
+using verify::checkValidRange;
+using verify::distributedNumSamples;
+using verify::distributedShard;
+using verify::Expectations;
+using verify::Index;
+using verify::Partition;
+using verify::samplerName;
+using verify::ShardRequest;
+using verify::Violation;
+namespace property = verify::property;
+
 namespace {
 
 const SamplerRecord* samplerOf(const RankTrace& t, std::int64_t loader) {
@@ -673,7 +690,7 @@ class DataChecker {
     const std::int64_t k = before[0].pass->iter;
     const Partition a = partitionOf(before, before[0].pass->datasetLen, k, false);
     const Partition b = partitionOf(after, after[0].pass->datasetLen, k + 1, false);
-    auto v = ddph::checkReshuffle(a, b, e);
+    auto v = ddph::verify::checkReshuffle(a, b, e);
     if (!v) return;
     const auto e0 = before[0].pass->samplerEpoch, e1 = after[0].pass->samplerEpoch;
     std::string why;

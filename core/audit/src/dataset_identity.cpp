@@ -15,6 +15,10 @@
 #include "audit_checks.h"
 
 namespace ddph::audit {
+
+using verify::Violation;
+namespace property = verify::property;
+
 namespace {
 
 // Ranks grouped by a value, the largest group first (then the one with the lowest rank).

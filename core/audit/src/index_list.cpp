@@ -13,6 +13,10 @@
 #include "ddph/common/error.h"
 
 namespace ddph::audit {
+
+using common::ConfigError;
+using verify::Index;
+
 namespace {
 
 // Boost.Archive's base64 iterators decode 4 characters to 3 bytes; '=' padding is cut first and the

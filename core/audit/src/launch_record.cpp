@@ -11,6 +11,9 @@
 #include "ddph/launch/launcher.h"
 
 namespace ddph::audit {
+
+using common::writeFileAtomically;
+
 namespace fs = std::filesystem;
 
 namespace {

@@ -17,6 +17,11 @@
 #include "ddph/launch/launcher.h"
 
 namespace ddph::audit {
+
+using common::signalName;
+using verify::Violation;
+namespace property = verify::property;
+
 namespace {
 
 const LaunchedRank* launched(const Trace& trace, int rank) {

@@ -12,6 +12,10 @@
 #include "audit_checks.h"
 
 namespace ddph::audit {
+
+using verify::Violation;
+namespace property = verify::property;
+
 namespace {
 
 struct Point {

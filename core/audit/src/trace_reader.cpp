@@ -19,6 +19,9 @@
 #include "trace_schema.h"
 
 namespace ddph::audit {
+
+using common::ConfigError;
+
 namespace fs = std::filesystem;
 namespace ts = trace_schema;
 using nlohmann::json;

@@ -16,6 +16,9 @@
 #include "trace_schema.h"
 
 namespace ddph::audit {
+
+using verify::Index;
+
 namespace ts = trace_schema;
 using nlohmann::ordered_json;
 

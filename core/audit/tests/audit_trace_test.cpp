@@ -22,6 +22,13 @@
 #include "test_support.h"
 
 namespace ddph::test_support {
+
+using common::ConfigError;
+using verify::distributedNumSamples;
+using verify::likelyCauseOf;
+using verify::Violation;
+namespace property = verify::property;
+
 namespace {
 using nlohmann::json;
 using audit::AuditReport;

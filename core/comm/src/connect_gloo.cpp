@@ -19,6 +19,8 @@
 
 namespace ddph::comm {
 
+using common::Error;
+
 namespace {
 
 // The value of `name`, or nothing where it is unset or empty.

@@ -24,6 +24,12 @@
 using namespace std::chrono_literals;
 
 namespace ddph::comm {
+
+using common::ConfigError;
+using common::PrivateFolder;
+using common::ProtocolError;
+using common::TimeoutError;
+
 namespace {
 
 std::vector<std::uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }

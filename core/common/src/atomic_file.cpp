@@ -12,7 +12,7 @@
 #include "ddph/common/error.h"
 #include "ddph/common/write_all.h"
 
-namespace ddph {
+namespace ddph::common {
 
 namespace fs = std::filesystem;
 
@@ -51,4 +51,4 @@ void writeFileAtomically(const fs::path& path, std::string_view content) {
   commitTempFile(temp, path);
 }
 
-}  // namespace ddph
+}  // namespace ddph::common

@@ -21,7 +21,7 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph {
+namespace ddph::common {
 namespace bp = boost::process;
 
 std::string signalName(int sig) {
@@ -234,4 +234,4 @@ ExitStatus ChildProcess::kill() {
   return *status_;
 }
 
-}  // namespace ddph
+}  // namespace ddph::common

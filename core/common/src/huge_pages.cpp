@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace ddph {
+namespace ddph::common {
 
 void adviseHugePages(const void* data, std::size_t bytes) {
   constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
@@ -16,4 +16,4 @@ void adviseHugePages(const void* data, std::size_t bytes) {
   ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }
 
-}  // namespace ddph
+}  // namespace ddph::common

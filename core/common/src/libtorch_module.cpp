@@ -20,6 +20,9 @@ using EntryFn = const ddph::libtorch::Backend* (*)();
 }
 
 namespace ddph::libtorch {
+
+using common::Error;
+
 namespace {
 
 namespace fs = std::filesystem;

@@ -10,7 +10,7 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph {
+namespace ddph::common {
 
 PrivateFolder::PrivateFolder(std::string_view prefix) {
   const char* base = std::getenv("TMPDIR");
@@ -27,4 +27,4 @@ PrivateFolder::~PrivateFolder() {
   std::filesystem::remove_all(path_, ignored);
 }
 
-}  // namespace ddph
+}  // namespace ddph::common

@@ -6,7 +6,7 @@
 
 #include "ddph/common/write_all.h"
 
-namespace ddph {
+namespace ddph::common {
 namespace {
 
 // Columns of the terminal on `fd`; a line as wide wraps and '\r' no longer returns to its start.
@@ -78,4 +78,4 @@ std::string ProgressLine::formatElapsed(std::chrono::steady_clock::duration elap
   return fmt::format("{}:{:02}", m, s);
 }
 
-}  // namespace ddph
+}  // namespace ddph::common

@@ -10,7 +10,7 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph {
+namespace ddph::common {
 namespace {
 
 std::atomic<int> gReceived{0};
@@ -73,4 +73,4 @@ void restoreDefaultStopSignals() {
   gActive.store(false);
 }
 
-}  // namespace ddph
+}  // namespace ddph::common

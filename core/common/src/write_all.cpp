@@ -4,7 +4,7 @@
 
 #include <cerrno>
 
-namespace ddph {
+namespace ddph::common {
 
 int writeAll(int fd, std::string_view data) {
   std::size_t done = 0;
@@ -18,4 +18,4 @@ int writeAll(int fd, std::string_view data) {
   return 0;
 }
 
-}  // namespace ddph
+}  // namespace ddph::common

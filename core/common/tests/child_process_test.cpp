@@ -1,5 +1,5 @@
-// ddph::ChildProcess, the one child-process type of the launcher, the line-protocol sampler and
-// the tests: real programs (/bin/sh, /bin/cat, /bin/sleep) started from argv.
+// ddph::common::ChildProcess, the one child-process type of the launcher, the line-protocol sampler
+// and the tests: real programs (/bin/sh, /bin/cat, /bin/sleep) started from argv.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -14,7 +14,7 @@
 #include "ddph/common/error.h"
 #include "test_support.h"
 
-namespace ddph {
+namespace ddph::common {
 namespace {
 
 using namespace std::chrono_literals;
@@ -124,4 +124,4 @@ TEST(ChildProcess, JoinsTheGroupItIsGiven) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::common

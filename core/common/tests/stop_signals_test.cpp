@@ -1,5 +1,5 @@
-// ddph::StopSignalScope, the one signal scope of the forked world, the trainer and the launcher:
-// real signals raised at this process.
+// ddph::common::StopSignalScope, the one signal scope of the forked world, the trainer and the
+// launcher: real signals raised at this process.
 #include <gtest/gtest.h>
 
 #include <poll.h>
@@ -21,7 +21,7 @@ bool readable(int fd) {
 }
 
 TEST(StopSignalScope, RecordsTheSignalAndWakesItsDescriptor) {
-  ddph::StopSignalScope scope;
+  ddph::common::StopSignalScope scope;
   EXPECT_EQ(scope.received(), 0);
   EXPECT_FALSE(readable(scope.fd()));
   ASSERT_EQ(::raise(SIGTERM), 0);  // delivered before raise returns (one thread)
@@ -39,7 +39,7 @@ TEST(StopSignalScope, PutsBackTheHandlersItFound) {
   ASSERT_EQ(::sigaction(SIGINT, &mine, &oldInt), 0);
   ASSERT_EQ(::sigaction(SIGTERM, &mine, &oldTerm), 0);
   {
-    ddph::StopSignalScope scope;
+    ddph::common::StopSignalScope scope;
     ASSERT_EQ(::raise(SIGINT), 0);
     EXPECT_EQ(scope.received(), SIGINT);
     EXPECT_EQ(gOutside.load(), 0);  // the scope's handler ran, not ours
@@ -52,12 +52,12 @@ TEST(StopSignalScope, PutsBackTheHandlersItFound) {
 
 TEST(StopSignalScope, OneAtATimeAndANewOneStartsClean) {
   {
-    ddph::StopSignalScope first;
-    EXPECT_THROW(ddph::StopSignalScope second, ddph::Error);
+    ddph::common::StopSignalScope first;
+    EXPECT_THROW(ddph::common::StopSignalScope second, ddph::common::Error);
     ASSERT_EQ(::raise(SIGINT), 0);
     EXPECT_EQ(first.received(), SIGINT);
   }
-  ddph::StopSignalScope again;
+  ddph::common::StopSignalScope again;
   EXPECT_EQ(again.received(), 0);
   EXPECT_FALSE(readable(again.fd()));
 }

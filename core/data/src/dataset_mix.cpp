@@ -7,6 +7,11 @@
 
 namespace ddph::data {
 
+using common::ConfigError;
+using common::Error;
+using verify::Index;
+using verify::makeBatches;
+
 Mix parseMix(std::string_view name) {
   if (name == "zip") return Mix::kZip;
   if (name == "cycle") return Mix::kCycle;

@@ -10,6 +10,9 @@
 #include "ddph/common/error.h"
 
 namespace ddph::data {
+
+using common::Error;
+
 namespace fs = std::filesystem;
 namespace {
 

@@ -20,6 +20,10 @@
 #include "test_support.h"
 
 namespace ddph::data {
+
+using common::ConfigError;
+using common::Error;
+
 namespace {
 namespace fs = std::filesystem;
 

@@ -14,6 +14,10 @@
 #include "ddph/common/error.h"
 
 namespace ddph::ddp {
+
+using common::ConfigError;
+using common::Error;
+
 namespace {
 
 bool reducible(at::ScalarType type) { return type == at::kFloat || type == at::kDouble; }

@@ -15,6 +15,10 @@
 
 namespace ddph::ddp {
 
+using common::Error;
+using common::ProtocolError;
+using common::TimeoutError;
+
 namespace {
 
 [[noreturn]] void rethrow(const std::exception& e, std::string_view op, std::string_view step,

@@ -18,6 +18,10 @@
 
 namespace ddph::launch {
 
+using common::ExitStatus;
+using common::signalName;
+using common::StopSignalScope;
+
 namespace {
 
 // Whether a rank's output line says `port` was in use when its store bound it (torch's TCPStore:

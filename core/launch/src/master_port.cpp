@@ -17,6 +17,9 @@
 
 namespace ddph::launch {
 
+using common::ConfigError;
+using common::Error;
+
 std::pair<std::uint16_t, std::uint16_t> ephemeralPortRange() {
   std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
   long first = 0, last = 0;

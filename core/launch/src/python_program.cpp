@@ -16,6 +16,13 @@
 #include "ddph/common/error.h"
 
 namespace ddph::launch {
+
+using common::ChildOptions;
+using common::ChildProcess;
+using common::ConfigError;
+using common::Error;
+using common::StreamTarget;
+
 namespace fs = std::filesystem;
 
 bool isPythonInterpreter(const std::string& program) {

@@ -6,6 +6,8 @@
 
 namespace ddph::launch {
 
+using common::StopSignalScope;
+
 StopWatchdog::StopWatchdog(const StopSignalScope& signals,
                            std::optional<std::chrono::steady_clock::time_point> deadline,
                            std::chrono::milliseconds grace, std::function<void(int why)> fire)

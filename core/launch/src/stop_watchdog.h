@@ -10,9 +10,9 @@
 #include <optional>
 #include <thread>
 
-namespace ddph {
+namespace ddph::common {
 class StopSignalScope;  // ddph/common/stop_signals.h
-}  // namespace ddph
+}  // namespace ddph::common
 
 namespace ddph::launch {
 
@@ -24,7 +24,8 @@ class StopWatchdog {
   /// Why it fired: kDeadline, or the stop signal's number.
   static constexpr int kDeadline = -1;
 
-  StopWatchdog(const StopSignalScope& signals, std::optional<std::chrono::steady_clock::time_point> deadline,
+  StopWatchdog(const common::StopSignalScope& signals,
+               std::optional<std::chrono::steady_clock::time_point> deadline,
                std::chrono::milliseconds grace, std::function<void(int why)> fire);
   ~StopWatchdog();
   StopWatchdog(const StopWatchdog&) = delete;
@@ -35,7 +36,8 @@ class StopWatchdog {
   int fired() const { return fired_.load(); }
 
  private:
-  void watch(const StopSignalScope& signals, std::optional<std::chrono::steady_clock::time_point> deadline,
+  void watch(const common::StopSignalScope& signals,
+             std::optional<std::chrono::steady_clock::time_point> deadline,
              std::chrono::milliseconds grace, const std::function<void(int)>& fire);
 
   std::mutex mutex_;

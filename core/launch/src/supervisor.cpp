@@ -24,6 +24,11 @@
 #include "world_stop.h"
 
 namespace ddph::launch {
+
+using common::ConfigError;
+using common::Error;
+using common::StopSignalScope;
+
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 

@@ -19,9 +19,9 @@
 #include "ddph/common/child_process.h"
 #include "ddph/launch/rank_spawner.h"
 
-namespace ddph {
+namespace ddph::common {
 class StopSignalScope;  // ddph/common/stop_signals.h
-}  // namespace ddph
+}  // namespace ddph::common
 
 namespace ddph::launch {
 
@@ -48,7 +48,7 @@ enum class StopCause { kNone, kFailure, kDeadline, kInterrupt };
 struct SupervisedRank {
   int rank = 0;
   pid_t pid = 0;                  ///< 0: never started (the world was stopped first)
-  std::optional<ExitStatus> end;  ///< how it ended; nothing when it never started
+  std::optional<common::ExitStatus> end;  ///< how it ended; nothing when it never started
   double endSeconds = 0;          ///< when it was reaped, since the Supervisor's construction
   double peakRssMb = 0;           ///< RankProcess::peakRssMb
   bool runningAtStop = false;     ///< not reaped yet when the stop began
@@ -86,7 +86,7 @@ class Supervisor {
 
   /// The stop signals' scope: a spawner that waits before the ranks start (a fork server
   /// importing torch) watches its fd.
-  const StopSignalScope& stopSignals() const;
+  const common::StopSignalScope& stopSignals() const;
   /// When the world's timeout runs out, if it has one.
   std::optional<std::chrono::steady_clock::time_point> deadline() const;
 

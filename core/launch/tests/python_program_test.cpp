@@ -13,6 +13,9 @@
 #include "test_support.h"
 
 namespace ddph::test_support {
+
+using common::ConfigError;
+
 namespace {
 
 TEST(PythonProgram, InterpretersAreKnownByName) {

@@ -18,6 +18,9 @@
 using namespace std::chrono_literals;
 
 namespace ddph::launch {
+
+using common::PrivateFolder;
+
 namespace {
 
 enum class Way { kForked, kExecd };

@@ -6,6 +6,11 @@
 #include "torch_parts.h"
 
 namespace ddph::libtorch {
+
+using verify::Index;
+using verify::LibTorchSamplerKind;
+using verify::ShardRequest;
+
 namespace {
 
 class TorchBackend final : public Backend {

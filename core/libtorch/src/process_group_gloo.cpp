@@ -23,6 +23,8 @@
 
 namespace ddph::libtorch {
 
+using common::Error;
+
 namespace {
 
 using comm::detail::rethrowTyped;

@@ -7,6 +7,8 @@
 
 namespace ddph::libtorch {
 
+using verify::Index;
+
 // torch::randperm writes straight into the returned vector (a tensor over its memory), so the
 // permutation exists once: returning a copy of a tensor would hold two permutations of n at the
 // peak (1.6 GB at n = 10^8).

@@ -18,9 +18,10 @@
 
 namespace ddph::libtorch {
 
-std::vector<Index> libtorchRandperm(std::int64_t n, std::uint64_t seed);               // randperm.cpp
-std::vector<Index> libtorchSamplerIndices(LibTorchSamplerKind kind, bool allowDuplicates,
-                                          const ShardRequest& request);                // samplers.cpp
+std::vector<verify::Index> libtorchRandperm(std::int64_t n, std::uint64_t seed);  // randperm.cpp
+std::vector<verify::Index> libtorchSamplerIndices(
+    verify::LibTorchSamplerKind kind, bool allowDuplicates,
+    const verify::ShardRequest& request);                // samplers.cpp
 std::shared_ptr<comm::RendezvousStore> c10dHashStore();  // c10d_store.cpp
 std::shared_ptr<comm::RendezvousStore> c10dTcpStore(
     const std::string& host, std::uint16_t port, bool isServer, int worldSize,

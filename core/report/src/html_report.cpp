@@ -7,6 +7,8 @@
 
 namespace ddph::report {
 
+using common::writeFileAtomically;
+
 void checkReportPath(const std::filesystem::path& path) {
   std::error_code ec;
   const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";

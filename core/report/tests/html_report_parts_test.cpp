@@ -13,6 +13,9 @@
 #include "test_support.h"
 
 namespace ddph::report {
+
+using common::ConfigError;
+
 namespace {
 
 std::size_t count(const std::string& text, const std::string& what) {

@@ -12,6 +12,8 @@
 
 namespace ddph::scenario {
 
+using common::ConfigError;
+
 const std::vector<BuiltinScenario>& builtinScenarios() {
   static const std::vector<BuiltinScenario> kCatalogue = {
       {"healthy", R"(name = "healthy"

@@ -14,6 +14,22 @@
 
 namespace ddph::scenario {
 
+using verify::checkCoverage;
+using verify::checkDisjointness;
+using verify::checkEqualLength;
+using verify::checkReshuffle;
+using verify::checkResumeBalance;
+using verify::checkResumeExactlyOnce;
+using verify::checkValidRange;
+using verify::distributedNumSamples;
+using verify::Expectations;
+using verify::Index;
+using verify::makeBuiltinSampler;
+using verify::Partition;
+using verify::ResumedEpoch;
+using verify::Violation;
+namespace property = verify::property;
+
 EpochChecks::EpochChecks(const Scenario& s, const std::vector<Checked>& checked, std::int64_t world,
                          Findings& out)
     : s_(s), checked_(checked), world_(world), out_(out), previous_(checked.size()) {}

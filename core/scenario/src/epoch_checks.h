@@ -20,7 +20,7 @@ namespace ddph::scenario {
 /// What the run's own checks found, in the order found, and the facts worth showing in the summary
 /// (the eval metric, unvisited samples per dataset).
 struct Findings {
-  std::vector<Violation> violations;
+  std::vector<verify::Violation> violations;
   std::vector<std::string> notes;
 };
 
@@ -31,7 +31,8 @@ class EpochChecks {
               Findings& out);
 
   /// `gathered[source][rank]`: the ids rank consumed from that source in `epoch`.
-  void check(std::int64_t epoch, const std::vector<std::vector<std::vector<Index>>>& gathered);
+  void check(std::int64_t epoch,
+             const std::vector<std::vector<std::vector<verify::Index>>>& gathered);
 
   /// What the pipeline's configuration explains: each hint becomes the likely cause of the
   /// violations of its property on its dataset.
@@ -39,20 +40,20 @@ class EpochChecks {
 
   /// [resume] (one dataset): `gathered[rank]` holds what the rank took before the stop (its first
   /// `consumed`) and after the resume; judged by resume-exactly-once and resume-balance.
-  void checkResumed(std::int64_t epoch, const std::vector<std::vector<Index>>& gathered,
+  void checkResumed(std::int64_t epoch, const std::vector<std::vector<verify::Index>>& gathered,
                     std::int64_t consumed);
 
  private:
-  void report(std::optional<Violation> v, const Checked& c);
-  void noteUnvisited(const Partition& p, const Checked& info);
-  std::string evalMetric(const Partition& p, std::size_t dataset) const;
+  void report(std::optional<verify::Violation> v, const Checked& c);
+  void noteUnvisited(const verify::Partition& p, const Checked& info);
+  std::string evalMetric(const verify::Partition& p, std::size_t dataset) const;
 
   const Scenario& s_;
   const std::vector<Checked>& checked_;
   std::int64_t world_;
   Findings& out_;
   std::vector<PipelineHint> hints_;
-  std::vector<std::optional<Partition>> previous_;  ///< per checked dataset, the last epoch
+  std::vector<std::optional<verify::Partition>> previous_;  ///< per checked dataset, the last epoch
 };
 
 }  // namespace ddph::scenario

@@ -7,6 +7,9 @@
 
 namespace ddph::scenario {
 
+using verify::distributedNumSamples;
+namespace property = verify::property;
+
 std::vector<PipelineHint> pipelineHints(const Scenario& s, const std::vector<DatasetSpec>& datasets,
                                         const std::vector<std::size_t>& batchesPerRank,
                                         std::int64_t world) {

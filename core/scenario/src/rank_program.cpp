@@ -17,6 +17,13 @@
 #include "step_mismatch.h"
 
 namespace ddph::scenario {
+
+using common::ConfigError;
+using common::ProtocolError;
+using common::TimeoutError;
+using verify::Index;
+using verify::makeBatches;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -14,6 +14,13 @@
 
 namespace ddph::scenario {
 
+using verify::makeBatches;
+
+using verify::distributedEpochOrder;
+using verify::DistributedSamplerOptions;
+using verify::Index;
+using verify::makeBuiltinSampler;
+
 RankSources buildRankSources(const Scenario& s, std::int64_t rank) {
   RankSources out;
   std::vector<DatasetSpec> specs;

@@ -16,8 +16,9 @@ namespace ddph::scenario {
 /// One dataset as a rank reads it.
 struct Source {
   DatasetSpec spec;
-  std::unique_ptr<Sampler> sampler;  ///< null for "strided"
-  std::vector<Index> listing;        ///< per-rank file order (faults.per_rank_order); empty: identity
+  std::unique_ptr<verify::Sampler> sampler;  ///< null for "strided"
+  /// per-rank file order (faults.per_rank_order); empty: identity
+  std::vector<verify::Index> listing;
 };
 
 /// A dataset the epoch-end checks are about: a slice [offset, offset + size) of a source's ids.
@@ -41,12 +42,13 @@ struct RankSources {
 RankSources buildRankSources(const Scenario& s, std::int64_t rank);
 
 /// The ids rank `rank` of `world` reads from `src` in `epoch` (its file listing applied).
-std::vector<Index> shardOf(const Source& src, std::int64_t world, std::int64_t rank,
-                           std::int64_t epoch, std::int64_t seed);
+std::vector<verify::Index> shardOf(const Source& src, std::int64_t world, std::int64_t rank,
+                                   std::int64_t epoch, std::int64_t seed);
 
 /// The batches rank `rank` of `world` draws from `src` in `epoch`, batched as the scenario says.
-std::vector<std::vector<Index>> batchesOf(const Scenario& s, const Source& src, std::int64_t world,
-                                          std::int64_t rank, std::int64_t epoch, std::int64_t seed);
+std::vector<std::vector<verify::Index>> batchesOf(const Scenario& s, const Source& src,
+                                                  std::int64_t world, std::int64_t rank,
+                                                  std::int64_t epoch, std::int64_t seed);
 
 /// [resume]: the steps of epoch 0 every rank takes on the first world before the stop
 /// (stop_after_steps, or all of its shard's batches when they are fewer; shards are equal).

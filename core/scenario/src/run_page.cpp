@@ -13,6 +13,8 @@
 
 namespace ddph::scenario {
 
+namespace property = verify::property;
+
 std::vector<std::string_view> runCheckedProperties(const Scenario& s) {
   std::vector<std::string_view> out;
   if (s.resume) {

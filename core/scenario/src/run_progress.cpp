@@ -12,6 +12,8 @@
 
 namespace ddph::scenario {
 
+using common::Error;
+
 struct RunProgress::Slot {
   std::atomic<int> joined{0};
   std::atomic<std::int64_t> epoch{0};

@@ -16,6 +16,10 @@
 
 namespace ddph::scenario {
 
+using verify::Violation;
+using verify::violationJson;
+using verify::violationsText;
+
 std::string reportJson(const RunReport& r) {
   nlohmann::ordered_json j;
   j["scenario"] = r.scenario;

@@ -13,6 +13,12 @@
 #include "ddph/verify/property.h"
 
 namespace ddph::scenario {
+
+using common::ConfigError;
+using common::isSaneTimeout;
+using common::kMaxTimeoutSeconds;
+using verify::findProperty;
+
 namespace {
 
 // Reads one TOML table, remembering which keys were used so unknown ones are errors.

@@ -29,6 +29,16 @@
 #include "trace_checks.h"
 
 namespace ddph::scenario {
+
+using common::ConfigError;
+using common::Error;
+using common::PrivateFolder;
+using common::ProtocolError;
+using common::TimeoutError;
+using verify::kRandpermReplicaLimit;
+using verify::Violation;
+namespace property = verify::property;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

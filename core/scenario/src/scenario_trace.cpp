@@ -10,6 +10,8 @@
 
 namespace ddph::scenario {
 
+using verify::Index;
+
 namespace {
 
 std::unique_ptr<audit::TraceWriter> writerFor(int rank, int worldSize, const RankTraceTarget& target) {

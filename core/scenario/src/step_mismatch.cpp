@@ -8,6 +8,10 @@
 #include <string>
 
 namespace ddph::scenario {
+
+using verify::Violation;
+namespace property = verify::property;
+
 namespace {
 
 std::string rankList(const std::vector<std::int64_t>& ranks) {

@@ -9,6 +9,10 @@
 #include "ddph/audit/step_times.h"
 
 namespace ddph::scenario {
+
+using verify::Violation;
+namespace property = verify::property;
+
 namespace {
 
 double median(std::vector<double> v) {

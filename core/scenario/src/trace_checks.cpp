@@ -11,6 +11,10 @@
 #include "step_mismatch.h"
 
 namespace ddph::scenario {
+
+using common::ConfigError;
+using verify::Index;
+
 namespace {
 
 // One rank as its trace shows it: its loaders in the order of the sources it read, and those

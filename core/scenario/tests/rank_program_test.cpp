@@ -17,6 +17,11 @@
 using namespace std::chrono_literals;
 
 namespace ddph::scenario {
+
+using common::PrivateFolder;
+
+using verify::Violation;
+
 namespace {
 
 std::vector<Violation> runInThreads(const Scenario& s) {

@@ -9,6 +9,9 @@
 #include "ddph/scenario/builtin_scenarios.h"
 
 namespace ddph::scenario {
+
+using common::ConfigError;
+
 namespace {
 
 std::string errorOf(const std::string& text) {

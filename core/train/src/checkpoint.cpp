@@ -12,6 +12,12 @@
 #include "ddph/common/error.h"
 
 namespace ddph::train {
+
+using common::commitTempFile;
+using common::ConfigError;
+using common::Error;
+using common::tempPathFor;
+
 namespace {
 
 constexpr const char* kFormat = "ddp-train checkpoint v1";

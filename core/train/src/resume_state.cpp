@@ -7,6 +7,9 @@
 #include "ddph/verify/elastic_sampler.h"
 
 namespace ddph::train {
+
+using verify::elasticRunStart;
+
 namespace {
 
 // A checkpoint of another world size: the run that wrote it becomes one more earlier run of its

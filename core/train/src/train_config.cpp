@@ -13,6 +13,10 @@
 #include "ddph/report/html_report.h"
 
 namespace ddph::train {
+
+using common::checkTimeoutOption;
+using common::ConfigError;
+
 namespace {
 
 template <typename Enum, std::size_t N>

@@ -38,6 +38,16 @@
 #include "training_trace.h"
 
 namespace ddph::train {
+
+using common::StopSignalScope;
+using verify::distributedEpochOrder;
+using verify::DistributedSamplerOptions;
+using verify::distributedTotalSize;
+using verify::elasticRunStart;
+using verify::ElasticSampler;
+using verify::Index;
+using verify::ResumePoint;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -285,7 +295,7 @@ std::vector<ParameterSummary> summarizeParameters(torch::nn::Module& model) {
 // recorded, so that all of them stop before the same step even when the signal reached them at
 // different moments (or reached only one). Rank 0 then writes the checkpoint at that position and
 // every rank exits with 128 + the signal. Without --checkpoint there is nothing to save and the
-// default action (terminate) stays. The recording is ddph::StopSignalScope's.
+// default action (terminate) stays. The recording is ddph::common::StopSignalScope's.
 
 int defaultThreads(const World& world) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());

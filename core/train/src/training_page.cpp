@@ -9,6 +9,10 @@
 #include "ddph/verify/property.h"
 
 namespace ddph::train {
+
+using verify::Violation;
+namespace property = verify::property;
+
 namespace {
 
 /// Why `dataset` lost samples, when the mix explains it; empty: the catalogue's cause.

@@ -7,6 +7,9 @@
 #include "ddph/common/atomic_file.h"
 
 namespace ddph::train {
+
+using common::writeFileAtomically;
+
 namespace {
 
 nlohmann::json configJson(const TrainConfig& c) {

@@ -10,6 +10,8 @@
 
 namespace ddph::train {
 
+using verify::Index;
+
 TrainingTrace::TrainingTrace(int rank, int worldSize, const std::string& samplesDir)
     : writer_(audit::TraceWriter::fromEnvironment(
           rank, worldSize, std::string("ddp-train ") + DDPH_VERSION, samplesDir)),

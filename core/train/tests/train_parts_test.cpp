@@ -12,6 +12,10 @@
 #include "ddph/train/training_report.h"
 
 namespace ddph::train {
+
+using common::ConfigError;
+using common::Error;
+
 namespace {
 
 std::string capture(ProgressMode mode, std::int64_t steps) {

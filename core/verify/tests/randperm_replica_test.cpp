@@ -11,7 +11,7 @@
 
 #include "ddph/verify/randperm.h"
 
-namespace ddph {
+namespace ddph::verify {
 namespace {
 
 // Seeds as Python's manual_seed takes them (negatives wrap to uint64), with the edges of the
@@ -115,4 +115,4 @@ TEST(RandpermReplica, ComparisonDetectsADifferentPermutation) {
 }
 
 }  // namespace
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -24,6 +24,8 @@
 
 namespace ddph::comm {
 
+using common::Error;
+
 namespace {
 
 using detail::rethrowTyped;

@@ -19,6 +19,12 @@
 #include "ddph/common/error.h"
 
 namespace ddph::comm::gloo_direct {
+
+using common::ConfigError;
+using common::Error;
+using common::ProtocolError;
+using common::TimeoutError;
+
 namespace {
 
 using Clock = StarSockets::Clock;

@@ -17,6 +17,11 @@
 #include "local_store_protocol.h"
 
 namespace ddph::comm {
+
+using common::Error;
+using common::ProtocolError;
+using common::TimeoutError;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -22,6 +22,9 @@
 #include "local_store_protocol.h"
 
 namespace ddph::comm {
+
+using common::Error;
+
 namespace {
 
 using local_store::Op;

@@ -10,6 +10,10 @@
 #include "gradient_equivalence/compare.h"
 
 namespace ddph::ddp::equivalence {
+
+using verify::Violation;
+namespace property = verify::property;
+
 namespace {
 
 std::string errorKind(const std::string& message) {

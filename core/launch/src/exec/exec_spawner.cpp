@@ -5,6 +5,12 @@
 #include "ddph/launch/rank_spawner.h"
 
 namespace ddph::launch {
+
+using common::ChildOptions;
+using common::ChildProcess;
+using common::ExitStatus;
+using common::StreamTarget;
+
 namespace {
 
 class ExecRank final : public RankProcess {

@@ -18,6 +18,13 @@
 #include "ddph/launch/rank_spawner.h"
 
 namespace ddph::launch {
+
+using common::ChildOptions;
+using common::ChildProcess;
+using common::Error;
+using common::ExitStatus;
+using common::StreamTarget;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

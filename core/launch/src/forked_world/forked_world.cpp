@@ -13,6 +13,9 @@
 #include "supervisor.h"
 
 namespace ddph::launch {
+
+using common::writeAll;
+
 namespace {
 
 // A world of W ranks holds W result pipes open at once.

@@ -22,6 +22,11 @@
 #include "ddph/launch/rank_spawner.h"
 
 namespace ddph::launch {
+
+using common::Error;
+using common::ExitStatus;
+using common::restoreDefaultStopSignals;
+
 namespace {
 
 // The read ends of the result pipes of the ranks forked so far and still held, by rank (-1: none):

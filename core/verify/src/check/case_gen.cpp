@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace ddph {
+namespace ddph::verify {
 
 rc::Gen<SamplerCase> genSamplerCase(const CaseBounds& bounds) {
   using rc::gen::inRange;
@@ -47,4 +47,4 @@ rc::Gen<std::vector<ResumePoint>> genResume(std::int64_t datasetSize, const Case
   });
 }
 
-}  // namespace ddph
+}  // namespace ddph::verify

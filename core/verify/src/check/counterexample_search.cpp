@@ -7,7 +7,11 @@
 #include "ddph/verify/resume_checks.h"
 #include "ddph/common/error.h"
 
-namespace ddph {
+namespace ddph::verify {
+
+using common::Error;
+using common::ProtocolError;
+
 namespace {
 
 // Keeps RapidCheck quiet: the caller reports the result itself, and a failure found here must not
@@ -70,4 +74,4 @@ SearchResult searchCounterexample(Sampler& sampler, const std::string& property,
   return result;
 }
 
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -6,7 +6,10 @@
 #include "ddph/common/error.h"
 #include "ddph/verify/property.h"
 
-namespace ddph {
+namespace ddph::verify {
+
+using common::ConfigError;
+
 namespace {
 
 std::vector<Contract> makeBuiltinContracts() {
@@ -187,4 +190,4 @@ std::vector<Exchange> recordCase(Sampler& sampler, const SamplerCase& c,
   return recorder.exchanges();
 }
 
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -9,7 +9,7 @@
 
 #include "ddph/verify/distributed_sampler.h"
 
-namespace ddph {
+namespace ddph::verify {
 namespace {
 
 Violation violation(std::string_view property, const Partition& p, std::string detail,
@@ -301,4 +301,4 @@ std::optional<Violation> checkRanksAgree(const Partition& p) {
   return std::nullopt;
 }
 
-}  // namespace ddph
+}  // namespace ddph::verify

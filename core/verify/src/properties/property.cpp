@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-namespace ddph {
+namespace ddph::verify {
 
 const std::vector<PropertyInfo>& samplerProperties() {
   static const std::vector<PropertyInfo> kProperties = {
@@ -137,4 +137,4 @@ std::string formatViolation(const Violation& v) {
   return fmt::format("{}{}: {}", v.property, where, v.detail);
 }
 
-}  // namespace ddph
+}  // namespace ddph::verify

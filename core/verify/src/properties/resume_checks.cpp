@@ -7,7 +7,7 @@
 
 #include "ddph/verify/elastic_sampler.h"
 
-namespace ddph {
+namespace ddph::verify {
 namespace {
 
 // Where an index was first taken: run k (0-based), rank r.
@@ -204,4 +204,4 @@ std::optional<Violation> checkResumeOrder(const Partition& whole, const Partitio
   return std::nullopt;
 }
 
-}  // namespace ddph
+}  // namespace ddph::verify

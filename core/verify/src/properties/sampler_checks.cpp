@@ -10,7 +10,10 @@
 #include "ddph/verify/elastic_sampler.h"
 #include "ddph/verify/resume_checks.h"
 
-namespace ddph {
+namespace ddph::verify {
+
+using common::Error;
+using common::ProtocolError;
 
 std::string formatCase(const SamplerCase& c) {
   // " resume=4:3,2:1": the earlier runs as W:consumed, oldest first.
@@ -129,4 +132,4 @@ std::vector<Violation> checkSamplerOrRejection(Sampler& sampler, const SamplerCa
   }
 }
 
-}  // namespace ddph
+}  // namespace ddph::verify

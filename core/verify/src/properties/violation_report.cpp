@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace ddph {
+namespace ddph::verify {
 
 std::string violationsText(const std::vector<Violation>& violations,
                            const std::vector<std::string>& hints, std::size_t shown) {
@@ -30,4 +30,4 @@ std::string violationsText(const std::vector<Violation>& violations,
   return out;
 }
 
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -4,7 +4,7 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 std::int64_t numBatches(std::int64_t numIndices, const BatchOptions& options) {
   DDPH_CHECK(options.batchSize > 0, "batch size must be positive, got {}", options.batchSize);
@@ -27,4 +27,4 @@ std::vector<std::vector<Index>> makeBatches(const std::vector<Index>& indices,
   return batches;
 }
 
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -8,7 +8,9 @@
 #include "ddph/verify/elastic_sampler.h"
 #include "ddph/verify/libtorch_samplers.h"
 
-namespace ddph {
+namespace ddph::verify {
+
+using common::ConfigError;
 
 std::vector<std::string> builtinSamplerNames() {
   return {"pytorch", "elastic", "libtorch-random", "libtorch-sequential"};
@@ -30,4 +32,4 @@ std::unique_ptr<Sampler> makeBuiltinSampler(std::string_view name, bool shuffle,
                                 fmt::join(builtinSamplerNames(), ", ")));
 }
 
-}  // namespace ddph
+}  // namespace ddph::verify

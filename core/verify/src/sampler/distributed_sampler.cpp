@@ -3,7 +3,9 @@
 #include "ddph/common/error.h"
 #include "ddph/common/huge_pages.h"
 
-namespace ddph {
+namespace ddph::verify {
+
+using common::adviseHugePages;
 
 std::int64_t distributedNumSamples(std::int64_t datasetSize, std::int64_t numReplicas,
                                    bool dropLast) {
@@ -110,4 +112,4 @@ Partition DistributedSampler::partition(const SamplerCase& c) {
   return p;
 }
 
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -8,7 +8,9 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph {
+namespace ddph::verify {
+
+using common::ConfigError;
 
 std::int64_t elasticRunStart(std::int64_t datasetSize, const std::vector<ResumePoint>& resume,
                              bool dropLast) {
@@ -119,4 +121,4 @@ std::optional<std::int64_t> ElasticSampler::declaredLength(const ShardRequest& r
   return elasticNumSamples(request, options_.dropLast);
 }
 
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -5,7 +5,7 @@
 #include "ddph/verify/distributed_sampler.h"
 #include "ddph/common/libtorch_module.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 LibTorchSampler::LibTorchSampler(LibTorchSamplerKind kind, bool allowDuplicates)
     : kind_(kind), allowDuplicates_(allowDuplicates) {}
@@ -22,4 +22,4 @@ std::vector<Index> LibTorchSampler::indices(const ShardRequest& request) {
   return libtorch::backend().samplerIndices(kind_, allowDuplicates_, request);
 }
 
-}  // namespace ddph
+}  // namespace ddph::verify

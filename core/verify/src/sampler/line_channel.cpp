@@ -10,7 +10,10 @@
 #include <cerrno>
 #include <cstring>
 
-namespace ddph {
+namespace ddph::verify {
+
+using common::Error;
+
 namespace {
 
 void setNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
@@ -157,4 +160,4 @@ void LineChannel::close() {
   closeFd(receiveFd_);
 }
 
-}  // namespace ddph
+}  // namespace ddph::verify

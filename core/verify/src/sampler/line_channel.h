@@ -15,10 +15,10 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 /// Why a LineChannel call could not go on; the owner turns it into a message with its context.
-class LineChannelError : public Error {
+class LineChannelError : public common::Error {
  public:
   enum class Kind {
     kTimeout,             ///< no complete line before the deadline
@@ -89,4 +89,4 @@ class LineChannel {
   std::vector<char> chunk_;
 };
 
-}  // namespace ddph
+}  // namespace ddph::verify

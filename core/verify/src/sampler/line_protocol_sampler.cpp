@@ -16,7 +16,16 @@
 #include "ddph/common/error.h"
 #include "line_channel.h"
 
-namespace ddph {
+namespace ddph::verify {
+
+using common::ChildOptions;
+using common::ChildProcess;
+using common::ConfigError;
+using common::Error;
+using common::ExitStatus;
+using common::ProtocolError;
+using common::StreamTarget;
+
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -349,4 +358,4 @@ Partition LineProtocolSampler::partition(const SamplerCase& c) {
   return p;
 }
 
-}  // namespace ddph
+}  // namespace ddph::verify

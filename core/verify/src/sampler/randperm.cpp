@@ -11,7 +11,10 @@
 #include "ddph/common/huge_pages.h"
 #include "ddph/common/libtorch_module.h"
 
-namespace ddph {
+namespace ddph::verify {
+
+using common::adviseHugePages;
+
 namespace {
 
 // See NOTE [Fast randperm].
@@ -64,4 +67,4 @@ std::vector<Index> torchRandperm(std::int64_t n, std::uint64_t seed, RandpermImp
   return r;
 }
 
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -2,7 +2,7 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 std::optional<std::int64_t> Sampler::declaredLength(const ShardRequest& /*request*/) {
   return std::nullopt;
@@ -32,4 +32,4 @@ RankSampler::RankSampler(Sampler& sampler, std::int64_t datasetSize, std::int64_
                          std::int64_t rank, std::int64_t seed)
     : sampler_(sampler), request_{datasetSize, numReplicas, rank, 0, seed} {}
 
-}  // namespace ddph
+}  // namespace ddph::verify

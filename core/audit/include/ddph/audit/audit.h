@@ -36,7 +36,7 @@ struct AuditReport {
   int worldSize = 0;
   int ranksTraced = 0;
   bool passed = true;
-  std::vector<Violation> violations;
+  std::vector<verify::Violation> violations;
   std::vector<std::string> notes;
   AuditSeen seen;
   int interruptedBy = 0;  ///< the launcher was interrupted (launch --audit)
@@ -54,7 +54,7 @@ AuditReport auditTrace(const Trace& trace);
 
 /// The `rank-failure` findings of auditTrace alone (how each rank ended, the rank that never
 /// arrived): what `ddp-sim run` takes from the audit without judging the data again.
-std::vector<Violation> auditRankFailures(const Trace& trace);
+std::vector<verify::Violation> auditRankFailures(const Trace& trace);
 
 /// {"trace_dir":…, "program":…, "world_size":…, "passed":…, "violations":[…], "notes":[…],
 ///  "seen":{…}} — violations as in `ddp-sim run`'s report; "attempt" and "later_attempts" when

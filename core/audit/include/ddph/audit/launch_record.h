@@ -46,7 +46,7 @@ class TraceFolder {
 
  private:
   std::filesystem::path path_;
-  std::optional<PrivateFolder> temporary_;  ///< the folder made when none was given
+  std::optional<common::PrivateFolder> temporary_;  ///< the folder made when none was given
 };
 
 }  // namespace ddph::audit

@@ -83,7 +83,8 @@ struct BatchRecord {
   std::int64_t seq = 0;
   std::int64_t size = 0;
   bool grad = true;
-  std::optional<std::vector<Index>> indices;  ///< present for recorded orders / custom batching
+  /// present for recorded orders / custom batching
+  std::optional<std::vector<verify::Index>> indices;
   std::string fingerprint;  ///< content hash of a batch from an iterable dataset ("fp"), or empty
   std::int64_t line = 0;
   std::optional<double> t;  ///< seconds since the rank's recorder started (the line's "t")

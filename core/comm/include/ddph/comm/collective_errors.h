@@ -34,11 +34,11 @@ inline std::string firstLine(const std::string& message) {
                                       std::string_view step, std::chrono::milliseconds timeout) {
   const std::string what = firstLine(e.what());
   if (looksLikeTimeout(what)) {
-    throw TimeoutError(fmt::format("{} at {} timed out after {} ms: {}", operation, step,
-                                   timeout.count(), what));
+    throw common::TimeoutError(
+        fmt::format("{} at {} timed out after {} ms: {}", operation, step, timeout.count(), what));
   }
-  throw ProtocolError(fmt::format("{} at {} failed (a peer died or left): {}", operation, step,
-                                  what));
+  throw common::ProtocolError(
+      fmt::format("{} at {} failed (a peer died or left): {}", operation, step, what));
 }
 
 }  // namespace ddph::comm::detail

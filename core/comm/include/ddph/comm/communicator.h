@@ -7,10 +7,10 @@
 // Every call is collective: all ranks must call the same operations in the same order, as with
 // torch.distributed.
 //
-// Errors: a call that runs past its deadline throws ddph::TimeoutError; a peer that died or broke
-// the connection makes it throw ddph::ProtocolError. Both messages name the operation and the
-// `step` label the caller gave ("epoch 1 step 7"). After either error the communicator is unusable
-// (as a ProcessGroup is after a failed collective): the caller reports and exits.
+// Errors: a call that runs past its deadline throws ddph::common::TimeoutError; a peer that died or
+// broke the connection makes it throw ddph::common::ProtocolError. Both messages name the operation
+// and the `step` label the caller gave ("epoch 1 step 7"). After either error the communicator is
+// unusable (as a ProcessGroup is after a failed collective): the caller reports and exits.
 //
 // Concurrency: one thread uses one Communicator; different ranks may live in different threads of
 // one process (thread-per-rank over an in-process store) or in different processes.

@@ -15,7 +15,7 @@ namespace ddph::comm {
 /// Binds `path` (a socket path that must not exist yet, at most 107 bytes) and serves set, get
 /// (waits for the key) and add to every process that connects, on a thread of its own, until
 /// destroyed; the destructor stops the thread, closes every connection and removes `path`.
-/// Throws ddph::Error (one line) when the socket cannot be bound.
+/// Throws ddph::common::Error (one line) when the socket cannot be bound.
 class LocalStoreServer {
  public:
   explicit LocalStoreServer(std::string path);

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string_view>
 
-namespace ddph {
+namespace ddph::common {
 
 /// "<path>.tmp.<pid>": where a writer puts the new content before committing it.
 std::filesystem::path tempPathFor(const std::filesystem::path& path);
@@ -19,4 +19,4 @@ void commitTempFile(const std::filesystem::path& temp, const std::filesystem::pa
 /// cannot be written to, Error for the rest; both name `path`.
 void writeFileAtomically(const std::filesystem::path& path, std::string_view content);
 
-}  // namespace ddph
+}  // namespace ddph::common

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace ddph {
+namespace ddph::common {
 
 /// "SIGKILL", "SIGTERM"; "signal N" for one without a name.
 std::string signalName(int signal);
@@ -99,4 +99,4 @@ class ChildProcess {
   std::optional<ExitStatus> status_;
 };
 
-}  // namespace ddph
+}  // namespace ddph::common

@@ -11,7 +11,7 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph {
+namespace ddph::common {
 
 /// Parses argv into `app`. Returns the exit code when the program must stop here, nullopt when it
 /// goes on: 0 after --help or --version, kExitUsage after "TOOL: error: ..." on stderr.
@@ -32,4 +32,4 @@ inline std::optional<int> parseCommandLine(CLI::App& app, int argc, char** argv,
   return std::nullopt;
 }
 
-}  // namespace ddph
+}  // namespace ddph::common

@@ -2,7 +2,7 @@
 // Errors and exit codes shared by every ddp-harness tool.
 //
 // Two tiers, as in c10d and Gloo: DDPH_CHECK for caller errors (bad arguments, bad files, bad
-// requests) throws a typed ddph::Error with a one-line message; DDPH_ASSERT is for internal
+// requests) throws a typed ddph::common::Error with a one-line message; DDPH_ASSERT is for internal
 // invariants and names the file and line. Every error type leaves the object that threw it in a
 // valid state; none is retried internally.
 
@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace ddph {
+namespace ddph::common {
 
 /// Base of every error ddp-harness throws on purpose. `what()` is one line, meant for users.
 class Error : public std::runtime_error {
@@ -45,17 +45,18 @@ enum ExitCode : int {
   kExitRuntime = 3,    ///< the tool itself failed (I/O error, internal error)
 };
 
-}  // namespace ddph
+}  // namespace ddph::common
 
-/// Caller error: throws ddph::ConfigError with a formatted one-line message.
-#define DDPH_CHECK(cond, ...)                                   \
-  do {                                                          \
-    if (!(cond)) throw ::ddph::ConfigError(fmt::format(__VA_ARGS__)); \
+/// Caller error: throws ddph::common::ConfigError with a formatted one-line message.
+#define DDPH_CHECK(cond, ...)                                                 \
+  do {                                                                        \
+    if (!(cond)) throw ::ddph::common::ConfigError(fmt::format(__VA_ARGS__)); \
   } while (0)
 
 /// Internal invariant: a failure is a bug in ddp-harness.
-#define DDPH_ASSERT(cond)                                                                     \
-  do {                                                                                        \
-    if (!(cond))                                                                              \
-      throw ::ddph::Error(fmt::format("internal error: {} ({}:{})", #cond, __FILE__, __LINE__)); \
+#define DDPH_ASSERT(cond)                                                        \
+  do {                                                                           \
+    if (!(cond))                                                                 \
+      throw ::ddph::common::Error(                                               \
+          fmt::format("internal error: {} ({}:{})", #cond, __FILE__, __LINE__)); \
   } while (0)

@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-namespace ddph {
+namespace ddph::common {
 
 /// NOTE [Huge pages]: a permutation of 10^7 indices is 80 MB, 19,500 pages of 4 KiB, and on a
 /// virtual machine each first touch is a costly fault (a third of `ddp-sim sampler -N 10^7`'s time
@@ -13,4 +13,4 @@ namespace ddph {
 /// kernels that refuse are left as they are (it is only advice).
 void adviseHugePages(const void* data, std::size_t bytes);
 
-}  // namespace ddph
+}  // namespace ddph::common

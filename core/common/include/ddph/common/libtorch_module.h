@@ -24,11 +24,11 @@ class RendezvousStore;             // ddph/comm/rendezvous_store.h
 struct GlooOptions;                // ddph/comm/gloo_communicator.h
 }  // namespace ddph::comm
 
-namespace ddph {
+namespace ddph::verify {
 struct ShardRequest;               // ddph/verify/sampler.h
 enum class LibTorchSamplerKind;    // ddph/verify/libtorch_samplers.h
 using Index = std::int64_t;        // ddph/verify/sampler.h
-}  // namespace ddph
+}  // namespace ddph::verify
 
 namespace ddph::libtorch {
 
@@ -40,11 +40,12 @@ class Backend {
   virtual std::string version() const = 0;
 
   /// torch::randperm(n) on a CPU generator seeded with `seed`.
-  virtual std::vector<Index> randperm(std::int64_t n, std::uint64_t seed) const = 0;
+  virtual std::vector<verify::Index> randperm(std::int64_t n, std::uint64_t seed) const = 0;
 
   /// The indices LibTorch's own distributed sampler of `kind` yields for `request`.
-  virtual std::vector<Index> samplerIndices(LibTorchSamplerKind kind, bool allowDuplicates,
-                                            const ShardRequest& request) const = 0;
+  virtual std::vector<verify::Index> samplerIndices(verify::LibTorchSamplerKind kind,
+                                                    bool allowDuplicates,
+                                                    const verify::ShardRequest& request) const = 0;
 
   /// c10d::HashStore.
   virtual std::shared_ptr<comm::RendezvousStore> inProcessStore() const = 0;
@@ -60,8 +61,8 @@ class Backend {
       const comm::GlooOptions& options, const std::string& groupName) const = 0;
 };
 
-/// The library, loaded on the first call (thread-safe). Throws ddph::Error, one line naming every
-/// place it looked, where it cannot be loaded.
+/// The library, loaded on the first call (thread-safe). Throws ddph::common::Error, one line naming
+/// every place it looked, where it cannot be loaded.
 const Backend& backend();
 
 }  // namespace ddph::libtorch

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace ddph {
+namespace ddph::common {
 
 class PrivateFolder {
  public:
@@ -21,4 +21,4 @@ class PrivateFolder {
   std::string path_;
 };
 
-}  // namespace ddph
+}  // namespace ddph::common

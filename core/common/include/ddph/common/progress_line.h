@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-namespace ddph {
+namespace ddph::common {
 
 class ProgressLine {
  public:
@@ -56,4 +56,4 @@ class ProgressLine {
   std::thread thread_;
 };
 
-}  // namespace ddph
+}  // namespace ddph::common

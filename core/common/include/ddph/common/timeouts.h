@@ -7,7 +7,7 @@
 
 #include "ddph/common/error.h"
 
-namespace ddph {
+namespace ddph::common {
 
 /// A week, in seconds: longer than any run the harness is meant for, far inside int64 milliseconds.
 inline constexpr double kMaxTimeoutSeconds = 7 * 24 * 3600.0;
@@ -24,4 +24,4 @@ inline void checkTimeoutOption(std::string_view option, double seconds) {
              option, kMaxTimeoutSeconds, seconds);
 }
 
-}  // namespace ddph
+}  // namespace ddph::common

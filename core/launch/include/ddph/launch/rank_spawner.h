@@ -35,7 +35,7 @@ class RankProcess {
   /// RankProcess's (valid while it lives: a forked spawner closes it in the ranks it forks later).
   virtual int resultPipe() const { return -1; }
   /// How the rank ended, once it has (reaped); nothing while it runs. Never waits.
-  virtual std::optional<ExitStatus> poll() = 0;
+  virtual std::optional<common::ExitStatus> poll() = 0;
   /// Its peak resident memory in MiB (ru_maxrss) once poll() reported its end, when the spawner
   /// reaps it itself; 0 otherwise.
   virtual double peakRssMb() const { return 0; }

@@ -38,7 +38,7 @@ struct RankRunStats {
   double waitSeconds = 0;       ///< time inside the gradient allreduces
   double epochSeconds = 0;      ///< wall time of the epochs
   /// The ranks disagreed on the number of steps and stopped (NOTE [Step agreement]).
-  std::optional<Violation> stepMismatch;
+  std::optional<verify::Violation> stepMismatch;
   std::string traceFailure;  ///< why its trace stops short (a full disk), or empty
 };
 

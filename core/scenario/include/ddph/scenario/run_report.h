@@ -22,7 +22,7 @@ struct RunReport {
   std::string description;
   int worldSize = 0;
   bool passed = true;
-  std::vector<Violation> violations;
+  std::vector<verify::Violation> violations;
   std::vector<std::string> notes;
   /// Scalar timings in seconds or MB, in the order they are shown ("total_s", …).
   std::vector<std::pair<std::string, double>> timings;

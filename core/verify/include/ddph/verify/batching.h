@@ -6,7 +6,7 @@
 
 #include "ddph/verify/sampler.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 struct BatchOptions {
   std::int64_t batchSize = 1;
@@ -20,4 +20,4 @@ std::int64_t numBatches(std::int64_t numIndices, const BatchOptions& options);
 std::vector<std::vector<Index>> makeBatches(const std::vector<Index>& indices,
                                             const BatchOptions& options);
 
-}  // namespace ddph
+}  // namespace ddph::verify

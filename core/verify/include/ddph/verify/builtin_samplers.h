@@ -8,7 +8,7 @@
 
 #include "ddph/verify/sampler.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 /// "pytorch", "libtorch-random", "libtorch-sequential".
 std::vector<std::string> builtinSamplerNames();
@@ -17,4 +17,4 @@ std::vector<std::string> builtinSamplerNames();
 /// `shuffle` applies to the PyTorch port only (LibTorch's samplers are random or sequential by kind).
 std::unique_ptr<Sampler> makeBuiltinSampler(std::string_view name, bool shuffle, bool dropLast);
 
-}  // namespace ddph
+}  // namespace ddph::verify

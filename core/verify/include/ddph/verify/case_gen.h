@@ -10,7 +10,7 @@
 
 #include "ddph/verify/sampler_checks.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 /// Bounds of the generated cases. Small values are favoured (and everything shrinks towards
 /// N = 0, W = 1, epoch = 0, seed = 0), large ones are still reached.
@@ -27,15 +27,15 @@ rc::Gen<SamplerCase> genSamplerCase(const CaseBounds& bounds = {});
 /// one rank that consumed nothing.
 rc::Gen<std::vector<ResumePoint>> genResume(std::int64_t datasetSize, const CaseBounds& bounds = {});
 
-}  // namespace ddph
+}  // namespace ddph::verify
 
 namespace rc {
 template <>
-struct Arbitrary<ddph::SamplerCase> {
-  static Gen<ddph::SamplerCase> arbitrary() { return ddph::genSamplerCase(); }
+struct Arbitrary<ddph::verify::SamplerCase> {
+  static Gen<ddph::verify::SamplerCase> arbitrary() { return ddph::verify::genSamplerCase(); }
 };
 }  // namespace rc
 
-namespace ddph {
+namespace ddph::verify {
 inline void showValue(const SamplerCase& c, std::ostream& os) { os << formatCase(c); }
-}  // namespace ddph
+}  // namespace ddph::verify

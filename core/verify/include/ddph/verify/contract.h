@@ -6,10 +6,11 @@
 // partition_checks.h and are driven by searchCounterexample (RapidCheck generation + shrinking).
 // Users compose their own contracts from the same names:
 //
-//   ddph::Contract mine{"my-eval", "evaluation sharding, any order",
-//                       {"valid-range", "coverage", "no-duplicates"}, ddph::Expectations{}};
-//   ddph::ContractResult r = ddph::checkContract(mySampler, mine);
-//   if (!r.passed()) std::cerr << ddph::formatContractResult(r);
+//   ddph::verify::Contract mine{"my-eval", "evaluation sharding, any order",
+//                               {"valid-range", "coverage", "no-duplicates"},
+//                               ddph::verify::Expectations{}};
+//   ddph::verify::ContractResult r = ddph::verify::checkContract(mySampler, mine);
+//   if (!r.passed()) std::cerr << ddph::verify::formatContractResult(r);
 
 #include <cstdint>
 #include <optional>
@@ -21,7 +22,7 @@
 #include "ddph/verify/partition_checks.h"
 #include "ddph/verify/sampler.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 /// What a sampler promises: property names and the expectations they are checked under.
 struct Contract {
@@ -105,4 +106,4 @@ std::vector<Exchange> recordCase(Sampler& sampler, const SamplerCase& c,
                                  const Expectations& expectations, const std::string& property,
                                  std::optional<Violation>* violation = nullptr);
 
-}  // namespace ddph
+}  // namespace ddph::verify

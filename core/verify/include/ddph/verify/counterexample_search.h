@@ -9,7 +9,7 @@
 
 #include "ddph/verify/sampler_checks.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 struct SearchOptions {
   int cases = 100;             ///< cases to try before the property is taken to hold
@@ -32,4 +32,4 @@ struct SearchResult {
 SearchResult searchCounterexample(Sampler& sampler, const std::string& property,
                                   const Expectations& expectations, const SearchOptions& options);
 
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -20,7 +20,7 @@
 #include "ddph/verify/randperm.h"
 #include "ddph/verify/sampler.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 struct DistributedSamplerOptions {
   bool shuffle = true;    ///< PyTorch's default
@@ -74,4 +74,4 @@ class DistributedSampler final : public Sampler {
   DistributedSamplerOptions options_;
 };
 
-}  // namespace ddph
+}  // namespace ddph::verify

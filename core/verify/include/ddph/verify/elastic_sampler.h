@@ -18,7 +18,7 @@
 
 #include "ddph/verify/distributed_sampler.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 /// Where the run after `resume` (oldest first) starts in the epoch's order of `datasetSize`
 /// samples. Throws ConfigError for a run point that is impossible: num_replicas < 1, or a consumed
@@ -68,4 +68,4 @@ class ElasticSampler final : public Sampler {
   DistributedSamplerOptions options_;
 };
 
-}  // namespace ddph
+}  // namespace ddph::verify

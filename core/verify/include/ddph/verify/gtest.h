@@ -3,7 +3,7 @@
 //
 //   TEST(MySampler, KeepsPyTorchsContract) {
 //     MySampler sampler;
-//     EXPECT_TRUE(ddph::testing::satisfiesContract(sampler, "pytorch"));
+//     EXPECT_TRUE(ddph::verify::testing::satisfiesContract(sampler, "pytorch"));
 //   }
 //
 // On failure the assertion message is formatContractResult's report: each violated property with
@@ -16,7 +16,7 @@
 #include "ddph/common/error.h"
 #include "ddph/verify/contract.h"
 
-namespace ddph::testing {
+namespace ddph::verify::testing {
 
 /// Success when `sampler` keeps every property of `contract`; a failure carrying the report
 /// otherwise (also when the sampler throws instead of answering).
@@ -26,7 +26,7 @@ inline ::testing::AssertionResult satisfiesContract(Sampler& sampler, const Cont
     const ContractResult result = checkContract(sampler, contract, options);
     if (result.passed()) return ::testing::AssertionSuccess() << formatContractResult(result);
     return ::testing::AssertionFailure() << formatContractResult(result);
-  } catch (const Error& e) {
+  } catch (const common::Error& e) {
     return ::testing::AssertionFailure()
            << "sampler '" << sampler.name() << "' could not be checked against contract '"
            << contract.name << "': " << e.what();
@@ -39,9 +39,9 @@ inline ::testing::AssertionResult satisfiesContract(Sampler& sampler, std::strin
                                                     const SearchOptions& options = {}) {
   try {
     return satisfiesContract(sampler, findContract(contractName), options);
-  } catch (const Error& e) {
+  } catch (const common::Error& e) {
     return ::testing::AssertionFailure() << e.what();
   }
 }
 
-}  // namespace ddph::testing
+}  // namespace ddph::verify::testing

@@ -10,7 +10,7 @@
 
 #include "ddph/verify/sampler.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 enum class LibTorchSamplerKind { kRandom, kSequential };
 
@@ -28,4 +28,4 @@ class LibTorchSampler final : public Sampler {
   bool allowDuplicates_;
 };
 
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -33,7 +33,7 @@
 
 #include "ddph/verify/sampler.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 struct LineProtocolOptions {
   /// Deadline for each answer, counted from the request (or the previous answer).
@@ -107,4 +107,4 @@ class LineProtocolSampler final : public Sampler {
 /// `arg` quoted for a POSIX shell (unchanged when it needs no quoting).
 std::string shellQuote(const std::string& arg);
 
-}  // namespace ddph
+}  // namespace ddph::verify

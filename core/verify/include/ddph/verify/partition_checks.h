@@ -12,7 +12,7 @@
 #include "ddph/verify/property.h"
 #include "ddph/verify/sampler.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 /// What a sampler promises beyond the properties themselves.
 struct Expectations {
@@ -59,4 +59,4 @@ inline constexpr double kRanksAgreeMinBits = 40.0;
 /// when all ranks have the same length (else empty).
 std::vector<Index> interleave(const Partition& p);
 
-}  // namespace ddph
+}  // namespace ddph::verify

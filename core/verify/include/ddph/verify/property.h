@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ddph {
+namespace ddph::verify {
 
 namespace property {
 inline constexpr std::string_view kValidRange = "valid-range";
@@ -79,4 +79,4 @@ std::string likelyCauseOf(const Violation& v);
 /// "coverage at epoch 3 on ranks [1, 2]: …", one line.
 std::string formatViolation(const Violation& v);
 
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -17,7 +17,7 @@
 
 #include "ddph/verify/sampler.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 enum class RandpermImpl {
   kAuto,      ///< the replica where it is known to match, torch::randperm elsewhere
@@ -33,4 +33,4 @@ inline constexpr std::int64_t kRandpermReplicaLimit = 4294967295LL / 20;
 std::vector<Index> torchRandperm(std::int64_t n, std::uint64_t seed,
                                  RandpermImpl impl = RandpermImpl::kAuto);
 
-}  // namespace ddph
+}  // namespace ddph::verify

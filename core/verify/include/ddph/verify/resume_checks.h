@@ -9,7 +9,7 @@
 
 #include "ddph/verify/partition_checks.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 /// One epoch stopped and resumed, as a sampler answered it.
 struct ResumedEpoch {
@@ -38,4 +38,4 @@ std::optional<Violation> checkResumeBalance(const ResumedEpoch& e);
 std::optional<Violation> checkResumeOrder(const Partition& whole, const Partition& resumed,
                                           std::int64_t consumed);
 
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace ddph {
+namespace ddph::verify {
 
 using Index = std::int64_t;
 
@@ -96,8 +96,9 @@ class Sampler {
   /// Short name used in reports ("pytorch", "libtorch-random", the user's command, …).
   virtual std::string name() const = 0;
 
-  /// The indices `request.rank` visits, in order. Throws ddph::ConfigError for requests the
-  /// sampler rejects (rank out of range, …) and ddph::ProtocolError when an external sampler fails.
+  /// The indices `request.rank` visits, in order. Throws ddph::common::ConfigError for requests the
+  /// sampler rejects (rank out of range, …) and ddph::common::ProtocolError when an external
+  /// sampler fails.
   virtual std::vector<Index> indices(const ShardRequest& request) = 0;
 
   /// What the sampler says the rank's length is (`len(sampler)`), if it declares one.
@@ -125,4 +126,4 @@ class RankSampler {
   ShardRequest request_;
 };
 
-}  // namespace ddph
+}  // namespace ddph::verify

@@ -10,7 +10,7 @@
 #include "ddph/verify/partition_checks.h"
 #include "ddph/verify/sampler.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 /// "N=13 W=4 epoch=0 seed=0".
 std::string formatCase(const SamplerCase& c);
@@ -31,12 +31,12 @@ void validatePropertyNames(const std::vector<std::string>& properties);
 std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, const Expectations& e,
                                     const std::vector<std::string>& properties);
 
-/// Like checkSampler, but a sampler that rejects a valid request (throws a ddph::Error other than
-/// ProtocolError) yields a violation of the first property checked instead of an exception: a
-/// sampler must answer every valid request. ProtocolError (a broken external sampler: crashed,
-/// hung, garbage) still propagates, since it is no counterexample.
+/// Like checkSampler, but a sampler that rejects a valid request (throws a ddph::common::Error
+/// other than ProtocolError) yields a violation of the first property checked instead of an
+/// exception: a sampler must answer every valid request. ProtocolError (a broken external sampler:
+/// crashed, hung, garbage) still propagates, since it is no counterexample.
 std::vector<Violation> checkSamplerOrRejection(Sampler& sampler, const SamplerCase& c,
                                                const Expectations& e,
                                                const std::vector<std::string>& properties);
 
-}  // namespace ddph
+}  // namespace ddph::verify

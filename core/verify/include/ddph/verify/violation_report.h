@@ -11,7 +11,7 @@
 
 #include "ddph/verify/property.h"
 
-namespace ddph {
+namespace ddph::verify {
 
 inline nlohmann::ordered_json violationJson(const Violation& v) {
   nlohmann::ordered_json j = {{"property", v.property}, {"ranks", v.ranks}, {"epoch", v.epoch},
@@ -27,4 +27,4 @@ inline nlohmann::ordered_json violationJson(const Violation& v) {
 std::string violationsText(const std::vector<Violation>& violations,
                            const std::vector<std::string>& hints, std::size_t shown);
 
-}  // namespace ddph
+}  // namespace ddph::verify
