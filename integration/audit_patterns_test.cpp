@@ -226,7 +226,9 @@ TEST(AuditPattern, AnImportErrorOnEveryRankIsOneFindingWithItsCause) {
   EXPECT_TRUE(has(text(v, "detail"), "at import_error.py:8 in <module>")) << shown(a);
   EXPECT_TRUE(has(text(v, "likely_cause"), "failed at an import")) << shown(a);
   EXPECT_FALSE(has(text(v, "likely_cause"), "OOM")) << shown(a);
-  if (v["ranks"].size() > 1) EXPECT_FALSE(has(text(v, "detail"), "the first rank to raise")) << shown(a);
+  if (v["ranks"].size() > 1) {
+    EXPECT_FALSE(has(text(v, "detail"), "the first rank to raise")) << shown(a);
+  }
 }
 
 // NOTE [Dataset identity] (docs/audit.md): ranks whose datasets differ beyond a file listing.

@@ -618,7 +618,7 @@ TEST(AuditTraceFiles, EventMissingAFieldNamesIt) {
 // its file. A file with no whole first line is a rank that left no trace, not a bad folder; a
 // whole first line that is not a header is still refused.
 TEST(AuditTraceFiles, ARankFileCutBeforeItsFirstLineIsARankThatLeftNoTrace) {
-  for (const std::string cut : {std::string(), std::string(R"({"ev":"head)"),
+  for (const std::string& cut : {std::string(), std::string(R"({"ev":"head)"),
                                 std::string(R"({"ev":"head)") + std::string(64, '\0')}) {
     TempDir dir("ddph-audit-trace");
     RunSpec s;

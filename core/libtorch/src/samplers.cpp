@@ -1,4 +1,4 @@
-// LibTorch's own distributed samplers, drained into index lists (ddph/sampler/libtorch_samplers.h).
+// LibTorch's own distributed samplers, drained into index lists (ddph/verify/libtorch_samplers.h).
 #include <torch/data/samplers/distributed.h>
 
 #include <algorithm>

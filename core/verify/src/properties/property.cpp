@@ -37,7 +37,7 @@ const std::vector<PropertyInfo>& samplerProperties() {
        "alone), so it is not bit-exact with torch's order; seed the generator with seed + epoch "
        "where torch's order is what is promised"},
       // The three below are not DistributedSampler's promises: they make the `exactly-once`
-      // (evaluation sharding) and `with-replacement` contracts (see ddph/contract/contract.h).
+      // (evaluation sharding) and `with-replacement` contracts (see ddph/verify/contract.h).
       {property::kNoDuplicates, "no index appears twice, on one rank or across ranks",
        "the sampler pads shards to equal length (as DistributedSampler does) or ranks overlap; "
        "for evaluation shard without padding, e.g. indices[rank::num_replicas]"},

@@ -2,9 +2,9 @@
 // The verifier of real runs: the project's properties judged on a trace (ddph/audit/trace.h) of
 // an unmodified program, Python or C++.
 //
-// What it checks, each under the catalogue's property names (ddph/properties/property.h):
+// What it checks, each under the catalogue's property names (ddph/verify/property.h):
 //  - the samplers' partitions of every epoch (coverage, disjointness, reshuffle), with the same
-//    definitions the property suite uses (ddph/properties/partition_checks.h);
+//    definitions the property suite uses (ddph/verify/partition_checks.h);
 //  - what the program consumed (coverage of consumed samples: zip truncation, break);
 //  - evaluation passes that count padding duplicates (no-duplicates);
 //  - collectives across ranks (collective-mismatch: uneven steps, desynchronised calls);

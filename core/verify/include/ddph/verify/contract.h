@@ -1,7 +1,7 @@
 #pragma once
 // Contracts: named sets of properties a sampler promises, checked in one call.
 //
-// A contract is only a list of property names from the catalogue (ddph/properties/property.h)
+// A contract is only a list of property names from the catalogue (ddph/verify/property.h)
 // plus the Expectations those properties are judged with; the properties themselves live in
 // partition_checks.h and are driven by searchCounterexample (RapidCheck generation + shrinking).
 // Users compose their own contracts from the same names:
