@@ -332,9 +332,13 @@ TEST(SimRun, ScenarioFileWithCombinations) {
                         << "[[datasets]]\nname = \"a\"\nsize = 300\n[[datasets]]\nname = "
                            "\"b\"\nsize = 120\n";
     const auto run = runSim({path});
-    // cycle re-reads b (extra copies); concat and weighted visit everything once.
+    // cycle re-reads b (extra copies), and says that cycling is why (not the catalogue's usual
+    // cause, ranks that disagree on the order); concat and weighted visit everything once.
     if (std::string(combine) == "cycle") {
       expectDiagnosis(run, "disjointness");
+      const std::string cause = run.report["violations"][0].value("likely_cause", "");
+      EXPECT_NE(cause.find("cycling restarts b's loader"), std::string::npos) << cause;
+      EXPECT_EQ(cause.find("seed every rank"), std::string::npos) << cause;
     } else {
       EXPECT_EQ(run.command.exitCode, 0) << combine << run.command.out << run.command.err;
     }

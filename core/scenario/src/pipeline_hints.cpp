@@ -31,6 +31,28 @@ std::vector<PipelineHint> pipelineHints(const Scenario& s, const std::vector<Dat
           batchesPerRank[d] - batchesPerRank[shortest], datasets[d].name)});
     }
   }
+  if (s.combine == Combine::kCycle && datasets.size() > 1) {
+    std::size_t longest = 0;
+    for (std::size_t d = 1; d < batchesPerRank.size(); ++d) {
+      if (batchesPerRank[d] > batchesPerRank[longest]) longest = d;
+    }
+    for (std::size_t d = 0; d < batchesPerRank.size(); ++d) {
+      if (batchesPerRank[d] == batchesPerRank[longest] || batchesPerRank[d] == 0) continue;
+      hints.push_back(
+          {datasets[d].name, std::string(property::kDisjointness),
+           fmt::format(
+               "cycling restarts {}'s loader whenever it runs out: an epoch of {} ({} batches per "
+               "rank) draws {}'s {} batches per rank {:.1f} times, so its samples repeat within "
+               "the "
+               "epoch by design (each pass over {} is its own partition); count its epochs by its "
+               "own passes if every sample must be seen once",
+               datasets[d].name, datasets[longest].name, batchesPerRank[longest], datasets[d].name,
+               batchesPerRank[d],
+               static_cast<double>(batchesPerRank[longest]) /
+                   static_cast<double>(batchesPerRank[d]),
+               datasets[d].name)});
+    }
+  }
   for (const auto& spec : datasets) {
     const std::int64_t n = spec.size;
     if (spec.sampler != "pytorch") continue;
