@@ -213,6 +213,25 @@ TEST(AuditPattern, EvaluatingThroughDdpOnRankZeroOnlyIsACollectiveMismatch) {
   EXPECT_TRUE(has(text(v, "likely_cause"), "evaluate model.module")) << shown(a);
 }
 
+// NOTE [A loader on some ranks only]: rank 0 evaluates over a validation loader sharded with
+// DistributedSampler; the other ranks' shards are never read.
+// (healthy/eval_rank0_batchnorm_module.py evaluates on rank 0 with an unsharded loader: no
+// finding.)
+TEST(AuditPattern, EvaluatingAShardedLoaderOnRankZeroOnlyIsCoverage) {
+  const auto a = launchAudited(3, python("eval_rank0_sharded.py"), 120);
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  EXPECT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = onlyViolation(a, "coverage");
+  EXPECT_EQ(v["ranks"], Json::array({1, 2})) << shown(a);
+  EXPECT_EQ(v["epoch"], 0) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"),
+                  "splits its 120 samples across 3 ranks, but only rank 0 iterates it in pass 0: "
+                  "ranks 1, 2 never read their shards, so 80 of the 120 samples are never seen"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "(the same in 2 epochs)")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "give that loop an unsharded loader")) << shown(a);
+}
+
 TEST(AuditPattern, AnImportErrorOnEveryRankIsOneFindingWithItsCause) {
   const auto a = launchAudited(4, python("import_error.py"));
   EXPECT_EQ(a.command.exitCode, 1) << shown(a);

@@ -236,7 +236,11 @@ class DataChecker {
     bool judged = false;
     for (std::int64_t k = 0; k < iters; ++k) {
       auto ranks = passAcrossRanks(loader, k);
-      if (ranks.empty()) break;
+      if (ranks.empty()) {
+        if (!checkPassOnSomeRanks(loader, k)) break;
+        judged = true;
+        continue;
+      }
       if (checkStream(loader, k, ranks)) {
         judged = true;
         continue;
@@ -254,6 +258,70 @@ class DataChecker {
           "pass run to its end on every rank)",
           describeLoader(*firstTrace(), loader)));
     }
+  }
+
+  // NOTE [A loader on some ranks only] (docs/audit.md): pass `iter` of `loader` on some ranks,
+  // while every other rank ran to its end without it (an evaluation under `if rank == 0`). A
+  // sampler that splits the dataset across the world (DistributedSampler) then leaves the other
+  // ranks' shards unread: coverage. One that does not split it is a single-rank loop: a note.
+  // Returns whether the pass was such a loop (judged or noted).
+  bool checkPassOnSomeRanks(std::int64_t loader, std::int64_t iter) {
+    std::vector<const RankTrace*> with;
+    std::vector<std::int64_t> without;
+    for (const auto& t : trace_.ranks) {
+      if (!t) return false;
+      if (t->findPass(loader, iter)) {
+        with.push_back(&*t);
+      } else if (t->endedNormally()) {
+        without.push_back(t->rank);
+      } else {
+        return false;  // it failed before: a rank-failure, not this
+      }
+    }
+    if (with.empty() || without.empty()) return false;
+    const RankTrace& first = *with.front();
+    const SamplerRecord* s = samplerOf(first, loader);
+    std::vector<std::int64_t> readers;
+    for (const auto* t : with) readers.push_back(t->rank);
+    if (!s || !s->numReplicas || *s->numReplicas < 2) {
+      if (iter == 0) {
+        notes_.push_back(
+            fmt::format("{}: iterated on {} only, by a sampler that does not split "
+                        "it across ranks: a single-rank loop, no partition to check",
+                        describeLoader(first, loader), rankList(readers)));
+      }
+      return true;
+    }
+    const std::int64_t n = first.findPass(loader, iter)->datasetLen;
+    std::set<Index> seen;
+    for (const auto* t : with) {
+      const PassRecord& p = *t->findPass(loader, iter);
+      if (const auto consumed = consumedIndices(*t, p, samplerOrder(*t, p, cache_))) {
+        seen.insert(consumed->begin(), consumed->end());
+      }
+    }
+    Violation v;
+    v.property = std::string(property::kCoverage);
+    v.ranks = without;
+    v.epoch = iter;
+    const bool oneReader = readers.size() == 1, oneLeft = without.size() == 1;
+    v.detail = fmt::format(
+        "{}: sampler {} ({}) splits its {} samples across {} ranks, but only {} iterate{} it in "
+        "pass {}: {} never read{} {} shard{}, so {} of the {} samples are never seen",
+        describeLoader(first, loader), s->id, s->className, n, *s->numReplicas, rankList(readers),
+        oneReader ? "s" : "", iter, rankList(without), oneLeft ? "s" : "",
+        oneLeft ? "its" : "their", oneLeft ? "" : "s",
+        seen.empty() ? std::string("most")
+                     : std::to_string(n - static_cast<std::int64_t>(seen.size())),
+        n);
+    v.likelyCause = fmt::format(
+        "a loader sharded across {} ranks (DistributedSampler) is iterated on {} only (an "
+        "evaluation under `if rank == 0`); give that loop an unsharded loader (SequentialSampler), "
+        "or evaluate on every rank and all_reduce the sums",
+        *s->numReplicas, rankList(readers));
+    judged(property::kCoverage);
+    record(loader, v);
+    return true;
   }
 
   const RankTrace* firstTrace() const {
