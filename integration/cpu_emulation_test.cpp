@@ -61,6 +61,17 @@ TEST(CpuEmulation, TutorialTorchrunProgramPassesAndResumesFromItsSnapshot) {
   EXPECT_TRUE(has(resumed.command.out, "[GPU0] Epoch 2 | Steps: 16")) << resumed.command.out;
 }
 
+// A conv net with SyncBatchNorm (convert_sync_batchnorm, inside DDP), AMP and an all_reduced
+// evaluation: torch refuses SyncBatchNorm on the CPU; the emulation synchronizes it over the ranks.
+TEST(CpuEmulation, SyncBatchNormProgramPasses) {
+  const auto a = launchAudited(2, program("gpu_sync_batchnorm.py", {}), 240, {"--cpu"});
+  ASSERT_EQ(a.command.exitCode, 0) << shown(a);
+  EXPECT_TRUE(a.report["passed"].get<bool>()) << shown(a);
+  EXPECT_TRUE(has(a.command.out, "[rank0]: epoch 1: loss ")) << a.command.out;
+  EXPECT_FALSE(has(a.command.out + a.command.err, "SyncBatchNorm layers only work with GPU"))
+      << shown(a);
+}
+
 TEST(CpuEmulation, TutorialProgramWithoutSetEpochIsReshuffle) {
   const auto a = launchAudited(2, program("gpu_torchrun.py", {"3", "1", "--forget-set-epoch"}), 240,
                                {"--cpu"});

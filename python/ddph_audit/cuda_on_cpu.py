@@ -13,7 +13,8 @@ and how, is in docs/cpu-emulation.md; in short:
   module moves, factories, ``torch.load``'s ``map_location`` and ``DDP(device_ids=...,
   output_device=...)`` becomes the CPU; a moved tensor is the tensor itself (no copy);
 - mixed precision: ``autocast("cuda")`` computes in float32 unless ``DDPH_CPU_AUTOCAST=bf16``
-  (then CPU autocast in bfloat16); ``GradScaler`` is a pass-through (scale 1.0, every step taken).
+  (then CPU autocast in bfloat16); ``GradScaler`` is a pass-through (scale 1.0, every step taken);
+- ``nn.SyncBatchNorm`` synchronizes its statistics over the CPU ranks (sync_batchnorm_on_cpu.py).
 
 Arguments that name no CUDA device pass through untouched: a CPU program runs exactly as without
 the emulation. The first time the program asks for something emulated, one ``emulation`` event
@@ -26,7 +27,7 @@ import inspect
 import os
 import time
 
-from . import trace_events
+from . import sync_batchnorm_on_cpu, trace_events
 from .instrumentor import Instrumentor, install_on_import
 
 ENV_ON = "DDPH_CPU"
@@ -225,6 +226,7 @@ class CudaOnCpuInstrumentor(Instrumentor):
         self._placement(torch)
         self._precision(torch)
         self._distributed(torch)
+        self._sync_batchnorm(torch)
         self._accelerator(torch)
 
     def _uninstrument(self):
@@ -550,6 +552,15 @@ class CudaOnCpuInstrumentor(Instrumentor):
             return ddp_init(self, module, None, None, *args, **kwargs)
 
         self.patch(ddp, "__init__", ddp_on_cpu)
+
+    def _sync_batchnorm(self, torch):
+        """nn.SyncBatchNorm on CPU input (sync_batchnorm_on_cpu.py), and DDP that accepts it."""
+        sync_bn = torch.nn.SyncBatchNorm
+        self.patch(sync_bn, "forward", sync_batchnorm_on_cpu.forward_on_cpu(sync_bn.forward))
+        ddp = torch.nn.parallel.DistributedDataParallel
+        if hasattr(ddp, "_passing_sync_batchnorm_handle"):
+            self.patch(ddp, "_passing_sync_batchnorm_handle",
+                       sync_batchnorm_on_cpu.ddp_allows_cpu_sync_batchnorm)
 
     def _accelerator(self, torch):
         acc = getattr(torch, "accelerator", None)
