@@ -261,10 +261,12 @@ class DataChecker {
   }
 
   // NOTE [A loader on some ranks only] (docs/audit.md): pass `iter` of `loader` on some ranks,
-  // while every other rank ran to its end without it (an evaluation under `if rank == 0`). A
-  // sampler that splits the dataset across the world (DistributedSampler) then leaves the other
-  // ranks' shards unread: coverage. One that does not split it is a single-rank loop: a note.
-  // Returns whether the pass was such a loop (judged or noted).
+  // while every other rank ran to its end without ever iterating the loader (an evaluation under
+  // `if rank == 0`). A sampler that splits the dataset across the world (DistributedSampler) then
+  // leaves the other ranks' shards unread: coverage. One that does not split it is a single-rank
+  // loop: a note. A rank that iterated the loader but fewer times (it stopped early) is the
+  // collective checks' finding, and one that failed a rank-failure: not this. Returns whether the
+  // pass was such a loop (judged or noted).
   bool checkPassOnSomeRanks(std::int64_t loader, std::int64_t iter) {
     std::vector<const RankTrace*> with;
     std::vector<std::int64_t> without;
@@ -272,11 +274,13 @@ class DataChecker {
       if (!t) return false;
       if (t->findPass(loader, iter)) {
         with.push_back(&*t);
-      } else if (t->endedNormally()) {
-        without.push_back(t->rank);
-      } else {
-        return false;  // it failed before: a rank-failure, not this
+        continue;
       }
+      const bool neverIterated =
+          std::none_of(t->passes.begin(), t->passes.end(),
+                       [&](const PassRecord& p) { return p.loader == loader; });
+      if (!t->endedNormally() || !neverIterated) return false;
+      without.push_back(t->rank);
     }
     if (with.empty() || without.empty()) return false;
     const RankTrace& first = *with.front();

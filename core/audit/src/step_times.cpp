@@ -32,14 +32,22 @@ std::optional<StepTimes> stepTimesOf(const RankTrace& rank) {
   }
   std::sort(inside.begin(), inside.end());
   double wait = 0, coveredTo = *first;
+  std::vector<double> before;              // compute before each collective, in ms
   for (const auto& [from, to] : inside) {  // the union of the intervals
     const double start = std::max(from, coveredTo);
+    before.push_back(std::max(0.0, from - coveredTo) * 1000.0);
     if (to > start) wait += to - start;
     coveredTo = std::max(coveredTo, to);
   }
   const double compute = std::max(0.0, (last - *first) - wait);
   const auto perStepMs = [steps](double seconds) { return seconds * 1000.0 / static_cast<double>(steps); };
-  return StepTimes{perStepMs(compute), perStepMs(wait)};
+  double medianBefore = 0;
+  if (!before.empty()) {
+    const auto middle = before.begin() + static_cast<long>(before.size() / 2);
+    std::nth_element(before.begin(), middle, before.end());
+    medianBefore = *middle;
+  }
+  return StepTimes{perStepMs(compute), perStepMs(wait), medianBefore};
 }
 
 }  // namespace ddph::audit

@@ -19,10 +19,6 @@ bool WorldStop::begin(pid_t group) {
   return true;
 }
 
-bool WorldStop::killIfGraceOver(pid_t group, Clock::time_point now) {
-  return now >= killAt_ && kill(group);
-}
-
 bool WorldStop::kill(pid_t group) {
   if (!stopping_ || killSent_) return false;
   if (group != 0) ::killpg(group, SIGKILL);

@@ -26,8 +26,6 @@ class WorldStop {
   bool stopping() const { return stopping_; }
   /// When the grace runs out (valid once stopping()).
   Clock::time_point killAt() const { return killAt_; }
-  /// SIGKILL to `group`, once the grace has run out (`now` past killAt()); true when sent now.
-  bool killIfGraceOver(pid_t group, Clock::time_point now = Clock::now());
   /// SIGKILL to `group` now, once (a grace timer that fired at killAt()); true when sent now.
   bool kill(pid_t group);
   /// The grace ran out and SIGKILL went to the group (here, or from a watchdog's thread).

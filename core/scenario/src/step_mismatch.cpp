@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
@@ -21,11 +22,10 @@ std::string rankList(const std::vector<std::int64_t>& ranks) {
 }
 
 // "3 steps: ranks 0, 1; 2 steps: ranks 2, 3"
-std::string groupRanksByValue(const std::vector<std::vector<std::int64_t>>& perRank,
-                              const char* unit) {
+std::string groupRanksByValue(const std::vector<std::int64_t>& perRank, const char* unit) {
   std::map<std::int64_t, std::vector<std::int64_t>, std::greater<>> groups;
   for (std::size_t r = 0; r < perRank.size(); ++r) {
-    groups[perRank[r].empty() ? -1 : perRank[r][0]].push_back(static_cast<std::int64_t>(r));
+    groups[perRank[r]].push_back(static_cast<std::int64_t>(r));
   }
   std::vector<std::string> parts;
   for (const auto& [value, ranks] : groups) {
@@ -35,14 +35,13 @@ std::string groupRanksByValue(const std::vector<std::vector<std::int64_t>>& perR
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
-}  // namespace
-
-Violation describeStepMismatch(const std::vector<bool>& hasBatch, std::int64_t epoch,
-                               std::int64_t step,
-                               const std::vector<std::vector<std::int64_t>>& stepsPerRank) {
+// Step `step` of `epoch`, which the ranks with more than `step` planned steps still run while the
+// others ran out: the ranks on each side and every rank's step count.
+Violation describeStepMismatch(std::int64_t epoch, std::int64_t step,
+                               const std::vector<std::int64_t>& plannedSteps) {
   std::vector<std::int64_t> done, waiting;
-  for (std::size_t r = 0; r < hasBatch.size(); ++r) {
-    (hasBatch[r] ? waiting : done).push_back(static_cast<std::int64_t>(r));
+  for (std::size_t r = 0; r < plannedSteps.size(); ++r) {
+    (step < plannedSteps[r] ? waiting : done).push_back(static_cast<std::int64_t>(r));
   }
   Violation v;
   v.property = std::string(property::kCollectiveMismatch);
@@ -53,9 +52,11 @@ Violation describeStepMismatch(const std::vector<bool>& hasBatch, std::int64_t e
       "rank{} {} ran out of batches after {} steps while rank{} {} still run step {}: a real "
       "job hangs in that step's gradient allreduce (steps per rank: {})",
       done.size() == 1 ? "" : "s", rankList(done), step, waiting.size() == 1 ? "" : "s",
-      rankList(waiting), step, groupRanksByValue(stepsPerRank, "steps"));
+      rankList(waiting), step, groupRanksByValue(plannedSteps, "steps"));
   return v;
 }
+
+}  // namespace
 
 int ranksTakingStep(const Scenario& s, int world, std::int64_t epoch, std::int64_t step,
                     std::int64_t stepsBeforeStop) {
@@ -67,17 +68,12 @@ std::optional<Violation> findStepMismatch(const Scenario& s, std::int64_t epoch,
                                           std::int64_t stepsBeforeStop) {
   const int world = static_cast<int>(plannedSteps.size());
   for (std::int64_t step = 0;; ++step) {
-    std::vector<bool> hasBatch;
-    int participants = 0;
-    for (const std::int64_t planned : plannedSteps) {
-      hasBatch.push_back(step < planned);
-      participants += step < planned ? 1 : 0;
-    }
+    const auto participants =
+        std::count_if(plannedSteps.begin(), plannedSteps.end(),
+                      [step](std::int64_t planned) { return step < planned; });
     if (participants == 0) return std::nullopt;
     if (participants != ranksTakingStep(s, world, epoch, step, stepsBeforeStop)) {
-      std::vector<std::vector<std::int64_t>> stepsPerRank;
-      for (const std::int64_t planned : plannedSteps) stepsPerRank.push_back({planned});
-      return describeStepMismatch(hasBatch, epoch, step, stepsPerRank);
+      return describeStepMismatch(epoch, step, plannedSteps);
     }
   }
 }

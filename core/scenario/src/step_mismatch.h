@@ -16,15 +16,10 @@ namespace ddph::scenario {
 int ranksTakingStep(const Scenario& s, int world, std::int64_t epoch, std::int64_t step,
                     std::int64_t stepsBeforeStop);
 
-/// `hasBatch[r]`: whether rank r had a batch for `step`; `stepsPerRank[r]` = {rank r's planned
-/// steps}. The violation names the ranks on each side and every rank's step count.
-verify::Violation describeStepMismatch(const std::vector<bool>& hasBatch, std::int64_t epoch,
-                                       std::int64_t step,
-                                       const std::vector<std::vector<std::int64_t>>& stepsPerRank);
-
 /// The step of `epoch` at which ranks with `plannedSteps[r]` steps each stop agreeing, as the
 /// ranks find it at run time (the first step whose number of ranks with a batch is neither 0 nor
-/// ranksTakingStep), or nothing when every rank ends the epoch in the same step.
+/// ranksTakingStep), or nothing when every rank ends the epoch in the same step. The violation
+/// names the ranks on each side and every rank's step count.
 std::optional<verify::Violation> findStepMismatch(const Scenario& s, std::int64_t epoch,
                                                   const std::vector<std::int64_t>& plannedSteps,
                                                   std::int64_t stepsBeforeStop);

@@ -31,14 +31,12 @@ ForkedRank forkedRankOf(SupervisedRank&& seen) {
   ForkedRank rank;
   rank.rank = seen.rank;
   rank.pid = seen.pid;
-  rank.exited = seen.end.has_value();
   if (seen.end) {
     rank.exitCode = seen.end->code;
     rank.signal = seen.end->signal;
   }
   // A rank the world was stopped before was stopped by us too (pid 0: never started).
   rank.stoppedByUs = seen.pid == 0 || seen.stoppedByUs();
-  rank.endSeconds = seen.endSeconds;
   rank.peakRssMb = seen.peakRssMb;
   rank.wasStopped = seen.wasStopped;
   rank.output = std::move(seen.results);

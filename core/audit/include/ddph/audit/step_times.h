@@ -13,6 +13,10 @@ namespace ddph::audit {
 struct StepTimes {
   double computeMs = 0;  ///< outside every collective
   double waitMs = 0;     ///< inside some collective
+  /// The median compute before a collective: from the first batch, or the previous collective's
+  /// completion, to entering the next. Slow in most steps, not in the one a loaded scheduler held
+  /// the rank back in (which a mean over a few steps cannot tell apart).
+  double medianComputeMs = 0;
 };
 
 /// The rank's span runs from its first batch to its last batch or collective line (completion

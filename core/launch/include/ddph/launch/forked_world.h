@@ -33,12 +33,11 @@ enum RankExitCode : int {
 
 struct ForkedRank {
   int rank = 0;
-  pid_t pid = 0;  ///< 0: never forked (a stop signal came first)
-  bool exited = false;
+  pid_t pid = 0;        ///< 0: never forked (a stop signal came first)
   int exitCode = 0;     ///< when exited normally
   int signal = 0;       ///< when killed by a signal
-  bool stoppedByUs = false;  ///< it ended of the supervisor's SIGTERM or SIGKILL, stopping the world
-  double endSeconds = 0;     ///< since the start, when it was reaped
+  /// It ended of the supervisor's SIGTERM or SIGKILL, stopping the world.
+  bool stoppedByUs = false;
   double peakRssMb = 0;      ///< ru_maxrss from wait4
   bool wasStopped = false;  ///< it was stopped (SIGSTOP, state T) when the supervisor stopped the world
   std::string output;        ///< everything it wrote to its result fd
