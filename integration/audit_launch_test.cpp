@@ -120,8 +120,10 @@ TEST(AuditLaunch, FilesFollowTheUsersUmaskAndNoneIsWorldWritable) {
 
 // --- unmodified PyTorch scripts (integration/audit_programs/), each one bug -------------------
 
-std::vector<std::string> python(const std::string& program) {
-  return {kPython, kPrograms + "/" + program};
+std::vector<std::string> python(const std::string& program, std::vector<std::string> args = {}) {
+  std::vector<std::string> command = {kPython, kPrograms + "/" + program};
+  command.insert(command.end(), args.begin(), args.end());
+  return command;
 }
 
 std::string text(const Json& v, const char* key) {
@@ -252,6 +254,15 @@ TEST(AuditPython, FewerValidationSamplesThanRanksWithDropLastEvaluatesNothing) {
 
 TEST(AuditPython, PaddedEvaluationCountsDuplicates) {
   const auto a = launchAudited(4, python("eval_padding.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  const Json v = onlyViolation(a, "no-duplicates");
+  EXPECT_TRUE(has(text(v, "detail"), "evaluated 12 samples for 10 distinct, 2 counted twice")) << shown(a);
+}
+
+TEST(AuditPython, PaddedEvaluationDrivenForLenLoaderBatchesCountsDuplicates) {
+  // Lightning's way, and `for _ in range(len(loader)): next(it)`: no pass reaches StopIteration,
+  // yet a pass that handed out len(loader) batches is complete, and its padding is judged.
+  const auto a = launchAudited(4, python("eval_padding.py", {"--len-loop"}));
   EXPECT_EQ(a.command.exitCode, 1) << shown(a);
   const Json v = onlyViolation(a, "no-duplicates");
   EXPECT_TRUE(has(text(v, "detail"), "evaluated 12 samples for 10 distinct, 2 counted twice")) << shown(a);

@@ -3,6 +3,8 @@
 The sampler pads the 10 samples to 12 (each rank gets 3; indices 0 and 1 are evaluated twice), and
 the correct predictions summed with all_reduce count the duplicates: the reported accuracy is over
 12 predictions, not the 10 samples. Training (DistributedSampler + set_epoch) is healthy. Exits 0.
+--len-loop drives both loaders as PyTorch Lightning does, `len(loader)` batches from an iterator
+that never reaches StopIteration: the same duplicates, the same finding.
 """
 import argparse
 
@@ -20,9 +22,19 @@ def make_dataset(n, seed):
     return TensorDataset(x, (x[:, :5].sum(1) > 0).long())
 
 
+def batches(loader, len_loop):
+    if not len_loop:
+        yield from loader
+        return
+    it = iter(loader)
+    for _ in range(len(loader)):
+        yield next(it)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--len-loop", action="store_true")
     args = parser.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -36,14 +48,14 @@ def main():
     for epoch in range(args.epochs):
         train_sampler.set_epoch(epoch)
         model.train()
-        for xb, yb in train_loader:
+        for xb, yb in batches(train_loader, args.len_loop):
             optimizer.zero_grad()
             F.cross_entropy(model(xb), yb).backward()
             optimizer.step()
         model.eval()
         correct = torch.zeros(1)
         with torch.no_grad():
-            for xb, yb in test_loader:
+            for xb, yb in batches(test_loader, args.len_loop):
                 correct += (model(xb).argmax(1) == yb).sum()
         dist.all_reduce(correct)
         if rank == 0:

@@ -1,7 +1,11 @@
-"""Hash of a module's parameters and buffers (the ``params`` of ``epoch`` and ``params`` lines).
+"""Hash of a module's parameters (the ``params`` of ``epoch`` and ``params`` lines).
 
-blake2b (128-bit digest, hex) over, for every tensor of ``named_parameters()`` then
-``named_buffers()`` in that order: its dtype, its shape and its bytes (CPU, contiguous)."""
+blake2b (128-bit digest, hex) over every tensor of ``named_parameters()`` in that order: its
+dtype, its shape and its bytes (CPU, contiguous). Buffers are not hashed: DDP promises equal
+parameters after every optimizer step, not equal buffers. BatchNorm's running statistics are
+updated by each rank's own batches in every forward (DDP overwrites them with rank 0's at the next
+forward when ``broadcast_buffers=True``, never when it is False), so on healthy ranks they differ
+at any point between forwards (docs/trace-format.md, ``params``)."""
 
 import hashlib
 
@@ -22,8 +26,7 @@ def _tensor_bytes(t):
 
 def module_hash(module):
     h = hashlib.blake2b(digest_size=16)
-    tensors = [p for _, p in module.named_parameters()] + [b for _, b in module.named_buffers()]
-    for t in tensors:
+    for _, t in module.named_parameters():
         if t is None:
             continue
         h.update(("%s|%s|" % (str(t.dtype).replace("torch.", ""), tuple(t.shape))).encode())

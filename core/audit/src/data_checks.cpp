@@ -50,6 +50,29 @@ bool drawsWithReplacement(const SamplerRecord* s) {
   return s && s->replacement.value_or(false);
 }
 
+// A sampler that does not declare replacement but whose own order repeats indices within one rank's
+// pass (a hand-written weighted sampler drawing with torch.multinomial(replacement=True)): it never
+// promised to cover the dataset. A sampler without replacement repeats an index within one rank
+// only when it pads N < W samples, one repeat at most per missing sample.
+bool repeatsWithinARank(const SamplerRecord* s, const std::vector<std::optional<std::vector<Index>>>& orders,
+                        std::int64_t datasetLen) {
+  if (s && s->order != OrderKind::kRecorded) return false;
+  const auto world = static_cast<std::int64_t>(orders.size());
+  for (const auto& order : orders) {
+    if (!order) continue;
+    std::set<Index> distinct(order->begin(), order->end());
+    const auto repeats = static_cast<std::int64_t>(order->size() - distinct.size());
+    if (repeats >= 2 && repeats > world - datasetLen) return true;
+  }
+  return false;
+}
+
+// An evaluation pass: every batch was handed out with gradients off (torch.no_grad()).
+bool isEvaluation(const PassRecord& p) {
+  return !p.batches.empty() &&
+         std::none_of(p.batches.begin(), p.batches.end(), [](const BatchRecord& b) { return b.grad; });
+}
+
 // torch's samplers that know nothing of ranks: DataLoader(shuffle=True) makes a RandomSampler,
 // DataLoader() a SequentialSampler, each over the whole dataset on every rank.
 bool isWholeDatasetSampler(const SamplerRecord* s) {
@@ -452,7 +475,9 @@ class DataChecker {
     if (!allKnown(ranks, false)) return true;
     if (samplerOverAnotherLength(loader, k, ranks)) return false;
     const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
-    if (drawsWithReplacement(s)) {
+    std::vector<std::optional<std::vector<Index>>> orders;
+    for (const auto& rp : ranks) orders.push_back(rp.order);
+    if (drawsWithReplacement(s) || repeatsWithinARank(s, orders, *n)) {
       checkDrawsDiffer(loader, k, *n, ranks);
       return false;  // coverage, disjointness and reshuffle do not apply
     }
@@ -753,6 +778,8 @@ class DataChecker {
 
   void checkNewOrder(std::int64_t loader, const std::vector<RankPass>& before,
                       const std::vector<RankPass>& after) {
+    // The order of an evaluation does not matter: the same order every epoch harms nothing.
+    if (isEvaluation(*before[0].pass) || isEvaluation(*after[0].pass)) return;
     if (!allKnown(before, false) || !allKnown(after, false)) return;
     const SamplerRecord* s = samplerOf(*before[0].trace, loader);
     const auto shuffle = before[0].pass->shuffle ? before[0].pass->shuffle
@@ -944,6 +971,17 @@ class DataChecker {
     const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
     const bool padded = s && s->order == OrderKind::kTorchDistributed &&
                         !ranks[0].pass->dropLast.value_or(false);
+    if (const auto gather = gatheredAfter(ranks)) {
+      // NOTE [Padding that is gathered] (docs/audit.md): the duplicates hurt only a metric that
+      // counts them; a program that gathers its results after the pass can keep each index once,
+      // and the trace cannot see whether it does. Said, never failed.
+      notApplicable(loader, fmt::format(
+          "its evaluation hands out {} samples for {} distinct{}, and every rank calls {} after "
+          "it: if the gathered results are keyed by sample index and kept once, the metric counts "
+          "each sample once (the trace cannot see whether they are)",
+          total, distinct.size(), padded ? " (DistributedSampler's padding)" : "", *gather));
+      return;
+    }
     v->detail = fmt::format(
         "evaluation pass (every batch under no_grad) over {}: the ranks evaluated {} samples for "
         "{} distinct, {} counted twice{}; {}",
@@ -958,6 +996,38 @@ class DataChecker {
         "of the first ones, so metrics summed over ranks count those twice; evaluate an unpadded "
         "shard (indices[rank::world_size]) or drop the duplicates when gathering results";
     record(loader, *v);
+  }
+
+  // The gather every rank called after its evaluation pass and before the loader's next pass (or
+  // the end of the trace): all_gather of predictions and indices, gather_object to rank 0. Empty
+  // when some rank gathered nothing.
+  static std::optional<std::string> gatheredAfter(const std::vector<RankPass>& ranks) {
+    static const std::set<std::string> kGathers = {"all_gather", "all_gather_object",
+                                                   "all_gather_into_tensor", "_all_gather_base",
+                                                   "gather", "gather_object"};
+    std::optional<std::string> op;
+    for (const auto& rp : ranks) {
+      const std::int64_t from = rp.pass->batches.back().line;
+      std::int64_t until = rp.trace->lines + 1;
+      for (const auto& q : rp.trace->passes) {
+        if (q.loader == rp.pass->loader && q.startLine > rp.pass->startLine) {
+          until = std::min(until, q.startLine);
+        }
+      }
+      std::optional<std::string> found;
+      for (const auto& [group, list] : rp.trace->collectives) {
+        for (const auto& c : list) {
+          if (c.src == "user" && c.line > from && c.line < until && kGathers.count(c.op)) {
+            found = c.op;
+            break;
+          }
+        }
+        if (found) break;
+      }
+      if (!found) return std::nullopt;
+      op = found;
+    }
+    return op;
   }
 
   void record(std::int64_t loader, const Violation& v, const std::string& kind = "") {

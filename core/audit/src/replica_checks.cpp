@@ -1,5 +1,6 @@
 // replica-consistency: every rank holds the same model at the same point of the run (the hash of
-// each DDP module's parameters and buffers, taken at the start of every pass and at the end).
+// each DDP module's parameters, taken at the start of every pass and at the end; not its buffers:
+// BatchNorm's running statistics differ between forwards on healthy ranks).
 // parameter-updates: between two such points where the module ran backward passes, its
 // parameters changed.
 #include <fmt/format.h>
@@ -93,10 +94,8 @@ std::string divergedCause(const std::map<int, std::vector<Point>>& byRank, std::
       "every rank had run the same {} backward passes, whose gradients DDP averages alike, so the "
       "models were changed outside the allreduce on some ranks: an optimizer step on some ranks "
       "only (`if rank == 0: optimizer.step()`), an optimizer or learning-rate schedule that "
-      "differs per rank, a parameter changed in place on one rank, or buffers updated per rank "
-      "(BatchNorm statistics with broadcast_buffers=False); the trace records no optimizer step "
-      "and cannot tell these apart: step the same optimizer on every rank, and keep buffers in "
-      "sync (SyncBatchNorm or broadcast_buffers=True)",
+      "differs per rank, or a parameter changed in place on one rank; the trace records no "
+      "optimizer step and cannot tell these apart: step the same optimizer on every rank",
       *backwards.begin());
 }
 

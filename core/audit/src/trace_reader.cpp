@@ -136,19 +136,51 @@ class RankTraceBuilder {
 
   void finish(std::int64_t lastLine) {
     for (auto& p : t_.passes) {
+      if (!lastBatchThrownAway(p)) completeAtItsLength(p);
+    }
+    for (auto& p : t_.passes) {
       if (p.endLine == 0) p.endLine = lastLine + 1;
     }
     setPeeksAside();
   }
 
  private:
+  // A pass that handed out len(loader) batches is complete however the loop left it: Lightning
+  // and `for _ in range(len(loader)): next(it)` stop there and never see StopIteration. It ends
+  // after its last batch (a set_epoch after that is for the next pass, not too late for this one).
+  static void completeAtItsLength(PassRecord& p) {
+    if (p.ended || !p.declaredBatches || *p.declaredBatches <= 0) return;
+    if (static_cast<std::int64_t>(p.batches.size()) < *p.declaredBatches) return;
+    p.ended = true;
+    if (p.endLine == 0) p.endLine = p.batches.back().line + 1;
+  }
+
+  // zip(a, b) takes a's batch before b raises StopIteration: a's last batch, handed out on the
+  // line before another loader's pass ended, was thrown away, however many a handed out.
+  bool lastBatchThrownAway(const PassRecord& p) const {
+    if (p.ended || p.batches.empty()) return false;
+    const std::int64_t after = p.batches.back().line + 1;
+    return std::any_of(t_.passes.begin(), t_.passes.end(), [&](const PassRecord& q) {
+      return q.loader != p.loader && q.ended && q.endLine == after;
+    });
+  }
+
+  // An evaluation pass (every batch handed out without gradients) cut before its end, after which
+  // the same loader was iterated again: a sanity check (Lightning's two validation batches before
+  // training) or a preview, not an epoch.
+  static bool isCutEvaluation(const PassRecord& p) {
+    return !p.ended && !p.batches.empty() &&
+           std::none_of(p.batches.begin(), p.batches.end(), [](const BatchRecord& b) { return b.grad; });
+  }
+
   // NOTE [Passes and epochs] (docs/audit.md): a pass that did not run to its end, after whose
   // batches no DDP forward ran before the same loader's next pass began, fed no training step
-  // (`next(iter(loader))` to print the batch size): it is a peek, not an epoch. Peeks leave the
+  // (`next(iter(loader))` to print the batch size): it is a peek, not an epoch; so is an
+  // evaluation cut short before the same loader's next pass (a sanity check). Peeks leave the
   // passes; the loader's later passes are renumbered, and so are the collectives that name them.
-  // A trace without DDP forwards cannot tell a peek from a pass: nothing is set aside.
+  // A trace without DDP forwards cannot tell a training peek from a pass: only cut evaluations
+  // are set aside there.
   void setPeeksAside() {
-    if (forwardLines_.empty()) return;
     std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> renumbered;  // old -> new iter
     std::map<std::int64_t, std::int64_t> nextIter;  // loader -> the next epoch's number
     // The start line of each pass's next pass of the same loader (0: none), in one sweep back.
@@ -164,9 +196,10 @@ class RankTraceBuilder {
       PassRecord& p = t_.passes[i];
       const auto from = p.batches.empty() ? p.startLine : p.batches.front().line;
       const bool fedAStep =
+          forwardLines_.empty() ||
           std::lower_bound(forwardLines_.begin(), forwardLines_.end(), from) !=
-          std::lower_bound(forwardLines_.begin(), forwardLines_.end(), nextStart[i]);
-      if (!p.ended && nextStart[i] != 0 && !fedAStep) {
+              std::lower_bound(forwardLines_.begin(), forwardLines_.end(), nextStart[i]);
+      if (!p.ended && nextStart[i] != 0 && (!fedAStep || isCutEvaluation(p))) {
         ++t_.loaders[p.loader].peeks;
         renumbered[{p.loader, p.iter}] = nextIter[p.loader];  // its batches: before that epoch
         continue;

@@ -101,8 +101,10 @@ void TrainingTrace::finish(torch::nn::Module& model) {
   writer_->end(0);
 }
 
-// The bytes of every parameter and buffer, hashed: equal on every rank of a healthy run (one
-// build of one program, so std::hash is the same function everywhere).
+// The bytes of every parameter, hashed: equal on every rank of a healthy run (one build of one
+// program, so std::hash is the same function everywhere). Buffers are left out, as in the Python
+// recorder: BatchNorm's running statistics differ between forwards on healthy ranks
+// (docs/trace-format.md, `params`).
 std::string TrainingTrace::stateHash(torch::nn::Module& model) const {
   torch::NoGradGuard noGrad;
   std::string bytes;
@@ -111,7 +113,6 @@ std::string TrainingTrace::stateHash(torch::nn::Module& model) const {
     bytes.append(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
   };
   for (const auto& p : model.parameters()) add(p);
-  for (const auto& b : model.buffers()) add(b);
   return fmt::format("{:016x}", std::hash<std::string_view>{}(bytes));
 }
 

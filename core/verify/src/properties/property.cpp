@@ -99,10 +99,9 @@ const std::vector<PropertyInfo>& trainingProperties() {
        "different sizes (uneven last batch), BatchNorm normalises with per-rank statistics, a rank "
        "skipped a step, or the replicas started from different weights (no broadcast from rank 0)"},
       {property::kReplicaConsistency,
-       "every rank's model parameters and buffers are identical at the same point of the run",
+       "every rank's model parameters are identical at the same point of the run",
        "the replicas diverged: an optimizer step or a parameter change ran on some ranks only "
-       "(e.g. `if rank == 0: optimizer.step()`), or buffers were updated per rank; step the "
-       "optimizer on every rank"},
+       "(e.g. `if rank == 0: optimizer.step()`); step the optimizer on every rank"},
       {property::kParameterUpdates,
        "an epoch that ran backward passes changes the model's parameters",
        "the gradients were never applied, or were zero: no optimizer.step() after "
