@@ -345,7 +345,16 @@ TEST(AuditPython, InterruptedLauncherStillAuditsAndExits130) {
   const Json r = Json::parse(readFile(report));
   EXPECT_EQ(r["interrupted_by_signal"], 2) << r.dump(2);
   EXPECT_EQ(r["ranks_traced"], 2) << r.dump(2);
-  EXPECT_FALSE(r["violations"].empty()) << r.dump(2);  // stopped ranks: rank-failure
+  // The user's own stop is no finding: a note says where the run was, the verdict is no PASS.
+  EXPECT_TRUE(r["violations"].empty()) << r.dump(2);
+  ASSERT_EQ(r["notes"].size(), 1u) << r.dump(2);
+  EXPECT_TRUE(has(r["notes"][0].get<std::string>(),
+                  "the run was interrupted by SIGINT (the user's stop, not a failure): the "
+                  "launcher stopped 2 of 2 ranks"))
+      << r.dump(2);
+  const std::string out = readFile(dir.path() + "/out"), err = readFile(dir.path() + "/err");
+  EXPECT_TRUE(has(out, "(2 of 2 ranks traced): INTERRUPTED")) << out;
+  EXPECT_TRUE(has(err, "ddp-sim launch: interrupted by SIGINT: stopped 2 ranks at ")) << err;
   EXPECT_TRUE(fs::exists(traces + "/launch.json"));  // --trace-dir is kept
 }
 
@@ -486,6 +495,26 @@ TEST(AuditLaunch, ARankThatNeverTracedIsNamedWithHowItEnded) {
   ASSERT_LE(found.size(), 2u) << shown(a);
   EXPECT_TRUE(has(found[0]["detail"].get<std::string>(), "left no trace; it exited with code 2"))
       << shown(a);
+}
+
+TEST(AuditPython, ARankThatCalledOsExitIsNamedAsAPlainExit) {
+  // Rank 1 leaves with os._exit(3) after its first batch: no exception, no trace end, no signal.
+  const auto a = launchAudited(
+      2, {kPython, "-c",
+          "import os, torch, torch.distributed as dist\n"
+          "from torch.utils.data import DataLoader, DistributedSampler, TensorDataset\n"
+          "dist.init_process_group('gloo')\n"
+          "ds = TensorDataset(torch.arange(16).float())\n"
+          "for b in DataLoader(ds, sampler=DistributedSampler(ds), batch_size=4):\n"
+          "    if dist.get_rank() == 1: os._exit(3)\n"
+          "    dist.barrier()\n"});
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  const auto found = violationsOf(a, "rank-failure");
+  ASSERT_GE(found.size(), 1u) << shown(a);
+  EXPECT_EQ(found[0]["ranks"], Json::array({1})) << shown(a);
+  EXPECT_TRUE(has(text(found[0], "detail"), "exited with code 3")) << shown(a);
+  EXPECT_TRUE(has(text(found[0], "likely_cause"), "os._exit(3)")) << shown(a);
+  EXPECT_FALSE(has(text(found[0], "likely_cause"), "SIGKILL")) << shown(a);
 }
 
 TEST(AuditLaunch, TraceDirHoldingATraceIsRefused) {

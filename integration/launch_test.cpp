@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <chrono>
 #include <sstream>
@@ -201,7 +202,11 @@ TEST(Launch, SigintStopsEveryRank) {
   ASSERT_TRUE(eventually([&] { return processesWithMarker(marker, "sleep").size() == 3; }, 120s));
   launcher.signal(SIGINT);
   EXPECT_EQ(exitCodeBy(launcher, std::chrono::steady_clock::now() + 20s), 128 + SIGINT);
-  EXPECT_NE(readFile(dir.path() + "/err").find("interrupted by SIGINT"), std::string::npos);
+  // The user's own stop is one line saying where the run was, not a failure of the ranks.
+  const std::string err = readFile(dir.path() + "/err");
+  EXPECT_NE(err.find("ddp-sim launch: interrupted by SIGINT: stopped 3 ranks at "), std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("error"), std::string::npos) << err;
   EXPECT_TRUE(waitNoProcessesWithMarker(marker, 5s).empty());
 }
 
@@ -242,6 +247,110 @@ TEST(Launch, UnknownCommandIsAUsageError) {
   const auto r = runCommand(launch({"-n", "2"}, {"no-such-program-ddph"}), 30s);
   EXPECT_EQ(r.exitCode, 2);
   EXPECT_NE(r.err.find("cannot run 'no-such-program-ddph'"), std::string::npos) << r.err;
+}
+
+// --- checked before any rank starts: one line, exit 2, no rank forked ----------------------------
+
+// A rank that starts leaves this file behind; none may.
+std::vector<std::string> touching(const std::string& file) {
+  return {"/bin/sh", "-c", "touch '" + file + "'"};
+}
+
+TEST(Launch, AWorldBeyondTheMachineIsRefusedBeforeAnyRankStarts) {
+  TempDir dir;
+  const std::string started = dir.path() + "/started";
+  const auto huge = runCommand(launch({"-n", "100000"}, touching(started)), 60s);
+  EXPECT_EQ(huge.exitCode, 2) << huge.err;
+  EXPECT_NE(huge.err.find("-n 100000 is above the launcher's limit of 2048 ranks"), std::string::npos)
+      << huge.err;
+  EXPECT_EQ(std::count(huge.err.begin(), huge.err.end(), '\n'), 1) << huge.err;
+  // A Python world: each ordered pair of ranks binds a port of the ephemeral range on 127.0.0.1.
+  const auto python = runCommand(launch({"-n", "1000"}, {"/usr/bin/python3", "-c", "pass"}), 60s);
+  EXPECT_EQ(python.exitCode, 2) << python.err;
+  EXPECT_NE(python.err.find("the most Python ranks whose Gloo can connect on this machine"),
+            std::string::npos)
+      << python.err;
+  EXPECT_NE(python.err.find("ip_local_port_range"), std::string::npos) << python.err;
+  EXPECT_FALSE(std::ifstream(started).good()) << "a rank started";
+}
+
+TEST(Launch, AReportThatCannotBeWrittenIsRefusedBeforeAnyRankStarts) {
+  TempDir dir;
+  const std::string started = dir.path() + "/started";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--audit", "--report", dir.path() + "/no-such-folder/r.json"},
+       "cannot write the JSON report to '" + dir.path() + "/no-such-folder/r.json': no folder"},
+      {{"--audit", "--html", dir.path()}, "cannot write the HTML report to '" + dir.path() +
+                                              "': it is a folder"},
+      {{"--audit", "--trace-dir", started + ".file/traces"},
+       "cannot write the trace to '" + started + ".file/traces': '" + started + ".file' is not a folder"}};
+  std::ofstream(started + ".file") << "x";
+  for (const auto& [extra, expected] : cases) {
+    std::vector<std::string> options = {"-n", "2"};
+    options.insert(options.end(), extra.begin(), extra.end());
+    const auto r = runCommand(launch(options, touching(started)), 60s);
+    EXPECT_EQ(r.exitCode, 2) << r.err;
+    EXPECT_NE(r.err.find("ddp-sim: error: " + expected), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(std::ifstream(started).good()) << "a rank started";
+  }
+}
+
+TEST(Launch, AScriptThatDoesNotCompileIsRefusedWithItsLine) {
+  TempDir dir;
+  const std::string script = dir.path() + "/train.py";
+  std::ofstream(script) << "import os\nopen(os.environ['STARTED'], 'w')\ndef main(:\n    pass\n";
+  const std::string started = dir.path() + "/started";
+  const auto r = runCommand(launch({"-n", "2"}, {"/usr/bin/python3", script}), 60s, "",
+                            {{"STARTED", started}});
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  EXPECT_NE(r.err.find("the program's script does not compile: " + script + ":3: SyntaxError"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(std::ifstream(started).good()) << "a rank started";
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/__pycache__")) << "a .pyc was written";
+}
+
+TEST(Launch, AMistypedOptionOrSubcommandIsNamed) {
+  const auto option = runCommand({kSim, "launch", "-n", "2", "--audti", "--", "true"}, 60s);
+  EXPECT_EQ(option.exitCode, 2);
+  EXPECT_EQ(option.err, "ddp-sim: error: unknown option '--audti'; did you mean '--audit'?\n");
+  const auto far = runCommand({kSim, "launch", "-n", "2", "--zzzzzz", "--", "true"}, 60s);
+  EXPECT_EQ(far.exitCode, 2);
+  EXPECT_EQ(far.err, "ddp-sim: error: unknown option '--zzzzzz' (ddp-sim launch --help lists the "
+                     "options)\n");
+  const auto sub = runCommand({kSim, "lauch", "-n", "2"}, 60s);
+  EXPECT_EQ(sub.exitCode, 2);
+  EXPECT_NE(sub.err.find("ddp-sim: error: unknown subcommand 'lauch'; did you mean 'launch'?"),
+            std::string::npos)
+      << sub.err;
+  const auto none = runCommand({kSim}, 60s);
+  EXPECT_EQ(none.exitCode, 2);
+  EXPECT_NE(none.err.find("ddp-sim: error: no subcommand given; the subcommands: "), std::string::npos)
+      << none.err;
+}
+
+// The audit's report folder goes away during the run (the program removes it): the verdict is
+// printed all the same, the one line names the file, and the exit code is 3.
+TEST(Launch, AReportLostAtTheEndCostsTheFileNotTheVerdict) {
+  TempDir dir;
+  const std::string folder = dir.path() + "/reports";
+  std::filesystem::create_directory(folder);
+  const auto r = runCommand(
+      launch({"-n", "2", "--audit", "--report", folder + "/r.json"},
+             {"/usr/bin/python3", "-c",
+              "import os, shutil, torch.distributed as dist\n"
+              "dist.init_process_group('gloo')\n"
+              "if dist.get_rank() == 0: shutil.rmtree(os.environ['REPORTS'])\n"
+              "dist.barrier()\n"
+              "dist.destroy_process_group()\n"}),
+      300s, "", {{"REPORTS", folder}});
+  EXPECT_EQ(r.exitCode, 3) << r.out << r.err;
+  EXPECT_NE(r.out.find("(2 of 2 ranks traced): PASSED"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("ddp-sim launch: error: cannot write '" + folder + "/r.json'"),
+            std::string::npos)
+      << r.err;
 }
 
 // Every ddp-sim timeout is a finite number of seconds, at most a week (isSaneTimeout): inf, NaN or

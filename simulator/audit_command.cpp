@@ -21,6 +21,7 @@
 namespace ddph::sim {
 
 using common::kExitOk;
+using common::kExitRuntime;
 using common::kExitViolation;
 using common::writeFileAtomically;
 
@@ -91,15 +92,35 @@ std::vector<std::pair<std::string, std::string>> cpuEmulationEnvironment(int gpu
   return env;
 }
 
+void checkAuditOutputs(const std::optional<std::string>& reportPath,
+                       const std::optional<std::string>& htmlPath) {
+  if (reportPath) common::checkWritableFile(*reportPath, "JSON report");
+  if (htmlPath) common::checkWritableFile(*htmlPath, "HTML report");
+}
+
 int auditTraceFolder(const fs::path& dir, const std::optional<std::string>& reportPath, bool quiet,
-                     const std::optional<std::string>& htmlPath) {
-  if (htmlPath) report::checkReportPath(*htmlPath);
+                     const std::optional<std::string>& htmlPath, std::string_view tool) {
   const audit::Trace trace = audit::readTrace(dir);
   const audit::AuditReport report = audit::auditTrace(trace);
-  if (reportPath) writeFileAtomically(*reportPath, audit::auditReportJson(report));
-  if (htmlPath) report::writeHtmlReport(*htmlPath, audit::auditPage(trace, report));
+  // The verdict first: a file that cannot be written at the end (checked before the run, but a
+  // disk fills, a folder goes) costs the file, never the verdict (exit 3).
   if (!quiet) std::cout << audit::auditReportText(report) << std::flush;
-  return report.passed ? kExitOk : kExitViolation;
+  int exitCode = report.passed ? kExitOk : kExitViolation;
+  const auto write = [&](const auto& writeIt) {
+    try {
+      writeIt();
+    } catch (const common::Error& e) {
+      fmt::print(stderr, "{}: error: {}\n", tool, e.what());
+      exitCode = kExitRuntime;
+    }
+  };
+  if (reportPath) {
+    write([&] { writeFileAtomically(*reportPath, audit::auditReportJson(report)); });
+  }
+  if (htmlPath) {
+    write([&] { report::writeHtmlReport(*htmlPath, audit::auditPage(trace, report)); });
+  }
+  return exitCode;
 }
 
 Command addAuditCommand(CLI::App& app) {
@@ -116,9 +137,12 @@ Command addAuditCommand(CLI::App& app) {
                   "also write a self-contained HTML report here (verdict, coverage, rank timeline; "
                   "docs/html-report.md)");
   sub->add_flag("-q,--quiet", args->quiet, "print nothing; the exit code tells");
-  sub->footer("Exit codes: 0 no finding, 1 a property was violated, 2 bad arguments or an "
-              "unreadable trace (one line naming the file and line).");
+  sub->footer("Exit codes: 0 no finding, 1 a property was violated, 2 bad arguments, an "
+              "unreadable trace (one line naming the file and line) or a report path that cannot "
+              "be written (nothing audited), 3 a report that could not be written at the end (the "
+              "verdict is printed all the same) or an internal error.");
   return {sub, [args] {
+            checkAuditOutputs(args->reportPath, args->htmlPath);
             return auditTraceFolder(args->traceDir, args->reportPath, args->quiet, args->htmlPath);
           }};
 }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -31,10 +32,18 @@ Command addRunCommand(CLI::App& app);
 Command addScenariosCommand(CLI::App& app);
 Command addAuditCommand(CLI::App& app);
 
-/// Reads and audits a trace folder, prints the summary (unless quiet), writes the JSON report and
-/// the HTML page; returns kExitOk or kExitViolation. Throws ConfigError for an unreadable trace.
+/// Throws ConfigError (one line) unless the report and the page can be written (their folders
+/// exist and take a new file): checked before a run or an audit starts.
+void checkAuditOutputs(const std::optional<std::string>& reportPath,
+                       const std::optional<std::string>& htmlPath);
+
+/// Reads and audits a trace folder, prints the summary (unless quiet), then writes the JSON report
+/// and the HTML page; returns kExitOk or kExitViolation, or kExitRuntime when a file could not be
+/// written (one line "TOOL: error: cannot write '…': …" on stderr, the verdict printed all the
+/// same). Throws ConfigError for an unreadable trace.
 int auditTraceFolder(const std::filesystem::path& dir, const std::optional<std::string>& reportPath,
-                     bool quiet, const std::optional<std::string>& htmlPath = std::nullopt);
+                     bool quiet, const std::optional<std::string>& htmlPath = std::nullopt,
+                     std::string_view tool = "ddp-sim");
 
 /// The folder holding the Python packages (ddph_audit, ddph_launch): $DDPH_AUDIT_PYTHONPATH, else
 /// the installed share/ddph/python beside this executable, else this source tree's python/.

@@ -21,6 +21,9 @@
 #include "ddph/audit/trace_progress.h"
 #include "ddph/launch/python_program.h"
 #include "ddph/launch/launcher.h"
+#include "ddph/launch/world_size.h"
+#include "ddph/common/atomic_file.h"
+#include "ddph/common/child_process.h"
 #include "ddph/report/html_report.h"
 
 namespace ddph::sim {
@@ -28,6 +31,7 @@ namespace ddph::sim {
 using common::checkTimeoutOption;
 using common::ConfigError;
 using common::kExitOk;
+using common::kExitRuntime;
 using common::kExitUsage;
 using common::kExitViolation;
 using common::ProgressLine;
@@ -96,8 +100,17 @@ int runningChildren() {
   return n;
 }
 
+// How many ranks the launcher stopped itself (SIGTERM, then SIGKILL) when it was interrupted.
+int stoppedRanks(const launch::LaunchResult& result) {
+  int n = 0;
+  for (const auto& r : result.ranks) n += r.kind == launch::RankOutcome::Kind::kStopped ? 1 : 0;
+  return n;
+}
+
 int runLaunch(const LaunchArgs& a) {
-  DDPH_CHECK(a.numRanks > 0, "-n must be positive, got {}", a.numRanks);
+  // Everything that would fail W ranks alike, or end a long run in a file it cannot write, is
+  // checked here, before any rank starts: one line, exit 2.
+  launch::checkWorldSize(a.command, a.numRanks);
   if (a.timeoutS) checkTimeoutOption("--timeout", *a.timeoutS);
   if (a.graceS != 0) checkTimeoutOption("--grace", a.graceS);  // 0: SIGKILL at once
   DDPH_CHECK(a.masterPort >= 0 && a.masterPort < 65536, "--master-port {} is not a port",
@@ -113,11 +126,13 @@ int runLaunch(const LaunchArgs& a) {
   if (!a.exec) options.forkServer = (pythonPackageDir() / "ddph_launch" / "fork_server.py").string();
   DDPH_CHECK(a.audit || (!a.traceDir && !a.reportPath && !a.htmlPath),
              "--trace-dir, --report and --html need --audit");
-  if (a.htmlPath) report::checkReportPath(*a.htmlPath);
+  checkAuditOutputs(a.reportPath, a.htmlPath);
+  if (a.traceDir) common::checkWritableFolder(*a.traceDir, "trace");
   DDPH_CHECK(a.cpu || !a.gpus, "--gpus needs --cpu");
   DDPH_CHECK(!a.gpus || (*a.gpus > 0 && *a.gpus <= 4096), "--gpus {} is not between 1 and 4096",
              a.gpus.value_or(0));
-  // Before W ranks fail alike: a missing script, an interpreter without torch (exit 2).
+  // Before W ranks fail alike: a missing script, one that does not compile, an interpreter
+  // without torch (exit 2).
   launch::checkPythonProgram(a.command, /*needsTorch=*/a.audit || a.cpu);
   std::optional<audit::TraceFolder> traces;
   if (a.audit) {
@@ -161,6 +176,17 @@ int runLaunch(const LaunchArgs& a) {
   std::cout << std::flush;
   if (result.exitCode == 0) {
     fmt::print(stderr, "ddp-sim launch: {}\n", result.summary);
+  } else if (result.interruptedBy != 0) {
+    // The user's own stop: one line saying where the run was, not an error of the ranks'.
+    std::string where = ProgressLine::formatElapsed(std::chrono::steady_clock::now() - start);
+    if (traced) {
+      const auto counts = traced->read();
+      where += fmt::format(" ({} of {} ranks past a collective, {} epoch{} done)", counts.joined,
+                           a.numRanks, counts.epochsDone, counts.epochsDone == 1 ? "" : "s");
+    }
+    const int stopped = stoppedRanks(result);
+    fmt::print(stderr, "ddp-sim launch: interrupted by {}: stopped {} rank{} at {}\n",
+               common::signalName(result.interruptedBy), stopped, stopped == 1 ? "" : "s", where);
   } else {
     fmt::print(stderr, "ddp-sim launch: error: {}\n", result.summary);
   }
@@ -168,12 +194,14 @@ int runLaunch(const LaunchArgs& a) {
   audit::writeLaunchRecord(traces->path(), audit::launchRecordOf(result, a.numRanks, a.timeoutS));
   int audited = kExitOk;
   try {
-    audited = auditTraceFolder(traces->path(), a.reportPath, /*quiet=*/false, a.htmlPath);
+    audited = auditTraceFolder(traces->path(), a.reportPath, /*quiet=*/false, a.htmlPath,
+                               "ddp-sim launch");
   } catch (const ConfigError& e) {
     fmt::print(stderr, "ddp-sim launch: error: cannot audit the run: {}\n", e.what());
     return result.interruptedBy != 0 ? result.exitCode : kExitUsage;
   }
   if (result.interruptedBy != 0) return result.exitCode;  // 128 + N, after the audit
+  if (audited == kExitRuntime) return kExitRuntime;       // a report it could not write
   return audited == kExitOk && result.exitCode == 0 ? kExitOk : kExitViolation;
 }
 
@@ -213,8 +241,12 @@ Command addLaunchCommand(CLI::App& app) {
   sub->add_option("command", args->command, "the rank program and its arguments (after --)")
       ->required();
   sub->footer("Exit codes: 0 every rank exited 0 (and, with --audit, no finding), 1 a rank failed "
-              "or timed out (or the audit found a violation), 2 bad arguments or an unreadable "
-              "trace, 128+N interrupted by signal N (the audit still runs).");
+              "or timed out (or the audit found a violation), 2 bad arguments, a world too large "
+              "for this machine, an unwritable --report/--html/--trace-dir path or a Python "
+              "script that does not exist or compile (one line, no rank started) or an unreadable "
+              "trace, 3 a report that could not be written at the end (the verdict is printed all "
+              "the same) or an internal error, 128+N interrupted by signal N (the audit still "
+              "runs).");
   return {sub, [args] { return runLaunch(*args); }};
 }
 

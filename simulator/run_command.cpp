@@ -53,7 +53,8 @@ int runRun(const RunArgs& a) {
   options.worldSize = a.worldSize;  // runScenario applies and validates it
   options.deadlineS = a.deadlineS;
   options.gloo = comm::glooOptionsFromEnvironment();
-  if (a.htmlPath) report::checkReportPath(*a.htmlPath);
+  checkAuditOutputs(a.reportPath, a.htmlPath);
+  if (a.traceDir) common::checkWritableFolder(*a.traceDir, "trace");
   // Every run's ranks write their trace (ScenarioTrace), which the audit judges rank failures on:
   // into --trace-dir (kept, for `ddp-sim audit`), else a private folder removed at the end.
   const audit::TraceFolder traces(a.traceDir);
@@ -73,7 +74,18 @@ int runRun(const RunArgs& a) {
   if (progress.active()) options.progress = &*shown;
   const scenario::RunReport report = scenario::runScenario(scenario, options);
   progress.stop();
-  if (a.reportPath) writeFileAtomically(*a.reportPath, scenario::reportJson(report));
+  // The verdict first: a file that cannot be written at the end costs the file, not the verdict.
+  if (!a.quiet) std::cout << scenario::reportText(report) << std::flush;
+  bool written = true;
+  const auto write = [&](const auto& writeIt) {
+    try {
+      writeIt();
+    } catch (const common::Error& e) {
+      fmt::print(stderr, "ddp-sim run: error: {}\n", e.what());
+      written = false;
+    }
+  };
+  if (a.reportPath) write([&] { writeFileAtomically(*a.reportPath, scenario::reportJson(report)); });
   if (a.htmlPath) {
     std::optional<audit::Trace> trace;
     try {
@@ -81,15 +93,16 @@ int runRun(const RunArgs& a) {
     } catch (const ConfigError&) {
       // A run stopped before any rank wrote its trace: the page says so (runPage's note).
     }
-    report::writeHtmlReport(*a.htmlPath,
-                            scenario::runPage(report, trace ? &*trace : nullptr, scenario));
+    write([&] {
+      report::writeHtmlReport(*a.htmlPath, scenario::runPage(report, trace ? &*trace : nullptr, scenario));
+    });
   }
-  if (!a.quiet) std::cout << scenario::reportText(report) << std::flush;
   if (report.interruptedBy != 0) {
     fmt::print(stderr, "ddp-sim run: interrupted by signal {}; every rank was stopped\n",
                report.interruptedBy);
     return 128 + report.interruptedBy;
   }
+  if (!written) return common::kExitRuntime;
   return report.passed ? kExitOk : kExitViolation;
 }
 
@@ -115,7 +128,9 @@ Command addRunCommand(CLI::App& app) {
                   "scenario's timeout_s)");
   sub->add_flag("-q,--quiet", args->quiet, "no summary on stdout");
   sub->footer("Exit codes: 0 passed, 1 a property was violated (or a rank failed), 2 bad "
-              "arguments or scenario, 3 internal error, 128+N interrupted by signal N.");
+              "arguments or scenario (or an unwritable --report/--html/--trace-dir path: nothing run), "
+              "3 a report that could not be written at the end (the verdict is printed all the "
+              "same) or an internal error, 128+N interrupted by signal N.");
   return {sub, [args] { return runRun(*args); }};
 }
 

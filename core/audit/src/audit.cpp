@@ -8,6 +8,7 @@
 #include <map>
 
 #include "audit_checks.h"
+#include "ddph/common/child_process.h"
 
 namespace ddph::audit {
 
@@ -95,6 +96,25 @@ std::string emulatedLine(const Trace& trace) {
   return {};
 }
 
+// The user's own stop: the ranks the launcher stopped, and how far rank 0 had come.
+std::string interruptedNote(const Trace& trace) {
+  std::vector<int> stopped;
+  for (const auto& r : trace.launch->ranks) {
+    if (r.outcome == "stopped") stopped.push_back(r.rank);
+  }
+  std::int64_t passes = 0, batches = 0;
+  if (!trace.ranks.empty() && trace.ranks[0]) {
+    passes = static_cast<std::int64_t>(trace.ranks[0]->passes.size());
+    for (const auto& p : trace.ranks[0]->passes) batches += static_cast<std::int64_t>(p.batches.size());
+  }
+  return fmt::format(
+      "the run was interrupted by {} (the user's stop, not a failure): the launcher stopped {} of "
+      "{} ranks; judged is what ran before (rank 0: {} passes, {} batches), and an interrupted "
+      "run is never PASSED",
+      common::signalName(trace.launch->interruptedBy), stopped.size(), trace.worldSize, passes,
+      batches);
+}
+
 }  // namespace
 
 std::vector<Violation> auditRankFailures(const Trace& trace) {
@@ -117,6 +137,7 @@ AuditReport auditTrace(const Trace& trace) {
     if (report.program.empty()) report.program = fmt::format("{}", fmt::join(t->argv, " "));
   }
   if (trace.launch) report.interruptedBy = trace.launch->interruptedBy;
+  if (report.interruptedBy != 0) report.notes.push_back(interruptedNote(trace));
   report.attempt = trace.attempt;
   report.emulated = emulatedLine(trace);
   for (const auto& folder : trace.laterAttempts) report.laterAttempts.push_back(folder.string());

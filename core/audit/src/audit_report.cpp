@@ -41,7 +41,9 @@ std::string auditReportJson(const AuditReport& r) {
 std::string auditReportText(const AuditReport& r) {
   std::string out = fmt::format("audit of {} ({} of {} ranks traced): {}\n",
                                 r.program.empty() ? r.traceDir : r.program, r.ranksTraced,
-                                r.worldSize, r.passed ? "PASSED" : "FAILED");
+                                r.worldSize, !r.passed                ? "FAILED"
+                                             : r.interruptedBy != 0 ? "INTERRUPTED"
+                                                                    : "PASSED");
   if (!r.emulated.empty()) out += fmt::format("  emulated: {}\n", r.emulated);
   constexpr std::size_t kShown = 12;
   out += violationsText(r.violations, {}, kShown);

@@ -256,6 +256,12 @@ std::string endingCause(const Trace& trace, const RankTrace* t, const LaunchedRa
                        "os._exit on this rank)",
                        t->endCode);
   }
+  if (l && l->outcome == "exited") {  // the launcher saw a plain exit: no signal, no crash
+    return fmt::format("the process exited with code {} without running Python's exit handlers: "
+                       "os._exit({}) in the program or a library, or exit() from native code, at "
+                       "the point shown",
+                       l->code, l->code);
+  }
   return "its trace has no end: killed (SIGKILL, the out-of-memory killer), crashed in native code, "
          "or still running when the trace was read; the trace cannot tell which: check the rank's "
          "log and exit status";
@@ -534,6 +540,10 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
     // race): only a rank that raised an error itself is reported.
     const bool stoppedByOthers = l && l->outcome == "stopped" && trace.launch->interruptedBy == 0;
     if (!t && stoppedByOthers) continue;
+    // A rank stopped because the user interrupted the launcher (Ctrl-C) failed at nothing: the
+    // report's note and the launcher's one line say where the run was (docs/audit.md).
+    const bool stoppedByUser = l && l->outcome == "stopped" && trace.launch->interruptedBy != 0;
+    if (stoppedByUser && !(t && t->errorType)) continue;
     if (!t) {
       v.detail = fmt::format(
           "rank {} left no trace{}: it never ran the recorder (it failed before importing torch, "

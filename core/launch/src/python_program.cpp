@@ -188,7 +188,47 @@ std::optional<std::string> interpreterWithTorch(const fs::path& without) {
   return std::nullopt;
 }
 
+// Compiles a script without running it or writing a .pyc (compile(), not py_compile), exit 3 and
+// "FILE:LINE: SyntaxError: MESSAGE" on stdout when it does not compile. Every Python 3 reads it.
+constexpr const char* kCompileScript =
+    "import sys\n"
+    "p = sys.argv[1]\n"
+    "try:\n"
+    "    src = open(p, 'rb').read()\n"
+    "except OSError:\n"
+    "    sys.exit(0)\n"
+    "try:\n"
+    "    compile(src, p, 'exec', dont_inherit=True)\n"
+    "except (SyntaxError, ValueError) as e:\n"
+    "    line = getattr(e, 'lineno', None)\n"
+    "    where = '%s:%s' % (p, line) if line else p\n"
+    "    msg = getattr(e, 'msg', None) or str(e)\n"
+    "    sys.stdout.write(('%s: %s: %s' % (where, type(e).__name__, msg))[:400])\n"
+    "    sys.exit(3)\n";
+
 }  // namespace
+
+std::optional<std::string> scriptCompileError(const std::string& interpreter,
+                                              const std::string& script,
+                                              std::chrono::milliseconds deadline) {
+  ChildOptions options;
+  options.out = StreamTarget::pipe();
+  options.err = StreamTarget::null();
+  try {
+    ChildProcess child({interpreter, "-c", kCompileScript, script}, options);
+    const int out = child.takePipe(1);
+    const auto status = child.waitUntil(std::chrono::steady_clock::now() + deadline);
+    std::string text;
+    if (status && status->signal == 0 && status->code == 3) {
+      char buf[512];
+      for (ssize_t n; (n = ::read(out, buf, sizeof(buf))) > 0;) text.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(out);
+    if (!text.empty()) return text;
+  } catch (const Error&) {
+  }
+  return std::nullopt;  // compiles, or the interpreter did not answer: the ranks will tell
+}
 
 void checkPythonProgram(const std::vector<std::string>& command, bool needsTorch) {
   if (command.empty() || !isPythonInterpreter(command[0])) return;
@@ -196,6 +236,10 @@ void checkPythonProgram(const std::vector<std::string>& command, bool needsTorch
     std::error_code ec;
     DDPH_CHECK(fs::exists(*script, ec), "the program's script {} does not exist (in {})", *script,
                fs::current_path(ec).string());
+    if (fs::is_regular_file(*script, ec)) {
+      const auto error = scriptCompileError(command[0], *script, std::chrono::seconds(30));
+      DDPH_CHECK(!error, "the program's script does not compile: {}", error.value_or(""));
+    }
   }
   if (!needsTorch) return;
   const auto interpreter = onPath(command[0]);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -111,6 +112,25 @@ TEST(PythonProgram, AnInterpreterWithoutTorchIsNamedWithOneThatHasIt) {
   EXPECT_NO_THROW(
       launch::checkPythonProgram({fake, dir.path() + "/train.py"}, /*needsTorch=*/false));
   EXPECT_NO_THROW(launch::checkPythonProgram({DDPH_PYTHON, dir.path() + "/train.py"}, true));
+}
+
+TEST(PythonProgram, AScriptThatDoesNotCompileIsOneLineWithItsLine) {
+  TempDir dir;
+  const std::string script = dir.path() + "/train.py";
+  std::ofstream(script) << "import torch\n\nfor x in range(3)\n    print(x)\n";
+  try {
+    launch::checkPythonProgram({DDPH_PYTHON, script}, /*needsTorch=*/false);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the program's script does not compile: " + script + ":3: SyntaxError: "),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/__pycache__")) << "a .pyc was written";
+  std::ofstream(script) << "import torch\nfor x in range(3):\n    print(x)\n";
+  EXPECT_NO_THROW(launch::checkPythonProgram({DDPH_PYTHON, script}, /*needsTorch=*/false));
 }
 
 }  // namespace

@@ -10,12 +10,7 @@ namespace ddph::report {
 using common::writeFileAtomically;
 
 void checkReportPath(const std::filesystem::path& path) {
-  std::error_code ec;
-  const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
-  DDPH_CHECK(!path.empty() && !std::filesystem::is_directory(path, ec),
-             "cannot write the HTML report to '{}': it is a folder", path.string());
-  DDPH_CHECK(std::filesystem::is_directory(folder, ec),
-             "cannot write the HTML report to '{}': no folder '{}'", path.string(), folder.string());
+  common::checkWritableFile(path, "HTML report");
 }
 
 std::string renderHtml(const Page& page) {

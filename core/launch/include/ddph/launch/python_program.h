@@ -3,6 +3,7 @@
 // or an interpreter without torch would otherwise fail on every rank, and the audit would judge
 // a run that never began (docs/ddp-sim.md, "launch").
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,8 +32,15 @@ struct ForkServerCommand {
 std::optional<ForkServerCommand> forkServerCommand(const std::vector<std::string>& command,
                                                    const std::string& serverScript);
 
+/// "train.py:12: SyntaxError: invalid syntax" when `interpreter` cannot compile `script` (compiled
+/// as the interpreter would, without running it or writing a .pyc); nothing when it compiles, or
+/// when the interpreter did not answer within `deadline` (then the ranks will tell).
+std::optional<std::string> scriptCompileError(const std::string& interpreter,
+                                              const std::string& script,
+                                              std::chrono::milliseconds deadline);
+
 /// Throws ConfigError (one line) when `command` is a Python program that cannot start: its script
-/// does not exist, or, with `needsTorch` (the audit's recorder, --cpu), its interpreter cannot
+/// does not exist or does not compile (scriptCompileError), or, with `needsTorch` (the audit's recorder, --cpu), its interpreter cannot
 /// import torch; the message then names an interpreter on PATH that can, when there is one.
 void checkPythonProgram(const std::vector<std::string>& command, bool needsTorch);
 

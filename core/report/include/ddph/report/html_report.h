@@ -165,8 +165,9 @@ struct Page {
   std::optional<Training> training;
 };
 
-/// Throws ConfigError (one line naming `path`) unless its folder exists and `path` is not a
-/// folder: commands check before a run, so that a long run does not end in an unwritable path.
+/// Throws ConfigError (one line naming `path`) unless the page could be written there now
+/// (common::checkWritableFile): commands check before a run, so that a long run does not end in
+/// an unwritable path.
 void checkReportPath(const std::filesystem::path& path);
 
 /// The page as one HTML document.
