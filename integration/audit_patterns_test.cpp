@@ -337,6 +337,34 @@ TEST(AuditPattern, ACustomSamplersOverlapListsCandidatesNotADifferentSeed) {
   EXPECT_FALSE(has(cause, "seed every rank identically")) << shown(a);
 }
 
+TEST(AuditPattern, DropLastOverAnUnshuffledSamplerNeverTrainsTheSameSamples) {
+  // NOTE [Across epochs]: each epoch alone drops a partial batch per rank, as drop_last says; only
+  // the run shows that they are the same samples every time.
+  const auto a = launchAudited(4, python("drop_last_no_shuffle.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_EQ(v["epoch"], 0);
+  EXPECT_TRUE(has(text(v, "detail"), "104 of its 1000 samples (896..999) were trained in none of "
+                                     "its 3 epochs"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "DataLoader(drop_last=True)")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "DistributedSampler(shuffle=False)")) << shown(a);
+}
+
+TEST(AuditPattern, ACycledLoaderReplaysItsFirstPassAndItsSetEpochReachesNothing) {
+  const auto a = launchAudited(4, python("cycled_aux_loader.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "reshuffle");
+  EXPECT_EQ(v["epoch"], 1);
+  EXPECT_TRUE(has(text(v, "detail"), "(TensorDataset, 200 samples): it was iterated 1 time"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "set_epoch(1), set_epoch(2) were called")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "itertools.cycle(loader)")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "it = iter(loader)")) << shown(a);
+}
+
 TEST(AuditPattern, AScriptThatDoesNotExistIsExitTwoWithOneLine) {
   TempDir dir("ddph-audit-missing");
   const auto r = runCommand({DDPH_DDP_SIM, "launch", "--audit", "-n", "2", "--", kPython,

@@ -7,6 +7,8 @@
 - ``forward`` -> a ``forward`` line; when the next backward will reduce gradients, the watch of
   ``ddp_backward_watch`` is armed on the output: DDP's buckets are recorded from autograd
   callbacks, DDP itself runs unchanged (its own reducer, overlap, ``join``, builtin hooks).
+- ``_match_all_reduce_for_bwd_pass`` (torch's ``Join``: a rank out of inputs shadows the others'
+  backward) -> its buckets' ``coll`` lines with ``"shadow": true``.
 - A builtin hook (``_register_builtin_comm_hook``) is left to torch: ALLREDUCE buckets are recorded
   as usual, FP16_COMPRESS ones as float16; another builtin type leaves the module unrecorded.
 - A hook the program registers (``register_comm_hook``) is wrapped by a recording hook that writes
@@ -115,6 +117,7 @@ class DdpInstrumentor(Instrumentor):
         if DDP is None or getattr(DDP, "__ddph_patched__", False):
             return
         wrappers = {"__init__": self._wrap_init, "forward": self._wrap_forward,
+                    "_match_all_reduce_for_bwd_pass": self._wrap_join_shadow,
                     "register_comm_hook": self._wrap_register_comm_hook,
                     "_register_builtin_comm_hook": self._wrap_register_builtin}
         for name, make in wrappers.items():
@@ -200,6 +203,39 @@ class DdpInstrumentor(Instrumentor):
             return out
 
         return forward
+
+    def _wrap_join_shadow(self, fn):
+        """Under torch's ``Join``, a rank that ran out of inputs shadows the others' backward: one
+        allreduce of zeros per gradient bucket, outside autograd. Written as the bucket lines of
+        a backward, with ``"shadow": true`` (a recording hook records them itself)."""
+        registry, groups = self.ddp, self.groups
+
+        @functools.wraps(fn)
+        def _match_all_reduce_for_bwd_pass(self):
+            st = registry.get(self)
+            if st is None or not st.watched or not recorder.state.active:
+                return fn(self)
+            lines = None
+            try:
+                gid = groups.group_id(getattr(self, "process_group", None))
+                buckets = [b.buffer() for b in self.reducer._get_zeros_like_grad_buckets()]
+                first = groups.next_seqs(gid, len(buckets))
+                backward = st.backwards  # the backwards it shadows are the others', not its own
+                for i, buf in enumerate(buckets):
+                    recorder.emit(trace_events.COLL, group=gid, seq=first + i, op="all_reduce",
+                                  dtype=dtype_name(buf.dtype), numel=int(buf.numel()), src="ddp",
+                                  ddp=st.id, bucket=i, backward=backward, shadow=True)
+                lines = (gid, first, len(buckets))
+            except Exception as e:
+                recorder.fail(e, "DistributedDataParallel (Join's shadow of a backward)")
+            result = fn(self)
+            if lines is not None:
+                gid, first, n = lines
+                for seq in range(first, first + n):
+                    recorder.emit(trace_events.COLL_DONE, group=gid, seq=seq)
+            return result
+
+        return _match_all_reduce_for_bwd_pass
 
     def _wrap_register_comm_hook(self, fn):
         registry, me = self.ddp, self

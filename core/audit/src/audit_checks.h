@@ -62,6 +62,18 @@ std::optional<std::vector<verify::Index>> consumedIndices(
     const RankTrace& t, const PassRecord& p,
     const std::optional<std::vector<verify::Index>>& order);
 
+// --- what only a loader's whole run shows (across_epochs_checks.cpp) ---------------------------
+
+/// Every complete training pass of `loader` left out the same samples of one dataset split across
+/// the ranks (two epochs at least): the coverage finding naming them and why, or nothing.
+std::optional<verify::Violation> neverTrainedInAnyEpoch(const Trace& trace, std::int64_t loader,
+                                                        OrderCache& cache);
+
+/// `loader`'s sampler was given new epochs after the loader's last pass ran out, while training
+/// went on over another loader: its batches came from a cache (itertools.cycle). The reshuffle
+/// finding, or nothing.
+std::optional<verify::Violation> replayedFromACache(const Trace& trace, std::int64_t loader);
+
 // --- whether the ranks' loaders hold one dataset (dataset_identity.cpp) --------------------------
 
 /// Ranks whose ConcatDatasets differ (other parts, the same parts in another order, parts of other

@@ -243,6 +243,25 @@ std::optional<Violation> uneven(const Trace& trace, const std::vector<std::int64
 
 }  // namespace
 
+namespace {
+
+// NOTE [Uneven inputs under Join] (docs/audit.md): torch's Join lets ranks run a pass in different
+// numbers of steps: a rank that ran out shadows the others' collectives (its DDP buckets as
+// allreduces of zeros, `shadow` lines) until every rank has joined. The shadows pair with the
+// others' real collectives, so the collective lists agree; the steps differ by design.
+bool shadowedUnderJoin(const Trace& trace, const std::pair<std::int64_t, std::int64_t>& pass) {
+  for (const auto& t : trace.ranks) {
+    for (const auto& [group, list] : t->collectives) {
+      for (const auto& c : list) {
+        if (c.shadow && c.loader == pass.first && c.iter == pass.second) return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 // Ranks that ran a whole pass over the same loader in different numbers of steps, while they
 // exchange collectives during it (DDP's allreduce, a program's own): in a plain DDP loop the extra
 // steps have no partner. Reported when the collectives themselves did not show it (a program that
@@ -263,6 +282,7 @@ std::optional<Violation> unevenSteps(const Trace& trace) {
     }
   }
   if (!collectivesInside) return std::nullopt;
+  if (shadowedUnderJoin(trace, *parted)) return std::nullopt;
   const RankTrace& first = *trace.ranks[0];
   // The ranks that ran out first, and the step they never ran: where a DDP loop hangs.
   std::int64_t fewest = INT64_MAX;

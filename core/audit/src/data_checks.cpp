@@ -221,7 +221,10 @@ class DataChecker {
     for (const auto& t : trace_.ranks) {
       if (t) for (const auto& [id, l] : t->loaders) loaders.insert(id);
     }
-    for (auto loader : loaders) checkLoader(loader);
+    for (auto loader : loaders) {
+      checkLoader(loader);
+      checkAcrossEpochs(loader);
+    }
     for (auto& [key, f] : findings_) {
       if (f.epochs > 1) f.first.detail += fmt::format(" (the same in {} epochs)", f.epochs);
       out.push_back(std::move(f.first));
@@ -280,6 +283,22 @@ class DataChecker {
           "{}: no epoch's partition could be checked (its sampler's order is known only from a "
           "pass run to its end on every rank)",
           describeLoader(*firstTrace(), loader)));
+    }
+  }
+
+  // NOTE [Across epochs] (docs/audit.md): what only the loader's whole run shows, for a loader
+  // whose epochs each look healthy (no finding of its own so far).
+  void checkAcrossEpochs(std::int64_t loader) {
+    for (const auto& [key, f] : findings_) {
+      if (std::get<0>(key) == loader) return;
+    }
+    if (auto v = neverTrainedInAnyEpoch(trace_, loader, cache_)) {
+      judged(property::kCoverage);
+      record(loader, *v, "across-epochs");
+    }
+    if (auto v = replayedFromACache(trace_, loader)) {
+      judged(property::kReshuffle);
+      record(loader, *v, "across-epochs");
     }
   }
 

@@ -11,7 +11,9 @@ std::string describeCollective(const CollectiveRecord& c) {
   if (!c.dtype.empty()) what += fmt::format(" {}[{}]", c.dtype, c.numel);
   if (c.peer >= 0) what += fmt::format(" with rank {}", c.peer);
   if (c.src == "ddp") {
-    what += fmt::format(" (DDP gradient bucket {} of backward {})", c.bucket, c.backward);
+    what += c.shadow ? fmt::format(" (DDP gradient bucket {}, Join's shadow of backward {})",
+                                   c.bucket, c.backward)
+                     : fmt::format(" (DDP gradient bucket {} of backward {})", c.bucket, c.backward);
   } else {
     what += " (the program's own call)";
   }

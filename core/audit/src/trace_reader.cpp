@@ -364,6 +364,7 @@ class RankTraceBuilder {
     c.ddp = optionalField<std::int64_t>(e, f::kDdp).value_or(-1);
     c.bucket = optionalField<std::int64_t>(e, f::kBucket).value_or(-1);
     c.backward = optionalField<std::int64_t>(e, f::kBackward).value_or(-1);
+    c.shadow = optionalField<bool>(e, f::kShadow).value_or(false);
     c.peer = optionalField<std::int64_t>(e, f::kPeer).value_or(-1);
     DDPH_CHECK(c.backward >= -1 && c.backward < std::numeric_limits<std::int64_t>::max(),
                "\"backward\" {} is not a count", c.backward);
@@ -376,7 +377,7 @@ class RankTraceBuilder {
     DDPH_CHECK(c.seq == static_cast<std::int64_t>(list.size()),
                "collective #{} of group {} follows #{}", c.seq, c.group,
                static_cast<std::int64_t>(list.size()) - 1);
-    if (c.src == "ddp" && c.ddp >= 0) {
+    if (c.src == "ddp" && c.ddp >= 0 && !c.shadow) {  // a shadow is no backward of its own
       DdpRecord& d = ddpRef(c.ddp);
       d.backwards = std::max(d.backwards, c.backward + 1);
     }

@@ -121,6 +121,9 @@ struct CollectiveRecord {
   std::int64_t numel = 0;
   std::string src;  ///< "ddp" or "user"
   std::int64_t ddp = -1, bucket = -1, backward = -1, peer = -1;
+  /// A DDP bucket allreduce of zeros by a rank that ran out of inputs under torch's Join,
+  /// shadowing the others' backward ("shadow").
+  bool shadow = false;
   bool done = false;
   std::int64_t line = 0;
   std::optional<double> t, doneT;  ///< when it was entered and completed (the lines' "t")

@@ -1,0 +1,228 @@
+// What only a loader's whole run shows, beyond each epoch alone (NOTE [Across epochs],
+// docs/audit.md):
+//  - coverage over the run: every epoch leaves out the same samples (DataLoader(drop_last=True)
+//    over an order that never changes), so they are trained in none;
+//  - a cached loader: its sampler's epoch moves on after the loader's last pass, while training
+//    goes on, so its batches come from a cache (itertools.cycle) that repeats one order (reshuffle).
+// Each epoch alone is healthy in both: a dropped partial batch, one pass that ran to its end.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "audit_checks.h"
+
+namespace ddph::audit {
+
+using verify::Index;
+using verify::Violation;
+namespace property = verify::property;
+
+namespace {
+
+const SamplerRecord* samplerOfLoader(const RankTrace& t, std::int64_t loader) {
+  const auto l = t.loaders.find(loader);
+  if (l == t.loaders.end()) return nullptr;
+  const auto s = t.samplers.find(l->second.sampler);
+  return s == t.samplers.end() ? nullptr : &s->second;
+}
+
+bool trainsOnBatches(const PassRecord& p) {
+  return std::any_of(p.batches.begin(), p.batches.end(), [](const BatchRecord& b) { return b.grad; });
+}
+
+// A pass that ran to StopIteration, or handed out len(loader) batches (NOTE [Passes and epochs]).
+bool complete(const PassRecord& p) {
+  return p.ended ||
+         (p.declaredBatches && static_cast<std::int64_t>(p.batches.size()) >= *p.declaredBatches);
+}
+
+// "896..999", "3, 17, 40" or "3, 17, 40, … (12 in all)": runs of consecutive indices as ranges.
+std::string describeIndices(const std::vector<Index>& sorted) {
+  std::vector<std::string> runs;
+  for (std::size_t i = 0; i < sorted.size();) {
+    std::size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    runs.push_back(j - i >= 2 ? fmt::format("{}..{}", sorted[i], sorted[j])
+                              : fmt::format("{}", fmt::join(sorted.begin() + static_cast<long>(i),
+                                                            sorted.begin() + static_cast<long>(j) + 1,
+                                                            ", ")));
+    i = j + 1;
+  }
+  constexpr std::size_t kShown = 6;
+  if (runs.size() <= kShown) return fmt::format("{}", fmt::join(runs, ", "));
+  return fmt::format("{}, … ({} in all)",
+                     fmt::join(runs.begin(), runs.begin() + static_cast<long>(kShown), ", "),
+                     sorted.size());
+}
+
+// The indices of [0, n) that no rank consumed in training pass `k` of `loader`, or nothing when
+// some rank has no such pass, the pass is not a complete training pass, or what it consumed is
+// not known.
+std::optional<std::vector<Index>> leftOutOfEpoch(const Trace& trace, std::int64_t loader,
+                                                 std::int64_t k, std::int64_t& n,
+                                                 OrderCache& cache) {
+  std::vector<char> seen;
+  for (const auto& t : trace.ranks) {
+    if (!t) return std::nullopt;
+    const PassRecord* p = t->findPass(loader, k);
+    if (!p || !trainsOnBatches(*p) || !complete(*p)) return std::nullopt;
+    if (n < 0) n = p->datasetLen;
+    if (p->datasetLen != n || n <= 0) return std::nullopt;
+    const auto consumed = consumedIndices(*t, *p, samplerOrder(*t, *p, cache));
+    if (!consumed) return std::nullopt;
+    seen.resize(static_cast<std::size_t>(n), 0);
+    for (Index i : *consumed) {
+      if (i < 0 || i >= n) return std::nullopt;  // valid-range's finding, not this one
+      seen[static_cast<std::size_t>(i)] = 1;
+    }
+  }
+  std::vector<Index> missing;
+  for (Index i = 0; i < n; ++i) {
+    if (!seen[static_cast<std::size_t>(i)]) missing.push_back(i);
+  }
+  return missing;
+}
+
+// Why every epoch leaves out the same samples, from the loader's and the sampler's settings.
+std::string leftOutCause(const LoaderRecord& l, const SamplerRecord& s, std::int64_t world) {
+  const bool shuffles = s.shuffle.value_or(false);
+  const std::string order =
+      shuffles ? "the order does not change between epochs (set_epoch is not reaching the sampler)"
+               : fmt::format("{}(shuffle=False) gives every epoch the same order",
+                             s.className.substr(s.className.rfind('.') + 1));
+  if (l.dropLast) {
+    return fmt::format(
+        "DataLoader(drop_last=True) drops each rank's last partial batch, and {}, so the same "
+        "samples are dropped in every epoch; shuffle (with set_epoch every epoch, so that the "
+        "dropped samples change), or use drop_last=False, or a batch size that divides each "
+        "rank's share",
+        order);
+  }
+  if (s.dropLast.value_or(false)) {
+    return fmt::format(
+        "DistributedSampler(drop_last=True) drops the N % {} samples at the end of the order so "
+        "that every rank gets as many, and {}, so the same ones are dropped in every epoch; "
+        "shuffle with set_epoch, or drop_last=False",
+        world, order);
+  }
+  return fmt::format("every epoch's loop leaves out the same part of an order that never changes "
+                     "({}); shuffle with set_epoch, or iterate the whole loader",
+                     order);
+}
+
+}  // namespace
+
+std::optional<Violation> neverTrainedInAnyEpoch(const Trace& trace, std::int64_t loader,
+                                                OrderCache& cache) {
+  const RankTrace* first = nullptr;
+  for (const auto& t : trace.ranks) {
+    if (!t) return std::nullopt;
+    if (!first) first = &*t;
+  }
+  if (!first) return std::nullopt;
+  const SamplerRecord* s = samplerOfLoader(*first, loader);
+  // One dataset split across the ranks, without replacement: only then is an index one sample
+  // every rank could have trained.
+  if (!s || s->replacement.value_or(false) ||
+      !(s->order == OrderKind::kTorchDistributed || s->numReplicas)) {
+    return std::nullopt;
+  }
+  std::int64_t n = -1, epochs = 0;
+  std::optional<std::vector<Index>> leftOut;
+  for (std::int64_t k = 0;; ++k) {
+    const auto missing = leftOutOfEpoch(trace, loader, k, n, cache);
+    if (!missing) {
+      // Every pass of the loader is judged, or none: a pass cut short or not known on some rank
+      // is the per-epoch checks' to name.
+      for (const auto& t : trace.ranks) {
+        for (const auto& p : t->passes) {
+          if (p.loader == loader && p.iter >= k) return std::nullopt;
+        }
+      }
+      break;
+    }
+    if (leftOut && *missing != *leftOut) return std::nullopt;  // other samples in another epoch
+    leftOut = missing;
+    ++epochs;
+  }
+  if (epochs < 2 || !leftOut || leftOut->empty()) return std::nullopt;
+  Violation v;
+  v.property = std::string(property::kCoverage);
+  v.epoch = 0;
+  v.detail = fmt::format(
+      "{}: {} of its {} samples ({}) were trained in none of its {} epochs: every epoch left out "
+      "the same ones",
+      describeLoader(*first, loader), leftOut->size(), n, describeIndices(*leftOut), epochs);
+  v.likelyCause = leftOutCause(first->loaders.at(loader), *s, trace.worldSize);
+  return v;
+}
+
+std::optional<Violation> replayedFromACache(const Trace& trace, std::int64_t loader) {
+  const RankTrace* first = nullptr;
+  std::vector<std::int64_t> lateEpochs;
+  std::int64_t passes = 0, laterPasses = 0, otherLoader = -1;
+  for (const auto& t : trace.ranks) {
+    if (!t || !t->endedNormally()) return std::nullopt;
+    const SamplerRecord* s = samplerOfLoader(*t, loader);
+    if (!s || !s->shuffle.value_or(s->order == OrderKind::kTorchDistributed)) return std::nullopt;
+    const PassRecord* last = nullptr;
+    std::int64_t count = 0;
+    for (const auto& p : t->passes) {
+      if (p.loader != loader) continue;
+      if (!trainsOnBatches(p)) return std::nullopt;  // an evaluation's order harms nothing
+      last = &p;
+      ++count;
+    }
+    if (!last || !last->ended) return std::nullopt;
+    // set_epoch calls after the last pass ran out, each followed by training on another loader.
+    std::vector<std::int64_t> late;
+    std::int64_t later = 0, other = -1;
+    for (const auto& c : s->setEpochCalls) {
+      if (c.line < last->endLine) continue;
+      for (const auto& q : t->passes) {
+        if (q.loader != loader && q.startLine > c.line && trainsOnBatches(q)) {
+          late.push_back(c.epoch);
+          other = q.loader;
+          break;
+        }
+      }
+    }
+    for (const auto& q : t->passes) {
+      if (q.loader == other && q.startLine > last->endLine) ++later;
+    }
+    if (late.empty()) return std::nullopt;
+    if (!first) {
+      first = &*t;
+      lateEpochs = late;
+      passes = count;
+      laterPasses = later;
+      otherLoader = other;
+    }
+  }
+  if (!first) return std::nullopt;
+  const SamplerRecord& s = *samplerOfLoader(*first, loader);
+  Violation v;
+  v.property = std::string(property::kReshuffle);
+  v.epoch = lateEpochs.front();
+  std::vector<std::string> calls;
+  for (auto e : lateEpochs) calls.push_back(fmt::format("set_epoch({})", e));
+  v.detail = fmt::format(
+      "{}: it was iterated {} time{}, its last pass to its end, but {} {} called on its sampler "
+      "{} ({}) afterwards while training went on ({}: {} more pass{}): no pass drew those "
+      "epochs' orders, so the batches it served after its last pass came from a cache that "
+      "repeats one order",
+      describeLoader(*first, loader), passes, passes == 1 ? "" : "s", fmt::join(calls, ", "),
+      calls.size() == 1 ? "was" : "were", s.id, s.className, describeLoader(*first, otherLoader),
+      laterPasses, laterPasses == 1 ? "" : "es");
+  v.likelyCause =
+      "the loader is wrapped in something that keeps its first pass, such as "
+      "itertools.cycle(loader), which saves every batch of the first pass and replays them in the "
+      "same order (the same samples in the same batches every epoch), so set_epoch reaches "
+      "nothing; make a new iterator when it runs out instead (on StopIteration: it = "
+      "iter(loader))";
+  return v;
+}
+
+}  // namespace ddph::audit
