@@ -365,6 +365,33 @@ TEST(AuditPattern, ACycledLoaderReplaysItsFirstPassAndItsSetEpochReachesNothing)
   EXPECT_TRUE(has(text(v, "likely_cause"), "it = iter(loader)")) << shown(a);
 }
 
+TEST(AuditPattern, HandWrittenGradientAveragingFromPerRankInitsIsReplicaConsistency) {
+  // NOTE [Hand-written gradient averaging]: no DDP module, but the optimizer whose gradients the
+  // program all-reduces is a replica; its twin broadcasts rank 0's parameters first and passes.
+  const auto a = launchAudited(4, python("manual_allreduce_per_rank_seed.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_EQ(v["epoch"], 1);
+  EXPECT_EQ(v["ranks"], Json::array({0, 1, 2, 3})) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "the model of optimizer 0 (SGD, 178 parameters, gradients "
+                                     "averaged by the program's own all_reduce)"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "torch.manual_seed(rank)")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "dist.broadcast(p.data, src=0)")) << shown(a);
+  EXPECT_FALSE(has(text(v, "likely_cause"), "although DDP broadcasts")) << shown(a);
+}
+
+TEST(AuditPattern, ARunThatEndsInsideAnEpochIsANoteNotCoverage) {
+  // NOTE [A run that ends inside a pass]: a step budget or a job stopped to be resumed.
+  const auto a = launchAudited(4, python("healthy/drop_last_loader_shuffled.py", {"--max-steps", "12"}));
+  EXPECT_EQ(a.command.exitCode, 0) << shown(a);
+  EXPECT_TRUE(a.report["passed"].get<bool>()) << shown(a);
+  bool said = false;
+  for (const auto& n : a.report["notes"]) said = said || has(n.get<std::string>(), "the run ended inside epoch 1");
+  EXPECT_TRUE(said) << shown(a);
+}
+
 TEST(AuditPattern, AScriptThatDoesNotExistIsExitTwoWithOneLine) {
   TempDir dir("ddph-audit-missing");
   const auto r = runCommand({DDPH_DDP_SIM, "launch", "--audit", "-n", "2", "--", kPython,

@@ -13,7 +13,8 @@ What is patched (class or module attributes, when the torch module is imported):
 (``__init__``, ``set_epoch``), program sampler classes' ``set_epoch``, DataLoader (``__init__``,
 ``__iter__``) and its iterator (``_next_index``, ``_reset``, ``__next__``), the public collectives
 of torch.distributed plus ``init_process_group``/``new_group``, DistributedDataParallel
-(``__init__``, ``forward``, comm hook registration), ``sys.excepthook``, ``sys.exit``, atexit.
+(``__init__``, ``forward``, comm hook registration), ``torch.optim.Optimizer.__init__``,
+``sys.excepthook``, ``sys.exit``, atexit.
 The program's results are unchanged (bit-identical parameters); a failure of the recorder itself
 is reported once on stderr (``ddph_audit: ...``) and recording stops.
 """
@@ -35,7 +36,8 @@ _version_noted = False
 # is imported (in this order when they already are): concern -> instance. They patch disjoint
 # attributes; uninstrument() undoes them in the reverse order.
 _CONCERNS = (("distributed", "torch.distributed"), ("data", "torch.utils.data"),
-             ("ddp", "torch.nn.parallel"), ("spawn", "torch.multiprocessing.spawn"))
+             ("ddp", "torch.nn.parallel"), ("optim", "torch.optim"),
+             ("spawn", "torch.multiprocessing.spawn"))
 _instrumentors = {}
 
 
@@ -61,6 +63,9 @@ def _make(concern):
     if concern == "ddp":
         from .ddp_instrumentor import DdpInstrumentor
         return DdpInstrumentor()
+    if concern == "optim":
+        from .grad_sync import OptimizerInstrumentor
+        return OptimizerInstrumentor()
     from .spawned_ranks import SpawnedRanksInstrumentor
     return SpawnedRanksInstrumentor(_trace_dir)
 

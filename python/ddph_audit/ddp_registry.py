@@ -68,7 +68,7 @@ class DdpRegistry:
         return self._modules.live()
 
     def live_ids(self):
-        return sorted(st.id for _, st in self._modules.live())
+        return sorted(st.id for m, st in self._modules.live() if getattr(m, "module", None) is not m)
 
     def live_hashes(self):
         """{"<ddp id>": hash} for every live DDP module (the ``params`` of ``epoch`` lines)."""

@@ -6,7 +6,9 @@
 ``irecv``: when the call returned, with ``"async": true``). Only the outermost call is recorded
 (``all_gather_object`` calls ``all_gather`` inside; ``init_process_group`` and ``new_group`` may
 call ``barrier``): the wrapped call runs inside ``recorder.suppressed()``. ``seq`` counts this
-rank's recorded calls per group (``groups.py``).
+rank's recorded calls per group (``groups.py``). Every ``all_reduce``'s tensor is shown to
+``grad_sync``: a loop that averages gradients itself declares its
+optimizer's parameters a replica there.
 """
 
 import functools
@@ -14,7 +16,7 @@ import importlib
 import inspect
 import sys
 
-from . import recorder, trace_events
+from . import grad_sync, recorder, trace_events
 from .ddp_registry import ddp_modules
 from .groups import dtype_name, process_groups
 from .instrumentor import Instrumentor
@@ -203,6 +205,8 @@ class DistributedInstrumentor(Instrumentor):
             root = get(args, kwargs, root_arg, 0)
             if root is not None:
                 fields["root"] = int(root)
+        if name == "all_reduce":
+            grad_sync.note_reduced(get(args, kwargs, tensor_arg))
         if name in ("all_reduce", "reduce", "reduce_scatter", "reduce_scatter_tensor",
                     "_reduce_scatter_base", "all_reduce_coalesced"):
             op = get(args, kwargs, "op")

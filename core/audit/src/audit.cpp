@@ -66,6 +66,12 @@ AuditSeen seenOn(const RankTrace& t) {
                                    l.peeks, l.peeks == 1 ? "" : "s")));
   }
   for (const auto& [id, d] : t.ddp) {
+    if (!d.averagedBy.empty()) {
+      seen.ddpModules.push_back(fmt::format("optimizer {}: {} over {} parameters, gradients "
+                                            "averaged by the program's own {} (no DDP)",
+                                            id, d.module, d.parameters, d.averagedBy));
+      continue;
+    }
     seen.ddpModules.push_back(fmt::format("DDP module {}: {}, {} parameters, {} forwards, {} "
                                           "backwards",
                                           id, d.module, d.parameters, d.forwards, d.backwards));

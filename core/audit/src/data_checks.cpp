@@ -196,6 +196,20 @@ bool isDropped(const RankTrace& t, const PassRecord& p) {
   return true;
 }
 
+// NOTE [A run that ends inside a pass] (docs/audit.md): the loader's last pass on this rank, after
+// which the program trained on nothing else: the run (this job of it) ended inside the epoch, by a
+// step budget (max_steps, a time limit) or a stop to be resumed. Its rest is not left out by the
+// loop; no later epoch of this job could have trained it.
+bool runEndsInside(const RankTrace& t, const PassRecord& p) {
+  for (const auto& q : t.passes) {
+    if (q.startLine <= p.startLine) continue;
+    if (q.loader == p.loader) return false;
+    if (std::any_of(q.batches.begin(), q.batches.end(), [](const BatchRecord& b) { return b.grad; }))
+      return false;
+  }
+  return true;
+}
+
 Partition partitionOf(const std::vector<RankPass>& ranks, std::int64_t n, std::int64_t epoch,
                       bool consumed) {
   Partition part;
@@ -907,6 +921,17 @@ class DataChecker {
                                             [](const RankPass& rp) { return rp.dropped; });
     const PassRecord* partnerPass = exhaustedPartner(*dropped.trace, *dropped.pass);
     const std::int64_t partner = partnerPass ? partnerPass->loader : -1;
+    if (partner < 0 && std::all_of(ranks.begin(), ranks.end(), [](const RankPass& rp) {
+          return runEndsInside(*rp.trace, *rp.pass);
+        })) {
+      notApplicable(loader, fmt::format(
+          "the run ended inside epoch {} ({}): a step budget (max_steps, a time limit) or a job "
+          "stopped to be resumed; the {} samples it did not reach are not judged, since no later "
+          "epoch of this run could have trained them (each job is audited alone: a resumed job's "
+          "first epoch is not checked against this one)",
+          k, fmt::join(took, "; "), consumed.datasetSize - seen));
+      return;
+    }
     v->detail = fmt::format(
         "{}: only {} of its {} samples were consumed in this epoch, the pass was dropped before "
         "its end{} ({}); {}",

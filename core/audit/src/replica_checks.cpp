@@ -46,6 +46,11 @@ std::string shortHash(const std::string& h) { return h.substr(0, 12); }
 
 std::string moduleName(const RankTrace& t, std::int64_t ddp) {
   const auto d = t.ddp.find(ddp);
+  if (d != t.ddp.end() && !d->second.averagedBy.empty()) {
+    return fmt::format("the model of optimizer {} ({}, {} parameters, gradients averaged by the "
+                       "program's own {})",
+                       ddp, d->second.module, d->second.parameters, d->second.averagedBy);
+  }
   if (d == t.ddp.end() || d->second.module.empty()) return fmt::format("DDP module {}", ddp);
   return fmt::format("DDP module {} ({})", ddp, d->second.module);
 }
@@ -68,6 +73,27 @@ std::string noSyncCause(const Trace& trace, std::int64_t ddp, std::string& detai
          "each rank steps on its own gradients and the replicas drift apart; for gradient "
          "accumulation, run the last micro-batch of each step outside no_sync() (its backward "
          "allreduces the accumulated gradients) before optimizer.step()";
+}
+
+// NOTE [Hand-written gradient averaging] (docs/audit.md): no DDP, the program all-reduces its
+// parameters' gradients itself. That keeps replicas equal only if they start equal (DDP
+// broadcasts rank 0's at construction; a hand-written loop must) and every rank sums the same
+// gradients in the same order. The cause then, else empty.
+std::string handWrittenCause(const Trace& trace, std::int64_t ddp) {
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    const auto d = t->ddp.find(ddp);
+    if (d == t->ddp.end() || d->second.averagedBy.empty()) return {};
+  }
+  return "the program averages gradients itself (dist.all_reduce of each parameter's .grad, no "
+         "DDP), which keeps the replicas equal only if they start equal and every rank reduces "
+         "the same tensors in the same order: nothing broadcasts rank 0's initial parameters as "
+         "DDP does (a per-rank seed such as torch.manual_seed(rank) before building the model "
+         "gives each rank its own), or the ranks all-reduce their gradients in different orders "
+         "(iterating a set or dict whose order differs per rank) and sum unrelated tensors; "
+         "broadcast the parameters from rank 0 once before training (dist.broadcast(p.data, "
+         "src=0)), reduce in the parameters' own order, or wrap the model in "
+         "DistributedDataParallel";
 }
 
 // The replicas differ and no_sync does not explain it: what the backward counts say, and the
@@ -136,7 +162,8 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
     v.detail = fmt::format("{} differs across ranks at {}: parameter hashes {}",
                            moduleName(*trace.ranks[static_cast<std::size_t>(byRank.begin()->first)], ddp),
                            reference[i].where, fmt::join(parts, "; "));
-    v.likelyCause = noSyncCause(trace, ddp, v.detail);
+    v.likelyCause = handWrittenCause(trace, ddp);
+    if (v.likelyCause.empty()) v.likelyCause = noSyncCause(trace, ddp, v.detail);
     if (v.likelyCause.empty()) v.likelyCause = divergedCause(byRank, i);
     out.push_back(std::move(v));
     return;  // once diverged, every later point differs too

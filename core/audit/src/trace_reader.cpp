@@ -417,6 +417,7 @@ class RankTraceBuilder {
     d.module = optionalField<std::string>(e, f::kModule).value_or("");
     d.parameters = optionalField<std::int64_t>(e, f::kParameters).value_or(0);
     d.broadcastBuffers = optionalField<std::int64_t>(e, f::kBuffers);
+    d.averagedBy = optionalField<std::string>(e, f::kAveragedBy).value_or("");
     t_.ddp[d.id] = d;
   }
 

@@ -143,6 +143,9 @@ struct DdpRecord {
   /// The buffers its forward broadcasts from rank 0 (a collective in every forward); unknown
   /// when the recorder did not say.
   std::optional<std::int64_t> broadcastBuffers;
+  /// "all_reduce": not a DDP module but an optimizer's parameters, whose gradients the program
+  /// all-reduces itself ("averaged_by"); empty for DDP.
+  std::string averagedBy;
   std::optional<ParamsSnapshot> atEnd;
 };
 

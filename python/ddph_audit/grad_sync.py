@@ -1,0 +1,96 @@
+"""Models whose gradients the program averages itself, without DDP (NOTE [Hand-written gradient
+averaging], docs/audit.md).
+
+A loop that calls ``dist.all_reduce(p.grad)`` for each parameter and steps its optimizer promises
+what DDP promises: equal replicas after every step, provided they start equal. The optimizers the
+program builds are tracked (weakly); the first all_reduce of one's parameter's ``.grad`` declares
+its parameters a replica: a ``ddp`` line with ``"averaged_by": "all_reduce"``, whose hash then
+appears in the ``params`` of every ``epoch`` line and at the end, as a DDP module's does. Nothing
+is declared while a DDP module is alive (DDP averages then)."""
+
+import functools
+import importlib
+import sys
+import weakref
+
+from . import recorder, trace_events
+from .ddp_registry import DdpModuleState, ddp_modules
+from .instrumentor import Instrumentor
+
+_optimizers = weakref.WeakSet()
+_replicas = weakref.WeakKeyDictionary()  # optimizer -> its _Replica (kept alive with it)
+
+
+class _Replica:
+    """One optimizer's parameters, hashed as a module is (params_hash.module_hash)."""
+
+    def __init__(self, optimizer):
+        self._optimizer = weakref.ref(optimizer)
+        self.module = self  # what ddp_registry hashes at the end
+
+    def parameters(self):
+        return [p for _, p in self.named_parameters()]
+
+    def named_parameters(self):
+        optimizer = self._optimizer()
+        if optimizer is None:
+            return []
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        return [(str(k), p) for k, p in enumerate(params)]
+
+
+def track(optimizer):
+    """An optimizer was built (torch.optim.Optimizer.__init__)."""
+    _optimizers.add(optimizer)
+
+
+def note_reduced(tensor):
+    """The program all-reduces ``tensor``: if it is an untracked optimizer's parameter gradient,
+    declare that optimizer's parameters a replica."""
+    if not _optimizers:
+        return
+    if any(not isinstance(m, _Replica) for m, _ in ddp_modules.live()):
+        return
+    for optimizer in list(_optimizers):
+        if optimizer in _replicas:
+            continue
+        for group in optimizer.param_groups:
+            if any(p.grad is tensor for p in group["params"]):
+                _declare(optimizer)
+                return
+
+
+def _declare(optimizer):
+    replica = _Replica(optimizer)
+    _replicas[optimizer] = replica
+    st = DdpModuleState(recorder.next_id("ddp"))
+    st.watched = False
+    ddp_modules.add(replica, st)
+    params = replica.parameters()
+    recorder.emit(trace_events.DDP, id=st.id, module=type(optimizer).__name__,
+                  parameters=int(sum(p.numel() for p in params)),
+                  device=str(params[0].device) if params else "cpu", buffers=0,
+                  averaged_by="all_reduce")
+
+
+class OptimizerInstrumentor(Instrumentor):
+    """``torch.optim.Optimizer.__init__``: every optimizer the program builds is tracked."""
+
+    NAME = "the optimizer instrumentor"
+    MODULE = "torch.optim"
+    SUPPORTED_TORCH = ((1, 13), (2, 14))
+
+    def _instrument(self):
+        optim = sys.modules.get(self.MODULE) or importlib.import_module(self.MODULE)
+        fn = optim.Optimizer.__dict__.get("__init__")
+        if fn is None or hasattr(fn, "__ddph_original__"):
+            return
+
+        @functools.wraps(fn)
+        def __init__(self, *args, **kwargs):
+            fn(self, *args, **kwargs)
+            if recorder.state.active:
+                track(self)
+
+        __init__.__ddph_original__ = fn
+        self.patch(optim.Optimizer, "__init__", __init__)
