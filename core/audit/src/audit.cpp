@@ -163,6 +163,7 @@ AuditReport auditTrace(const Trace& trace) {
       break;
     }
   }
+  report.seen.ranksPerNode = ranksPerNode(trace);
   report.passed = report.violations.empty();
   return report;
 }

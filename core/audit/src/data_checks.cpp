@@ -682,6 +682,7 @@ class DataChecker {
                          "the same seed",
                          fmt::join(seeds, ", "));
     }
+    if (const auto onNodes = nodeCause(ranks)) return *onNodes;
     if (!replicas.empty() && (replicas.size() > 1 || *replicas.begin() != w)) {
       return fmt::format("the samplers' num_replicas ({}) is not the world size {}; pass "
                          "num_replicas=world_size (or leave it to the default)",
@@ -691,6 +692,15 @@ class DataChecker {
       return "several ranks give their sampler the same rank; pass rank=dist.get_rank()";
     }
     return splitCandidates(ranks, property, seeds);
+  }
+
+  // The samplers' rank or num_replicas are their node's (LOCAL_RANK, LOCAL_WORLD_SIZE).
+  static std::optional<std::string> nodeCause(const std::vector<RankPass>& ranks) {
+    const SamplerRecord* s = samplerOf(*ranks[0].trace, ranks[0].pass->loader);
+    if (!s) return std::nullopt;
+    std::vector<SamplerOnRank> samplers;
+    for (const auto& rp : ranks) samplers.push_back({rp.trace, rp.pass->rank, rp.pass->numReplicas});
+    return nodeTopologyCause(samplers, s->id);
   }
 
   // The sampler's own parameters agree: say what is known and list what remains, never the
