@@ -239,7 +239,8 @@ Command addLaunchCommand(CLI::App& app) {
   sub->add_option("--nnodes", args->nnodes,
                   "emulate N nodes of -n ranks each (docs/multi-node.md): torchrun's per-node "
                   "variables (RANK = node x M + LOCAL_RANK, GROUP_RANK, NODE_RANK, …), a loopback "
-                  "address (127.1.0.k+1, node 0's is MASTER_ADDR) and host name (nodeK) per node");
+                  "address (node k: 127.1.0.<k+1>, node 0's also MASTER_ADDR) and host name "
+                  "(node<k>) per node");
   sub->add_flag("--slurm", args->slurm,
                 "also give every rank a SLURM step's variables (SLURM_PROCID, SLURM_LOCALID, "
                 "SLURM_NODEID, SLURM_NTASKS, SLURM_JOB_NODELIST, …), as srun does");
