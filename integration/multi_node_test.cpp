@@ -160,8 +160,8 @@ TEST(MultiNode, NumReplicasFromDeviceCountIsNamedToo) {
   const Json v = onlyViolation(a, "disjointness");
   EXPECT_TRUE(has(v["likely_cause"].get<std::string>(),
                   "sampler 0's rank is LOCAL_RANK and its num_replicas LOCAL_WORLD_SIZE (2), not "
-                  "RANK and WORLD_SIZE (4)"))
-      << shown(a);
+                  "RANK and WORLD_SIZE (4): ranks 1 and 3 (local rank 1 on nodes 0 and 1)"))
+      << shown(a);  // the ranks the finding names
 }
 
 TEST(MultiNode, TheHealthyTwinPassesOnOneNodeAndOnTwo) {

@@ -38,7 +38,8 @@ std::string ranges(const std::vector<std::int64_t>& sorted) {
 }  // namespace
 
 std::optional<std::string> nodeTopologyCause(const std::vector<SamplerOnRank>& ranks,
-                                             std::int64_t samplerId) {
+                                             std::int64_t samplerId,
+                                             const std::vector<std::int64_t>& named) {
   bool localRanks = !ranks.empty(), localReplicas = !ranks.empty(), someRankDiffers = false;
   std::int64_t world = 0, perNode = 0;
   for (const auto& r : ranks) {
@@ -58,25 +59,32 @@ std::optional<std::string> nodeTopologyCause(const std::vector<SamplerOnRank>& r
                        "it to DistributedSampler)",
                        samplerId, perNode, world);
   }
-  // The first local rank several ranks share, and the nodes they are on.
+  // A local rank several ranks share (the first named rank's, else the lowest), and their nodes.
   std::map<std::int64_t, std::vector<const SamplerOnRank*>> byLocal;
-  for (const auto& r : ranks) byLocal[*r.rank].push_back(&r);
-  std::vector<std::int64_t> same, nodes;
-  std::int64_t local = 0;
-  for (const auto& [l, rs] : byLocal) {
-    if (rs.size() < 2) continue;
-    local = l;
-    for (const auto* r : rs) {
-      same.push_back(r->trace->rank);
-      if (r->trace->node) nodes.push_back(*r->trace->node);
-    }
-    break;
+  std::optional<std::int64_t> local;
+  for (const auto& r : ranks) {
+    byLocal[*r.rank].push_back(&r);
+    if (!named.empty() && r.trace->rank == named.front()) local = *r.rank;
   }
-  if (same.empty()) return std::nullopt;
+  if (!local || byLocal[*local].size() < 2) {
+    local.reset();
+    for (const auto& [l, rs] : byLocal) {
+      if (rs.size() >= 2) {
+        local = l;
+        break;
+      }
+    }
+  }
+  if (!local) return std::nullopt;
+  std::vector<std::int64_t> same, nodes;
+  for (const auto* r : byLocal[*local]) {
+    same.push_back(r->trace->rank);
+    if (r->trace->node) nodes.push_back(*r->trace->node);
+  }
   const std::string where =
       nodes.size() == same.size()
-          ? fmt::format("local rank {} on nodes {}", local, joinAnd(nodes))
-          : fmt::format("local rank {} on each of their nodes", local);
+          ? fmt::format("local rank {} on nodes {}", *local, joinAnd(nodes))
+          : fmt::format("local rank {} on each of their nodes", *local);
   const std::string what = localReplicas
       ? fmt::format("'s rank is LOCAL_RANK and its num_replicas LOCAL_WORLD_SIZE ({}), not RANK "
                     "and WORLD_SIZE ({})", perNode, world)
