@@ -21,6 +21,7 @@
 #include "ddph/audit/trace_progress.h"
 #include "ddph/launch/python_program.h"
 #include "ddph/launch/launcher.h"
+#include "ddph/launch/nodes.h"
 #include "ddph/launch/world_size.h"
 #include "ddph/common/atomic_file.h"
 #include "ddph/common/child_process.h"
@@ -39,7 +40,9 @@ using common::ProgressLine;
 namespace {
 
 struct LaunchArgs {
-  int numRanks = 1;
+  int numRanks = 1;  ///< -n: the ranks of the one node, or of each node with --nnodes
+  std::optional<int> nnodes;
+  bool slurm = false;
   std::optional<double> timeoutS;
   double graceS = 3.0;
   int masterPort = 0;
@@ -107,16 +110,33 @@ int stoppedRanks(const launch::LaunchResult& result) {
   return n;
 }
 
+// --nnodes N (or --slurm, one node): N emulated nodes of -n ranks each (docs/multi-node.md).
+std::optional<launch::NodeLayout> nodeLayoutOf(const LaunchArgs& a) {
+  if (!a.nnodes && !a.slurm) return std::nullopt;
+  launch::NodeLayout layout;
+  layout.nodes = a.nnodes.value_or(1);
+  layout.perNode = a.numRanks;
+  layout.slurm = a.slurm;
+  return layout;
+}
+
 int runLaunch(const LaunchArgs& a) {
   // Everything that would fail W ranks alike, or end a long run in a file it cannot write, is
   // checked here, before any rank starts: one line, exit 2.
-  launch::checkWorldSize(a.command, a.numRanks);
+  const std::optional<launch::NodeLayout> nodes = nodeLayoutOf(a);
+  if (nodes) {
+    launch::checkNodeWorldSize(a.command, nodes->nodes, nodes->perNode);
+  } else {
+    launch::checkWorldSize(a.command, a.numRanks);
+  }
+  const int worldSize = nodes ? nodes->worldSize() : a.numRanks;
   if (a.timeoutS) checkTimeoutOption("--timeout", *a.timeoutS);
   if (a.graceS != 0) checkTimeoutOption("--grace", a.graceS);  // 0: SIGKILL at once
   DDPH_CHECK(a.masterPort >= 0 && a.masterPort < 65536, "--master-port {} is not a port",
              a.masterPort);
   launch::LaunchOptions options;
-  options.numRanks = a.numRanks;
+  options.numRanks = worldSize;
+  options.nodes = nodes;
   options.command = a.command;
   if (a.timeoutS) options.timeout = seconds(*a.timeoutS);
   options.grace = seconds(a.graceS);
@@ -139,23 +159,24 @@ int runLaunch(const LaunchArgs& a) {
     traces.emplace(a.traceDir);
     options.extraEnv = auditEnvironment(traces->path());
   }
-  if (a.cpu || a.standInData) {
+  // Emulated nodes need the sitecustomize too (each node's host name and Gloo address).
+  if (a.cpu || a.standInData || nodes) {
     const auto cpu = cpuEmulationEnvironment(a.cpu ? a.gpus.value_or(a.numRanks) : 0,
                                              a.standInData, /*withPythonPath=*/!a.audit);
     options.extraEnv.insert(options.extraEnv.end(), cpu.begin(), cpu.end());
   }
   // As torchrun does: ranks that share the cores get one intra-op thread each, unless the user
   // set OMP_NUM_THREADS.
-  if ((a.numRanks > 1 || a.cpu) && !std::getenv("OMP_NUM_THREADS")) {
+  if ((worldSize > 1 || a.cpu) && !std::getenv("OMP_NUM_THREADS")) {
     options.extraEnv.emplace_back("OMP_NUM_THREADS", "1");
   }
   // On a terminal: ranks running, (with --audit) joined and epochs done, elapsed; nothing when
   // stderr is a log or a pipe.
   std::optional<audit::TraceProgress> traced;
-  if (traces) traced.emplace(traces->path(), a.numRanks);
+  if (traces) traced.emplace(traces->path(), worldSize);
   const auto start = std::chrono::steady_clock::now();
   ProgressLine progress(STDERR_FILENO, [&] {
-    std::string line = fmt::format("ddp-sim launch: {} of {} ranks running", runningChildren(), a.numRanks);
+    std::string line = fmt::format("ddp-sim launch: {} of {} ranks running", runningChildren(), worldSize);
     if (traced) {
       const auto counts = traced->read();
       line += fmt::format(", {} joined, {} epochs done", counts.joined, counts.epochsDone);
@@ -182,7 +203,7 @@ int runLaunch(const LaunchArgs& a) {
     if (traced) {
       const auto counts = traced->read();
       where += fmt::format(" ({} of {} ranks past a collective, {} epoch{} done)", counts.joined,
-                           a.numRanks, counts.epochsDone, counts.epochsDone == 1 ? "" : "s");
+                           worldSize, counts.epochsDone, counts.epochsDone == 1 ? "" : "s");
     }
     const int stopped = stoppedRanks(result);
     fmt::print(stderr, "ddp-sim launch: interrupted by {}: stopped {} rank{} at {}\n",
@@ -191,7 +212,7 @@ int runLaunch(const LaunchArgs& a) {
     fmt::print(stderr, "ddp-sim launch: error: {}\n", result.summary);
   }
   if (!traces) return result.exitCode;
-  audit::writeLaunchRecord(traces->path(), audit::launchRecordOf(result, a.numRanks, a.timeoutS));
+  audit::writeLaunchRecord(traces->path(), audit::launchRecordOf(result, worldSize, a.timeoutS));
   int audited = kExitOk;
   try {
     audited = auditTraceFolder(traces->path(), a.reportPath, /*quiet=*/false, a.htmlPath,
@@ -212,7 +233,17 @@ Command addLaunchCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "launch", "Run W CPU rank processes of a command, torchrun-style (RANK, WORLD_SIZE, "
                 "MASTER_ADDR, MASTER_PORT, …); stop all if one fails");
-  sub->add_option("-n,--nproc-per-node", args->numRanks, "number of ranks W")->required();
+  sub->add_option("-n,--nproc-per-node", args->numRanks,
+                  "number of ranks W (with --nnodes: ranks per node M, W = N x M)")
+      ->required();
+  sub->add_option("--nnodes", args->nnodes,
+                  "emulate N nodes of -n ranks each (docs/multi-node.md): torchrun's per-node "
+                  "variables (RANK = node x M + LOCAL_RANK, GROUP_RANK, NODE_RANK, …), a loopback "
+                  "address (node k: 127.1.0.<k+1>, node 0's also MASTER_ADDR) and host name "
+                  "(node<k>) per node");
+  sub->add_flag("--slurm", args->slurm,
+                "also give every rank a SLURM step's variables (SLURM_PROCID, SLURM_LOCALID, "
+                "SLURM_NODEID, SLURM_NTASKS, SLURM_JOB_NODELIST, …), as srun does");
   sub->add_option("--timeout", args->timeoutS, "seconds before every rank is stopped (default: none)");
   sub->add_option("--grace", args->graceS, "seconds between SIGTERM and SIGKILL when stopping")
       ->capture_default_str();
@@ -231,7 +262,7 @@ Command addLaunchCommand(CLI::App& app) {
                 "cuda devices are the CPU (docs/cpu-emulation.md)");
   sub->add_option("--gpus", args->gpus,
                   "with --cpu: the stand-in devices per node torch.cuda.device_count() reports "
-                  "(default: -n)");
+                  "(default: -n, the ranks per node)");
   sub->add_flag("--stand-in-data", args->standInData,
                 "serve torchvision's MNIST (the harness's files), CIFAR-10/100 and FashionMNIST "
                 "(stand-ins with the real lengths and classes) without downloading");

@@ -39,6 +39,7 @@ class _State:
     rank = None
     world_size = None
     run_id = ""
+    spawned_rank = False  # started by the program itself (mp.spawn): its LOCAL_RANK is the spawner's
     attempt = 0  # torchrun's restart count (TORCHELASTIC_RESTART_COUNT)
     exit_code = None
     error_seen = False
@@ -206,6 +207,7 @@ def start(trace_dir, spawned_rank=False):
         state.exit_code = None
         state.run_id = os.environ.get("DDPH_AUDIT_RUN_ID") or os.environ.get("TORCHELASTIC_RUN_ID") or ""
         state.spawner = False
+        state.spawned_rank = bool(spawned_rank)
         state.rank = None if spawned_rank else _env_int("RANK")
         state.world_size = None if spawned_rank else _env_int("WORLD_SIZE")
     if state.rank is not None and state.world_size is not None:
@@ -217,6 +219,26 @@ def _runtime():
     tv = getattr(torch, "__version__", None) if torch is not None else None
     py = "%d.%d.%d" % sys.version_info[:3]
     return "python %s, torch %s" % (py, tv) if tv else "python %s" % py
+
+
+def _node_identity():
+    """Where the rank runs, as its launcher said (torchrun, ddp-sim launch --nnodes, srun under
+    torchrun): local rank, node and their sizes, and the host name it sees."""
+    fields = {}
+    local = () if state.spawned_rank else (("local_rank", ("LOCAL_RANK",)),
+                                           ("local_world_size", ("LOCAL_WORLD_SIZE",)))
+    for key, names in local + (("node", ("GROUP_RANK", "NODE_RANK")),):
+        for name in names:
+            value = _env_int(name)
+            if value is not None and 0 <= value < 1 << 31:
+                fields[key] = value
+                break
+    try:
+        import socket
+        fields["hostname"] = str(socket.gethostname())
+    except Exception:
+        pass
+    return fields
 
 
 def spawner_file_name():
@@ -255,6 +277,7 @@ def open_trace(rank, world_size, exclusive=False):
                   "start_unix": round(w.start_unix, 6), "pid": os.getpid(),
                   "producer": "ddph_audit %s" % __version__, "runtime": _runtime(),
                   "argv": [str(a) for a in sys.argv]}
+        header.update(_node_identity())
         name = spawner_file_name() if state.spawner else None
         ok = w.open(int(rank), header, exclusive=exclusive, name=name)
         if ok:

@@ -169,6 +169,7 @@ AuditReport auditTrace(const Trace& trace) {
       break;
     }
   }
+  report.seen.ranksPerNode = ranksPerNode(trace);
   report.passed = report.violations.empty();
   return report;
 }

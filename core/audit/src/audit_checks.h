@@ -91,6 +91,28 @@ std::optional<verify::Violation> differentItems(const std::vector<const RankTrac
 /// "items-or-order".
 std::string differentDataCause(const std::string& kind);
 
+// --- node topology (node_topology.cpp) -------------------------------------------------------------
+
+/// One rank's sampler as it described itself in a pass, with the rank's own trace.
+struct SamplerOnRank {
+  const RankTrace* trace = nullptr;
+  std::optional<std::int64_t> rank, numReplicas;
+};
+
+/// Why the ranks' samplers overlap when the evidence is the node topology: every sampler's rank
+/// is its process's LOCAL_RANK where that is not its RANK ("sampler 0's rank is LOCAL_RANK, not
+/// RANK: ranks 0 and 2 (local rank 0 on nodes 0 and 1) drew the same samples; …"), or its
+/// num_replicas is LOCAL_WORLD_SIZE in a larger world. The ranks named share a local rank: the
+/// first of `named` (the finding's ranks) when it is one of them. Nothing when the headers cannot
+/// say.
+std::optional<std::string> nodeTopologyCause(const std::vector<SamplerOnRank>& ranks,
+                                             std::int64_t samplerId,
+                                             const std::vector<std::int64_t>& named = {});
+
+/// The report's "ranks per node" lines ("node 1 (node1): ranks 2, 3 (local ranks 0, 1)"), when
+/// the ranks ran on more than one node (their headers' node and host name); else none.
+std::vector<std::string> ranksPerNode(const Trace& trace);
+
 // --- descriptions shared by the checks (describe.cpp) -------------------------------------------
 
 /// "all_reduce float32[101770] (DDP gradient bucket 0 of backward 12)", "barrier (user call)".

@@ -30,6 +30,7 @@ std::string auditReportJson(const AuditReport& r) {
                {"ddp_modules", r.seen.ddpModules},
                {"collectives", r.seen.collectives},
                {"collectives_by_op", byOp}};
+  if (!r.seen.ranksPerNode.empty()) j["seen"]["ranks_per_node"] = r.seen.ranksPerNode;
   if (r.interruptedBy != 0) j["interrupted_by_signal"] = r.interruptedBy;
   if (r.attempt != 0 || !r.laterAttempts.empty()) {
     j["attempt"] = r.attempt;
@@ -48,6 +49,10 @@ std::string auditReportText(const AuditReport& r) {
   constexpr std::size_t kShown = 12;
   out += violationsText(r.violations, {}, kShown);
   for (const auto& note : r.notes) out += fmt::format("  note: {}\n", note);
+  if (!r.seen.ranksPerNode.empty()) {
+    out += "  ranks per node:\n";
+    for (const auto& n : r.seen.ranksPerNode) out += fmt::format("    {}\n", n);
+  }
   out += "  seen on rank 0:\n";
   for (const auto& s : r.seen.samplers) out += fmt::format("    {}\n", s);
   for (const auto& l : r.seen.loaders) out += fmt::format("    {}\n", l);

@@ -536,7 +536,7 @@ class DataChecker {
                               "num_samples = 0: no rank gets a sample, so every pass over it draws "
                               "nothing; use fewer ranks or drop_last=False",
                               *n, world)
-                        : partitionCause(ranks, v->property);
+                        : partitionCause(ranks, v->property, v->ranks);
     record(loader, *v);
     return false;
   }
@@ -692,7 +692,9 @@ class DataChecker {
   }
 
   // Why ranks' orders do not split one dataset, from what the samplers say about themselves.
-  static std::string partitionCause(const std::vector<RankPass>& ranks, const std::string& property) {
+  // `named`: the ranks the finding names (a cause about some ranks names those first).
+  static std::string partitionCause(const std::vector<RankPass>& ranks, const std::string& property,
+                                    const std::vector<std::int64_t>& named = {}) {
     std::set<std::int64_t> seeds, replicas, samplerRanks;
     for (const auto& rp : ranks) {
       if (rp.pass->seed) seeds.insert(*rp.pass->seed);
@@ -715,6 +717,7 @@ class DataChecker {
                          "the same seed",
                          fmt::join(seeds, ", "));
     }
+    if (const auto onNodes = nodeCause(ranks, named)) return *onNodes;
     if (!replicas.empty() && (replicas.size() > 1 || *replicas.begin() != w)) {
       return fmt::format("the samplers' num_replicas ({}) is not the world size {}; pass "
                          "num_replicas=world_size (or leave it to the default)",
@@ -724,6 +727,16 @@ class DataChecker {
       return "several ranks give their sampler the same rank; pass rank=dist.get_rank()";
     }
     return splitCandidates(ranks, property, seeds);
+  }
+
+  // The samplers' rank or num_replicas are their node's (LOCAL_RANK, LOCAL_WORLD_SIZE).
+  static std::optional<std::string> nodeCause(const std::vector<RankPass>& ranks,
+                                              const std::vector<std::int64_t>& named) {
+    const SamplerRecord* s = samplerOf(*ranks[0].trace, ranks[0].pass->loader);
+    if (!s) return std::nullopt;
+    std::vector<SamplerOnRank> samplers;
+    for (const auto& rp : ranks) samplers.push_back({rp.trace, rp.pass->rank, rp.pass->numReplicas});
+    return nodeTopologyCause(samplers, s->id, named);
   }
 
   // The sampler's own parameters agree: say what is known and list what remains, never the

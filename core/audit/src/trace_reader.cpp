@@ -247,6 +247,14 @@ class RankTraceBuilder {
     t_.producer = optionalField<std::string>(e, f::kProducer).value_or("");
     t_.runtime = optionalField<std::string>(e, f::kRuntime).value_or("");
     t_.argv = optionalField<std::vector<std::string>>(e, f::kArgv).value_or(std::vector<std::string>{});
+    t_.localRank = optionalField<int>(e, f::kLocalRank);
+    t_.localWorldSize = optionalField<int>(e, f::kLocalWorldSize);
+    t_.node = optionalField<int>(e, f::kNode);
+    t_.hostname = optionalField<std::string>(e, f::kHostname).value_or("");
+    DDPH_CHECK(!t_.localRank || *t_.localRank >= 0, "local_rank {} is not a rank", *t_.localRank);
+    DDPH_CHECK(!t_.localWorldSize || *t_.localWorldSize > 0, "local_world_size {} is not a size",
+               *t_.localWorldSize);
+    DDPH_CHECK(!t_.node || *t_.node >= 0, "node {} is not a node rank", *t_.node);
   }
 
   void sampler(const json& e, std::int64_t) {

@@ -58,14 +58,21 @@ struct RunSpec {
   int loneCollectiveRank = -1;  ///< calls one more all_reduce of its own after training (a hang)
   int hungRank = -1;  ///< stops answering before epoch 1's second batch; the others time out
   bool hangInRecordedCollective = true;  ///< ... in step 1's DDP allreduce, else in one unrecorded
+  int nodes = 0;  ///< the ranks run on this many nodes of world / nodes ranks (0: one)
+  bool headerSaysNode = true;     ///< ... and their headers say so (local_rank, node, hostname)
+  bool samplerLocalRank = false;  ///< DistributedSampler(rank=local_rank)
 };
 
 class RankWriter {
  public:
-  RankWriter(const std::string& path, int rank, int world, int attempt = 0) : out_(path) {
-    emit({{"ev", "header"}, {"trace", "ddph-audit"}, {"version", 1}, {"rank", rank},
-          {"world_size", world}, {"run_id", "test"}, {"attempt", attempt},
-          {"producer", "audit_trace_test"}, {"argv", {"train.py"}}});
+  RankWriter(const std::string& path, int rank, int world, int attempt = 0,
+             const json& where = json::object())
+      : out_(path) {
+    json header = {{"ev", "header"}, {"trace", "ddph-audit"}, {"version", 1}, {"rank", rank},
+                   {"world_size", world}, {"run_id", "test"}, {"attempt", attempt},
+                   {"producer", "audit_trace_test"}, {"argv", {"train.py"}}};
+    header.update(where);
+    emit(header);
   }
   void emit(json j) {
     j["t"] = 0.0;
@@ -81,10 +88,16 @@ class RankWriter {
 
 void writeRank(const std::string& dir, const RunSpec& s, int rank) {
   if (rank == s.noTraceRank) return;
-  RankWriter w(dir + "/rank-" + std::to_string(rank) + ".jsonl", rank, s.world, s.attempt);
+  const int perNode = s.nodes > 0 ? s.world / s.nodes : s.world;
+  const json where = s.nodes == 0 || !s.headerSaysNode ? json::object()
+                                  : json{{"local_rank", rank % perNode}, {"local_world_size", perNode},
+                                         {"node", rank / perNode},
+                                         {"hostname", "node" + std::to_string(rank / perNode)}};
+  RankWriter w(dir + "/rank-" + std::to_string(rank) + ".jsonl", rank, s.world, s.attempt, where);
   const std::int64_t seed = s.seedPerRank ? rank : 0;
+  const int samplerRank = s.samplerLocalRank ? rank % perNode : rank;
   w.emit({{"ev", "sampler"}, {"id", 0}, {"class", "torch.utils.data.distributed.DistributedSampler"},
-          {"dataset_len", s.n}, {"num_replicas", s.world}, {"rank", rank}, {"seed", seed},
+          {"dataset_len", s.n}, {"num_replicas", s.world}, {"rank", samplerRank}, {"seed", seed},
           {"shuffle", true}, {"drop_last", false}, {"order", "torch-distributed"}});
   w.emit({{"ev", "loader"}, {"id", 0}, {"sampler", 0}, {"dataset", "Train"}, {"dataset_len", s.n},
           {"batch_size", s.batch}, {"drop_last", false}, {"batching", "torch"}});
@@ -107,7 +120,7 @@ void writeRank(const std::string& dir, const RunSpec& s, int rank) {
   auto hash = [&] { return "h" + std::to_string(version) + (rank == s.divergentRank && version > 0 ? "x" : ""); };
   auto startPass = [&](std::int64_t iter, std::int64_t samplerEpoch) {
     w.emit({{"ev", "epoch"}, {"loader", 0}, {"iter", iter}, {"sampler_epoch", samplerEpoch},
-            {"seed", seed}, {"num_replicas", s.world}, {"rank", rank}, {"shuffle", true},
+            {"seed", seed}, {"num_replicas", s.world}, {"rank", samplerRank}, {"shuffle", true},
             {"drop_last", false}, {"dataset_len", s.n}, {"batches", batches},
             {"params", {{"0", hash()}}}});
   };
@@ -263,6 +276,34 @@ TEST(AuditTrace, PerRankSeedsBreakCoverage) {
   EXPECT_EQ(v.epoch, 0);
   EXPECT_TRUE(has(v.detail, "indices are on no rank")) << v.detail;
   EXPECT_TRUE(has(v.likelyCause, "different seeds (0, 1, 2, 3)")) << v.likelyCause;
+}
+
+// The cause comes from the headers' node topology, not from the program: the same samplers say
+// LOCAL_RANK where the ranks span two nodes, pass on one node, and without node fields get the
+// topology-free cause.
+TEST(AuditTrace, ASamplerGivenLocalRankIsNamedFromTheNodeTopology) {
+  RunSpec s;
+  s.nodes = 2;
+  s.samplerLocalRank = true;
+  const auto r = auditRun(s);
+  const Violation& v = only(r, property::kCoverage);
+  EXPECT_EQ(v.likelyCause,
+            "sampler 0's rank is LOCAL_RANK, not RANK: ranks 0 and 2 (local rank 0 on nodes 0 and "
+            "1) drew the same samples; pass rank=dist.get_rank() (or leave rank and num_replicas "
+            "to DistributedSampler)");
+  EXPECT_EQ(r.seen.ranksPerNode, (std::vector<std::string>{
+                                     "node 0 (node0): ranks 0, 1 (local ranks 0, 1)",
+                                     "node 1 (node1): ranks 2, 3 (local ranks 0, 1)"}));
+  s.nodes = 1;  // local rank = rank: nothing wrong
+  const auto one = auditRun(s);
+  EXPECT_TRUE(one.violations.empty()) << auditReportText(one);
+  EXPECT_TRUE(one.seen.ranksPerNode.empty());
+  s.nodes = 2;  // headers without node fields (an older recorder), the same samplers
+  s.headerSaysNode = false;
+  const auto unsaid = auditRun(s);
+  const Violation& u = only(unsaid, property::kCoverage);
+  EXPECT_TRUE(has(u.likelyCause, "several ranks give their sampler the same rank")) << u.likelyCause;
+  EXPECT_FALSE(has(u.likelyCause, "LOCAL_RANK")) << u.likelyCause;
 }
 
 TEST(AuditTrace, BreakingOutOfEveryPassLeavesSamplesUnseen) {

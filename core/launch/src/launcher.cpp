@@ -4,6 +4,7 @@
 #include "ddph/launch/launcher.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <iostream>
 #include <memory>
@@ -34,13 +35,27 @@ bool reportsPortTaken(const std::string& line, std::uint16_t port) {
 // The variables only one rank has; every other one is the launch's common environment.
 const std::vector<std::string> kPerRankVariables = {"RANK", "LOCAL_RANK"};
 
-// What every rank's environment holds but its own RANK and LOCAL_RANK.
+// The variables rank r has of its own (its node's, with emulated nodes).
+EnvMap rankEnvironment(const LaunchOptions& options, int r) {
+  if (options.nodes) return nodeRankEnvironment(*options.nodes, r);
+  return EnvMap{{"RANK", std::to_string(r)}, {"LOCAL_RANK", std::to_string(r)}};
+}
+
+std::vector<std::string> perRankVariables(const LaunchOptions& options) {
+  return options.nodes ? nodeRankVariables(*options.nodes) : kPerRankVariables;
+}
+
+// What every rank's environment holds but its own variables (rankEnvironment).
 EnvMap commonEnvironment(const LaunchOptions& options, std::uint16_t masterPort) {
   EnvMap env;
   for (const auto& [name, value] : options.extraEnv) env[name] = value;
-  env["WORLD_SIZE"] = std::to_string(options.numRanks);
-  env["LOCAL_WORLD_SIZE"] = std::to_string(options.numRanks);
-  env["GROUP_RANK"] = "0";
+  if (options.nodes) {
+    for (auto& [name, value] : nodeCommonEnvironment(*options.nodes, ::getpid())) env[name] = value;
+  } else {
+    env["WORLD_SIZE"] = std::to_string(options.numRanks);
+    env["LOCAL_WORLD_SIZE"] = std::to_string(options.numRanks);
+    env["GROUP_RANK"] = "0";
+  }
   env["TORCHELASTIC_RESTART_COUNT"] = "0";  // one attempt: never an inherited restart count
   env["TORCHELASTIC_MAX_RESTARTS"] = "0";
   env["MASTER_ADDR"] = options.masterAddr;
@@ -61,7 +76,7 @@ std::unique_ptr<RankSpawner> chooseSpawner(const LaunchOptions& options, EnvMap 
         auto ready = std::chrono::steady_clock::now() + options.forkServerReady;
         if (const auto deadline = supervisor.deadline()) ready = std::min(ready, *deadline);
         ForkServerStart start =
-            startForkServer(server->argv, common, kPerRankVariables, ready, stopSignals.fd());
+            startForkServer(server->argv, common, perRankVariables(options), ready, stopSignals.fd());
         if (start.spawner) return std::move(start.spawner);
         whyNot = start.whyNot;
       }
@@ -138,9 +153,7 @@ LaunchResult launchOnce(const LaunchOptions& options) {
   supervision.worldSize = options.numRanks;
   supervision.timeout = options.timeout;
   supervision.grace = options.grace;
-  supervision.rankEnvironment = [](int r) {
-    return EnvMap{{"RANK", std::to_string(r)}, {"LOCAL_RANK", std::to_string(r)}};
-  };
+  supervision.rankEnvironment = [&options](int r) { return rankEnvironment(options, r); };
   supervision.out = options.out ? options.out : &std::cout;
   supervision.err = options.err ? options.err : &std::cerr;
   supervision.onLine = [&result](const std::string& line) {
@@ -179,6 +192,14 @@ LaunchResult launchRanks(const LaunchOptions& options) {
   DDPH_CHECK(options.numRanks > 0, "the number of ranks must be positive, got {}",
              options.numRanks);
   DDPH_CHECK(!options.command.empty(), "no command to launch (ddp-sim launch -n W -- CMD ARGS…)");
+  DDPH_CHECK(!options.nodes || options.nodes->worldSize() == options.numRanks,
+             "{} nodes of {} ranks are not a world of {}", options.nodes ? options.nodes->nodes : 0,
+             options.nodes ? options.nodes->perNode : 0, options.numRanks);
+  if (options.nodes && options.masterAddr != nodeAddress(0)) {
+    LaunchOptions onNodes = options;
+    onNodes.masterAddr = nodeAddress(0);  // rank 0's node
+    return launchRanks(onNodes);
+  }
   LaunchResult result = launchOnce(options);
   if (!options.retryTakenPort || !result.portTaken || result.exitCode == 0 || result.interruptedBy != 0) {
     return result;

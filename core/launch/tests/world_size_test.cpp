@@ -41,5 +41,32 @@ TEST(WorldSize, RefusalsNameTheBoundAndWhy) {
   EXPECT_EQ(refusal({"./ddp-train"}, bound + 1), "");  // LibTorch ranks are not Python's Gloo
 }
 
+std::string nodeRefusal(const std::vector<std::string>& command, int nodes, int perNode) {
+  try {
+    checkNodeWorldSize(command, nodes, perNode);
+  } catch (const common::ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Ports are per bound address: each emulated node's ranks bind theirs on the node's own address,
+// so the cap is per node, M x (W - 1), not W x (W - 1).
+TEST(WorldSize, EmulatedNodesCountPortsPerNodeAddress) {
+  EXPECT_EQ(nodePortsNeeded(2, 2), 2 * 3);
+  EXPECT_EQ(nodePortsNeeded(64, 8), 8 * 511);
+  EXPECT_EQ(nodeRefusal({"python3", "t.py"}, 0, 2), "--nnodes must be positive, got 0");
+  EXPECT_EQ(nodeRefusal({"python3", "t.py"}, 2, 0), "-n must be positive, got 0");
+  EXPECT_NE(nodeRefusal({"python3", "t.py"}, 64, 64).find("(W = 4096) is above the launcher's limit"),
+            std::string::npos);
+  const int ports = ephemeralPortCount();
+  if (ports >= 8 * 511) EXPECT_EQ(nodeRefusal({"python3", "t.py"}, 64, 8), "");  // W = 512
+  const std::string tooMany = nodeRefusal({"python3", "t.py"}, 2, 1000);
+  EXPECT_NE(tooMany.find("each node's 1000 ranks bind a port for each of their 1999 peers"),
+            std::string::npos)
+      << tooMany;
+  EXPECT_EQ(nodeRefusal({"./ddp-train"}, 2, 1000), "");  // LibTorch ranks are not Python's Gloo
+}
+
 }  // namespace
 }  // namespace ddph::launch

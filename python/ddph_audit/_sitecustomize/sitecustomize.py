@@ -8,6 +8,8 @@
    (ddph_audit/cuda_on_cpu.py), after the recorder's hooks, so that it wraps them.
 4. If DDPH_STAND_IN_DATA is set (``--stand-in-data``), serves torchvision's downloading datasets
    when torchvision.datasets is imported (ddph_audit/stand_in_data.py).
+5. If DDPH_NODES is set (``--nnodes``), gives the rank its emulated node's host name now and its
+   node's Gloo address when torch.distributed is imported (ddph_audit/emulated_node.py).
 """
 
 import os
@@ -67,6 +69,17 @@ def _start_emulation():
         sys.stderr.write("ddph_audit: no --cpu / --stand-in-data: %s: %s\n" % (type(e).__name__, e))
 
 
+def _start_nodes():
+    if os.environ.get("DDPH_NODES", "") in ("", "0"):
+        return
+    try:
+        from ddph_audit import emulated_node
+        emulated_node.install()
+    except Exception as e:
+        sys.stderr.write("ddph_audit: no emulated node (--nnodes): %s: %s\n" % (type(e).__name__, e))
+
+
 _chain_shadowed_sitecustomize()
+_start_nodes()
 _start_audit()
 _start_emulation()

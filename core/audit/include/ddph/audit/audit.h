@@ -28,6 +28,8 @@ struct AuditSeen {
   std::vector<std::string> ddpModules;   ///< one line each
   std::int64_t collectives = 0;          ///< entered on rank 0 (all groups)
   std::vector<std::pair<std::string, std::int64_t>> collectivesByOp;  ///< rank 0
+  /// "node 1 (node1): ranks 2, 3 (local ranks 0, 1)", when the ranks ran on more than one node.
+  std::vector<std::string> ranksPerNode;
 };
 
 struct AuditReport {

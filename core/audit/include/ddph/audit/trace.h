@@ -164,6 +164,10 @@ struct RankTrace {
   std::string runId, producer, runtime;
   int attempt = 0;  ///< torchrun's restarts of the ranks before this one (header "attempt")
   std::vector<std::string> argv;
+  /// Where it ran, as its launcher said (header): LOCAL_RANK, LOCAL_WORLD_SIZE, its node's rank
+  /// (GROUP_RANK / NODE_RANK) and the host name it saw; unknown when the header has none.
+  std::optional<int> localRank, localWorldSize, node;
+  std::string hostname;
   std::map<std::int64_t, SamplerRecord> samplers;
   std::map<std::int64_t, LoaderRecord> loaders;
   std::vector<PassRecord> passes;  ///< in the order they started

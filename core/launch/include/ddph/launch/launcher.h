@@ -20,11 +20,17 @@
 #include <vector>
 
 #include "ddph/launch/master_port.h"
+#include "ddph/launch/nodes.h"
 
 namespace ddph::launch {
 
 struct LaunchOptions {
+  /// The world size W (with `nodes`: nodes x ranks per node).
   int numRanks = 1;
+  /// Emulated nodes (ddp-sim launch --nnodes, docs/multi-node.md): each rank gets its node's
+  /// torchrun (and, with slurm, SLURM) variables, its node's address and host name; MASTER_ADDR is
+  /// node 0's address. None: the single-node form (every rank LOCAL_RANK = RANK).
+  std::optional<NodeLayout> nodes;
   /// Program and arguments; the program is looked up on PATH when it has no '/'.
   std::vector<std::string> command;
   /// Wall-clock limit for the whole world (none: wait forever, like torchrun).

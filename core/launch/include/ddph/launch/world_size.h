@@ -27,4 +27,13 @@ int maxPythonWorldSize(int ports);
 /// program, above maxPythonWorldSize(ephemeralPortCount()).
 void checkWorldSize(const std::vector<std::string>& command, int numRanks);
 
+/// The ports one emulated node's address needs for a Python world of `nodes` x `perNode` ranks:
+/// ports are per bound address, and each of the node's ranks binds one for each of its W - 1 peers.
+long long nodePortsNeeded(int nodes, int perNode);
+
+/// As checkWorldSize for `ddp-sim launch --nnodes N -n M` (W = N x M): both positive, W within the
+/// launcher's and the process limit, and for a Python program nodePortsNeeded within the
+/// ephemeral range (each node binds its own address: docs/multi-node.md).
+void checkNodeWorldSize(const std::vector<std::string>& command, int nodes, int perNode);
+
 }  // namespace ddph::launch

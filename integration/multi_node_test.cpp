@@ -1,0 +1,195 @@
+// ddp-sim launch --nnodes N -n M (docs/multi-node.md): what each emulated node gives its ranks
+// (torchrun's and a SLURM step's variables, a host name, a Gloo address, M stand-in devices under
+// --cpu), through the fork server and through --exec; the audit of the LOCAL_RANK bug that only
+// the second node shows, and its healthy twin; bad node counts refused in one line.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "audited_launch.h"
+#include "test_support.h"
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+
+namespace ddph::test_support {
+namespace {
+
+const std::string kSim = DDPH_DDP_SIM;
+const std::string kPython = DDPH_PYTHON;
+const std::string kPrograms = std::string(DDPH_AUDIT_PROGRAMS_DIR) + "/multinode/";
+
+// Each rank's "PROBE {...}" line of node_probe.py, by rank.
+std::map<int, Json> probes(const std::string& out) {
+  std::map<int, Json> found;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find("]: PROBE ");
+    if (line.rfind("[rank", 0) != 0 || at == std::string::npos) continue;
+    found[std::stoi(line.substr(5, at - 5))] = Json::parse(line.substr(at + 9));
+  }
+  return found;
+}
+
+CommandResult launchProbe(const std::vector<std::string>& flags, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {kSim, "launch", "--timeout", "240"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"--", kPython, kPrograms + "node_probe.py"});
+  argv.insert(argv.end(), args.begin(), args.end());
+  return runCommand(argv, 300s);
+}
+
+std::string var(const Json& probe, const char* name) {
+  const Json& v = probe["env"][name];
+  return v.is_string() ? v.get<std::string>() : "(unset)";
+}
+
+// --nnodes 2 -n 2: rank r is local rank r % 2 on node r / 2, with every variable torchrun gives
+// it, its node's host name three ways, and Gloo sockets on its node's address only.
+void expectTwoNodesOfTwo(const CommandResult& r, bool slurm) {
+  ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
+  const auto seen = probes(r.out);
+  ASSERT_EQ(seen.size(), 4u) << r.out;
+  std::map<int, std::set<std::string>> boundOnNode;
+  for (const auto& [rank, p] : seen) {
+    const int node = rank / 2, local = rank % 2;
+    const std::string host = "node" + std::to_string(node);
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    EXPECT_EQ(var(p, "RANK"), std::to_string(rank));
+    EXPECT_EQ(var(p, "LOCAL_RANK"), std::to_string(local));
+    EXPECT_EQ(var(p, "GROUP_RANK"), std::to_string(node));
+    EXPECT_EQ(var(p, "ROLE_RANK"), std::to_string(rank));
+    EXPECT_EQ(var(p, "NODE_RANK"), std::to_string(node));
+    EXPECT_EQ(var(p, "LOCAL_WORLD_SIZE"), "2");
+    EXPECT_EQ(var(p, "WORLD_SIZE"), "4");
+    EXPECT_EQ(var(p, "GROUP_WORLD_SIZE"), "2");
+    EXPECT_EQ(var(p, "ROLE_WORLD_SIZE"), "4");
+    EXPECT_EQ(var(p, "MASTER_ADDR"), "127.1.0.1");
+    EXPECT_EQ(p["hostname"], host);
+    EXPECT_EQ(p["platform_node"], host);
+    EXPECT_EQ(p["uname_nodename"], host);
+    EXPECT_EQ(p["sum"], 4);  // a real all_reduce across both nodes
+    for (const auto& a : p["bound"]) {
+      EXPECT_EQ(a, "127.1.0." + std::to_string(node + 1)) << "a socket on another node's address";
+      boundOnNode[node].insert(a.get<std::string>());
+    }
+    if (slurm) {
+      EXPECT_EQ(var(p, "SLURM_PROCID"), std::to_string(rank));
+      EXPECT_EQ(var(p, "SLURM_LOCALID"), std::to_string(local));
+      EXPECT_EQ(var(p, "SLURM_NODEID"), std::to_string(node));
+      EXPECT_EQ(var(p, "SLURM_NTASKS"), "4");
+      EXPECT_EQ(var(p, "SLURM_NTASKS_PER_NODE"), "2");
+      EXPECT_EQ(var(p, "SLURM_NNODES"), "2");
+      EXPECT_EQ(var(p, "SLURM_JOB_NODELIST"), "node[0-1]");
+      EXPECT_EQ(var(p, "SLURMD_NODENAME"), host);
+      EXPECT_NE(var(p, "SLURM_JOB_ID"), "(unset)");
+      EXPECT_EQ(var(p, "SLURM_JOB_ID"), var(seen.begin()->second, "SLURM_JOB_ID"));
+    } else {
+      EXPECT_EQ(var(p, "SLURM_PROCID"), "(unset)");
+    }
+  }
+  for (int node = 0; node < 2; ++node) {  // each node's Gloo bound its own address
+    EXPECT_EQ(boundOnNode[node], std::set<std::string>{"127.1.0." + std::to_string(node + 1)});
+  }
+}
+
+TEST(MultiNode, ForkedRanksHaveTheirNodesVariablesHostNameAndAddress) {
+  const auto r = launchProbe({"--nnodes", "2", "-n", "2", "--slurm"}, {"--gloo"});
+  EXPECT_FALSE(has(r.err, "each rank execs")) << "the fork server was meant to fork them\n" << r.err;
+  expectTwoNodesOfTwo(r, /*slurm=*/true);
+}
+
+TEST(MultiNode, ExecdRanksHaveTheirNodesVariablesHostNameAndAddress) {
+  expectTwoNodesOfTwo(launchProbe({"--exec", "--nnodes", "2", "-n", "2"}, {"--gloo"}), /*slurm=*/false);
+}
+
+TEST(MultiNode, UnderCpuEachNodeHasItsOwnDevices) {
+  for (const std::vector<std::string> gpus : {std::vector<std::string>{}, {"--gpus", "3"}}) {
+    std::vector<std::string> flags = {"--cpu", "--nnodes", "2", "-n", "2"};
+    flags.insert(flags.end(), gpus.begin(), gpus.end());
+    const auto r = launchProbe(flags, {"--cuda"});
+    ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
+    const auto seen = probes(r.out);
+    ASSERT_EQ(seen.size(), 4u) << r.out;
+    const int count = gpus.empty() ? 2 : 3;  // the ranks per node, unless --gpus says
+    std::vector<bool> works(static_cast<std::size_t>(count), true);
+    works.push_back(false);  // set_device(count) fails as CUDA's "invalid device ordinal"
+    for (const auto& [rank, p] : seen) {
+      EXPECT_EQ(p["device_count"], count) << "rank " << rank;
+      EXPECT_EQ(p["set_device"].get<std::vector<bool>>(), works) << "rank " << rank;
+    }
+  }
+}
+
+Audited auditNodes(int nodes, int perNode, const std::string& program,
+                   const std::vector<std::string>& args = {}) {
+  std::vector<std::string> argv = {kPython, kPrograms + program};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return launchAudited(perNode, argv, 240, {"--cpu", "--nnodes", std::to_string(nodes)});
+}
+
+TEST(MultiNode, ASamplerGivenLocalRankPassesOnOneNodeAndFailsOnTwo) {
+  const auto one = auditNodes(1, 4, "sampler_local_rank.py");
+  EXPECT_EQ(one.command.exitCode, 0) << shown(one);
+  EXPECT_FALSE(one.report["seen"].contains("ranks_per_node")) << shown(one);
+  const auto two = auditNodes(2, 2, "sampler_local_rank.py");
+  EXPECT_EQ(two.command.exitCode, 1) << shown(two);
+  ASSERT_EQ(two.report["violations"].size(), 1u) << shown(two);
+  const Json v = onlyViolation(two, "coverage");
+  EXPECT_TRUE(has(v["detail"].get<std::string>(), "256 of 512 indices are on no rank")) << shown(two);
+  EXPECT_EQ(v["likely_cause"],
+            "sampler 0's rank is LOCAL_RANK, not RANK: ranks 0 and 2 (local rank 0 on nodes 0 and "
+            "1) drew the same samples; pass rank=dist.get_rank() (or leave rank and num_replicas "
+            "to DistributedSampler)");
+  EXPECT_EQ(two.report["seen"]["ranks_per_node"],
+            Json::array({"node 0 (node0): ranks 0, 1 (local ranks 0, 1)",
+                         "node 1 (node1): ranks 2, 3 (local ranks 0, 1)"}));
+  EXPECT_TRUE(has(two.command.out + two.command.err, "  ranks per node:\n    node 0 (node0)"))
+      << shown(two);
+}
+
+TEST(MultiNode, NumReplicasFromDeviceCountIsNamedToo) {
+  const auto a = auditNodes(2, 2, "sampler_local_rank.py", {"--replicas-per-node"});
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  const Json v = onlyViolation(a, "disjointness");
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(),
+                  "sampler 0's rank is LOCAL_RANK and its num_replicas LOCAL_WORLD_SIZE (2), not "
+                  "RANK and WORLD_SIZE (4): ranks 1 and 3 (local rank 1 on nodes 0 and 1)"))
+      << shown(a);  // the ranks the finding names
+}
+
+TEST(MultiNode, TheHealthyTwinPassesOnOneNodeAndOnTwo) {
+  for (const auto& [nodes, perNode] : {std::pair{1, 4}, std::pair{2, 2}}) {
+    const auto a = auditNodes(nodes, perNode, "sampler_global_rank.py");
+    EXPECT_EQ(a.command.exitCode, 0) << nodes << " nodes\n" << shown(a);
+    EXPECT_TRUE(a.report["violations"].empty()) << shown(a);
+  }
+}
+
+TEST(MultiNode, BadNodeCountsAreOneLineAndExitTwo) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--nnodes", "0", "-n", "2"}, "ddp-sim: error: --nnodes must be positive, got 0\n"},
+      {{"--nnodes", "2", "-n", "0"}, "ddp-sim: error: -n must be positive, got 0\n"},
+      {{"--nnodes", "64", "-n", "64"}, "(W = 4096) is above the launcher's limit of 2048 ranks"},
+      {{"--nnodes", "2", "-n", "1000"}, "each node's 1000 ranks bind a port for each of their 1999 peers"},
+  };
+  for (const auto& [flags, expected] : cases) {
+    std::vector<std::string> argv = {kSim, "launch"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {"--", kPython, kPrograms + "node_probe.py"});
+    const auto r = runCommand(argv, 60s);
+    EXPECT_EQ(r.exitCode, 2) << flags[1] << " " << flags[3] << "\n" << r.err;
+    EXPECT_TRUE(has(r.err, expected)) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.out, "");  // no rank ran
+  }
+}
+
+}  // namespace
+}  // namespace ddph::test_support
