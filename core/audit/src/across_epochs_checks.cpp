@@ -21,13 +21,6 @@ namespace property = verify::property;
 
 namespace {
 
-const SamplerRecord* samplerOfLoader(const RankTrace& t, std::int64_t loader) {
-  const auto l = t.loaders.find(loader);
-  if (l == t.loaders.end()) return nullptr;
-  const auto s = t.samplers.find(l->second.sampler);
-  return s == t.samplers.end() ? nullptr : &s->second;
-}
-
 bool trainsOnBatches(const PassRecord& p) {
   return std::any_of(p.batches.begin(), p.batches.end(), [](const BatchRecord& b) { return b.grad; });
 }
@@ -122,7 +115,7 @@ std::optional<Violation> neverTrainedInAnyEpoch(const Trace& trace, std::int64_t
     if (!first) first = &*t;
   }
   if (!first) return std::nullopt;
-  const SamplerRecord* s = samplerOfLoader(*first, loader);
+  const SamplerRecord* s = samplerOf(*first, loader);
   // One dataset split across the ranks, without replacement: only then is an index one sample
   // every rank could have trained.
   if (!s || s->replacement.value_or(false) ||
@@ -165,7 +158,7 @@ std::optional<Violation> replayedFromACache(const Trace& trace, std::int64_t loa
   std::int64_t passes = 0, laterPasses = 0, otherLoader = -1;
   for (const auto& t : trace.ranks) {
     if (!t || !t->endedNormally()) return std::nullopt;
-    const SamplerRecord* s = samplerOfLoader(*t, loader);
+    const SamplerRecord* s = samplerOf(*t, loader);
     if (!s || !s->shuffle.value_or(s->order == OrderKind::kTorchDistributed)) return std::nullopt;
     const PassRecord* last = nullptr;
     std::int64_t count = 0;
@@ -202,7 +195,7 @@ std::optional<Violation> replayedFromACache(const Trace& trace, std::int64_t loa
     }
   }
   if (!first) return std::nullopt;
-  const SamplerRecord& s = *samplerOfLoader(*first, loader);
+  const SamplerRecord& s = *samplerOf(*first, loader);
   Violation v;
   v.property = std::string(property::kReshuffle);
   v.epoch = lateEpochs.front();

@@ -51,6 +51,9 @@ class OrderCache {
       cache_;
 };
 
+/// The sampler `loader` draws from on rank `t`, or nullptr (an iterable dataset's loader).
+const SamplerRecord* samplerOf(const RankTrace& t, std::int64_t loader);
+
 /// Everything the sampler of pass `p` yields on rank `t`, when it is known: torch's
 /// DistributedSampler recomputed, SequentialSampler, or a recorded pass that ran to its end.
 std::optional<std::vector<verify::Index>> samplerOrder(const RankTrace& t, const PassRecord& p,

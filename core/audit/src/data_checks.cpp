@@ -36,14 +36,14 @@ using verify::ShardRequest;
 using verify::Violation;
 namespace property = verify::property;
 
-namespace {
-
 const SamplerRecord* samplerOf(const RankTrace& t, std::int64_t loader) {
   const auto l = t.loaders.find(loader);
   if (l == t.loaders.end()) return nullptr;
   const auto s = t.samplers.find(l->second.sampler);
   return s == t.samplers.end() ? nullptr : &s->second;
 }
+
+namespace {
 
 // Draws with replacement: judged by the `with-replacement` contract (ranks-agree), not by coverage.
 bool drawsWithReplacement(const SamplerRecord* s) {
