@@ -191,7 +191,12 @@ int runLaunch(const LaunchArgs& a) {
     fmt::print(stderr, "ddp-sim launch: error: {}\n", result.summary);
   }
   if (!traces) return result.exitCode;
-  audit::writeLaunchRecord(traces->path(), audit::launchRecordOf(result, a.numRanks, a.timeoutS));
+  audit::LaunchRecord record = audit::launchRecordOf(result, a.numRanks, a.timeoutS);
+  record.command = a.command;  // the audit's hints repeat it (the user's own interpreter)
+  record.cpu = a.cpu;
+  record.gpus = a.gpus;
+  record.standInData = a.standInData;
+  audit::writeLaunchRecord(traces->path(), record);
   int audited = kExitOk;
   try {
     audited = auditTraceFolder(traces->path(), a.reportPath, /*quiet=*/false, a.htmlPath,
