@@ -260,9 +260,9 @@ std::string endingCause(const Trace& trace, const RankTrace* t, const LaunchedRa
   }
   if (l && l->outcome == "signaled") {
     return fmt::format("a crash in native code ({}): torch, an extension, or a DataLoader worker's "
-                       "shared memory (SIGBUS when /dev/shm is full); run the rank with python3 -X "
+                       "shared memory (SIGBUS when /dev/shm is full); run the rank with {} -X "
                        "faulthandler to see where",
-                       signalName(l->signal));
+                       signalName(l->signal), interpreterOf(trace));
   }
   const bool hung = (l && l->outcome == "timed-out") || (!l && trace.launch && trace.launch->timedOut);
   const CollectiveRecord* last = t->lastCollective();
