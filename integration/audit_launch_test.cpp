@@ -40,6 +40,22 @@ std::vector<std::string> trainArgs(const std::string& mix, int epochs) {
           "--mnist-dir", kMnistDir};
 }
 
+// README.md's front door: the example a newcomer runs first names its bug (the README pastes this
+// output).
+TEST(AuditLaunch, TheReadmeExampleNamesItsBug) {
+  if (kPython.empty()) GTEST_SKIP() << "no Python that imports torch";
+  const auto a = launchAudited(4, {kPython, std::string(DDPH_EXAMPLES_DIR) + "/python/forgot_set_epoch.py"});
+  ASSERT_EQ(a.command.exitCode, 1) << shown(a);
+  EXPECT_NE(a.command.out.find("  FAIL reshuffle at epoch 0: loader 0 (TensorDataset, 600 samples): "
+                               "epochs 0 and 1 give the same order of 600 samples (seed 0)"),
+            std::string::npos)
+      << shown(a);
+  EXPECT_NE(a.command.out.find("likely cause: set_epoch(epoch) is not called before each epoch"),
+            std::string::npos)
+      << shown(a);
+  EXPECT_EQ(a.report["violations"].size(), 1u) << shown(a);
+}
+
 TEST(AuditLaunch, DdpTrainWithCycleHasNoFinding) {
   const auto a = launchAudited(2, trainArgs("cycle", 1));  // a whole MNIST epoch
   ASSERT_EQ(a.command.exitCode, 0) << shown(a);

@@ -106,7 +106,8 @@ TEST(CheckSampler, BuggyExampleIsRightForEvaluation) {
 
 TEST(CheckSampler, APythonSamplerClassIsServedByTheHelperAndShownWhole) {
   REQUIRE_TORCH_PYTHON();
-  // `python3 -m ddph_audit.serve_sampler FILE:Class`: no adapter loop of the user's own. The
+  // `python3 -m ddph_audit.serve_sampler FILE:Class`: no adapter loop of the user's own, and no
+  // PYTHONPATH of theirs either (check-sampler puts its own package on the command's path). The
   // class loses position 30 of a 31-index shard to a copy: the answer of the minimal case is
   // shown whole, so the copy can be seen in the report.
   test_support::TempDir dir("ddph-check-sampler");
@@ -126,7 +127,7 @@ TEST(CheckSampler, APythonSamplerClassIsServedByTheHelperAndShownWhole) {
   std::fclose(f);
   const auto r = runCommand({kDdpSim, "check-sampler", "--contract", "exactly-once", "--", kPython,
                              "-m", "ddph_audit.serve_sampler", file + ":LateCopy"},
-                            240s, "", {{"PYTHONPATH", DDPH_PYTHON_PACKAGE_DIR}});
+                            240s, "", {{"PYTHONPATH", ""}});
   EXPECT_EQ(r.exitCode, 1) << diagnostics(r);
   EXPECT_NE(r.out.find("FAIL no-duplicates"), std::string::npos) << diagnostics(r);
   EXPECT_NE(r.out.find("26,27,28,29,17]"), std::string::npos) << diagnostics(r);
@@ -236,6 +237,18 @@ TEST(CheckSampler, ListShowsContractsAndProperties) {
                            "no-duplicates", "balanced-length", "ranks-agree"}) {
     EXPECT_NE(r.out.find(name), std::string::npos) << name;
   }
+}
+
+// --contract's help lists what --contract accepts, from the one table (elastic among them).
+TEST(CheckSampler, HelpListsEveryAcceptedContract) {
+  const CommandResult help = checkSampler({"--help"});
+  ASSERT_EQ(help.exitCode, 0) << diagnostics(help);
+  EXPECT_NE(help.out.find("pytorch | elastic | drop-last | exactly-once | with-replacement"),
+            std::string::npos)
+      << help.out;
+  const CommandResult elastic = checkSampler({"--builtin", "elastic", "--contract", "elastic",
+                                              "--cases", "5"});
+  EXPECT_EQ(elastic.exitCode, 0) << diagnostics(elastic);
 }
 
 }  // namespace

@@ -95,9 +95,27 @@ TEST(CpuEmulation, CudaProgramWithoutCpuIsToldToRerunWithCpu) {
   EXPECT_EQ(a.report["violations"].size(), found.size()) << shown(a);
   const std::string cause = found[0]["likely_cause"];
   EXPECT_TRUE(has(cause, "rerun it with --cpu")) << cause;
-  EXPECT_TRUE(has(cause, "ddp-sim launch --cpu --audit -n 2 -- python3 " + kPrograms +
+  // The command to rerun is the user's own, with the interpreter they ran (not "python3").
+  EXPECT_TRUE(has(cause, "ddp-sim launch --audit --cpu -n 2 -- " + kPython + " " + kPrograms +
                              "/gpu_torchrun.py 1 1"))
       << cause;
+}
+
+// A torchvision dataset that cannot be downloaded (under --cpu, as the seed articles run): the
+// remedy is --stand-in-data, in the user's own command; with it the program runs.
+TEST(CpuEmulation, ADatasetThatCannotDownloadIsToldToRerunWithStandInData) {
+  const auto a = launchAudited(2, program("torchvision_download.py"), 240, {"--cpu"});
+  ASSERT_EQ(a.command.exitCode, 1) << shown(a);
+  const auto found = violationsOf(a, "rank-failure");
+  ASSERT_FALSE(found.empty()) << shown(a);
+  const std::string cause = found[0]["likely_cause"];
+  EXPECT_TRUE(has(cause, "rerun it with --stand-in-data")) << cause;
+  EXPECT_TRUE(has(cause, "ddp-sim launch --audit --cpu --stand-in-data -n 2 -- " + kPython + " " +
+                             kPrograms + "/torchvision_download.py"))
+      << cause;
+  const auto served = launchAudited(2, program("torchvision_download.py"), 240,
+                                    {"--cpu", "--stand-in-data"});
+  EXPECT_EQ(served.command.exitCode, 0) << shown(served);
 }
 
 TEST(CpuEmulation, SpawnedGpuRanksAreEachTracedAndJudged) {

@@ -331,6 +331,34 @@ TEST(Launch, AMistypedOptionOrSubcommandIsNamed) {
       << none.err;
 }
 
+// One help style: every subcommand's --help ends with "Exit codes: 0 …, 1 …, 2 …, 3 …" (the
+// commands that stop on a signal add 128+N), and a token that is no subcommand is named with the
+// list of them.
+TEST(Launch, EveryHelpEndsWithItsExitCodes) {
+  for (const std::string sub : {"", "sampler", "check-sampler", "launch", "run", "scenarios", "audit",
+                                "rank-run"}) {
+    std::vector<std::string> argv{kSim};
+    if (!sub.empty()) argv.push_back(sub);
+    argv.emplace_back("--help");
+    const auto r = runCommand(argv, 60s);
+    EXPECT_EQ(r.exitCode, 0) << sub << ": " << r.err;
+    std::string help = r.out;  // CLI11 wraps the footer: read it as one line
+    std::replace(help.begin(), help.end(), '\n', ' ');
+    const auto at = help.find("Exit codes: 0 ");
+    ASSERT_NE(at, std::string::npos) << sub << ":\n" << r.out;
+    for (const char* code : {", 1 ", ", 2 ", ", 3 "}) {
+      EXPECT_NE(help.find(code, at), std::string::npos) << sub << " has no exit code" << code << ":\n" << r.out;
+    }
+    if (sub == "launch" || sub == "run") {
+      EXPECT_NE(help.find(", 128+N interrupted by signal N", at), std::string::npos) << r.out;
+    }
+  }
+  const auto unknown = runCommand({kSim, "frobnicate", "-n", "2"}, 60s);
+  EXPECT_EQ(unknown.exitCode, 2);
+  EXPECT_EQ(unknown.err, "ddp-sim: error: unknown subcommand 'frobnicate' (the subcommands: sampler, "
+                         "check-sampler, launch, rank-run, run, scenarios, audit)\n");
+}
+
 // The audit's report folder goes away during the run (the program removes it): the verdict is
 // printed all the same, the one line names the file, and the exit code is 3.
 TEST(Launch, AReportLostAtTheEndCostsTheFileNotTheVerdict) {

@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <fstream>
+#include <functional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -29,8 +31,10 @@ struct TerminalRun {
   std::string screen;  ///< every byte the program wrote to its terminal
 };
 
-// Runs argv on a new pseudo-terminal (its stdin, stdout and stderr) until it exits.
-TerminalRun runOnTerminal(const std::vector<std::string>& argv) {
+// Runs argv on a new pseudo-terminal (its stdin, stdout and stderr) until it exits; `onScreen`
+// sees the screen so far after each read (a test acts on what it saw).
+TerminalRun runOnTerminal(const std::vector<std::string>& argv,
+                          const std::function<void(const std::string&)>& onScreen = {}) {
   winsize size{};
   size.ws_row = 40;
   size.ws_col = 200;
@@ -56,6 +60,7 @@ TerminalRun runOnTerminal(const std::vector<std::string>& argv) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     run.screen.append(buffer, static_cast<std::size_t>(n));
+    if (onScreen) onScreen(run.screen);
   }
   int status = 0;
   if (std::chrono::steady_clock::now() >= deadline) {
@@ -127,6 +132,28 @@ TEST(ProgressLine, LaunchWithAuditCountsJoinedRanksAndEpochsFromTheTraces) {
   ASSERT_EQ(tty.exitCode, 0) << tty.screen;
   EXPECT_TRUE(drawn(tty.screen, "ddp-sim launch: 0 of 2 ranks running, 0 joined, 0 epochs done, ")) << tty.screen;
   EXPECT_TRUE(alwaysOnItsOwnRow(tty.screen, "[rank0]: rank 0:")) << tty.screen;
+}
+
+// A Python program's ranks are forked by the fork server, so they are its children, not the
+// launcher's: the count is the launcher's own (started, not yet reaped). The ranks stay alive until
+// the line has shown both running.
+TEST(ProgressLine, LaunchCountsForkedRanksWhileTheyRun) {
+  if (std::string(DDPH_PYTHON).empty()) GTEST_SKIP() << "no Python that imports torch";
+  TempDir dir;
+  const std::string flag = dir.path() + "/seen";
+  const std::string program = std::string(DDPH_AUDIT_PROGRAMS_DIR) + "/../launch_programs/wait_for_file.py";
+  bool seen = false;
+  const TerminalRun tty = runOnTerminal(
+      {kSim, "launch", "-n", "2", "--", DDPH_PYTHON, program, flag}, [&](const std::string& screen) {
+        if (!seen && has(screen, "ddp-sim launch: 2 of 2 ranks running, ")) {
+          seen = true;
+          std::ofstream(flag) << "seen\n";
+        }
+      });
+  ASSERT_EQ(tty.exitCode, 0) << tty.screen;
+  EXPECT_TRUE(seen) << tty.screen;
+  EXPECT_FALSE(has(tty.screen, "each rank execs the program")) << tty.screen;  // forked, not exec'd
+  EXPECT_TRUE(alwaysOnItsOwnRow(tty.screen, "ddp-sim launch: all 2 ranks exited")) << tty.screen;
 }
 
 TEST(ProgressLine, CheckSamplerShowsThePropertySearched) {

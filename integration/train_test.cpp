@@ -505,6 +505,29 @@ TEST(TrainErrors, BadInputIsOneLineAndExitCodeTwo) {
   }
 }
 
+// Run from another folder, the default data/mnist is not there: the one line names the folder it
+// looked in and --mnist-dir, and the checkout's own files when this build has them.
+TEST(TrainErrors, MissingDataFromAnotherFolderNamesTheOptionThatChoosesIt) {
+  TempDir dir;
+  const auto run = runCommand({"/bin/sh", "-c", "cd \"$0\" && exec \"$1\" --dataset mnist --steps 1",
+                               dir.path(), kTrain},
+                              std::chrono::seconds(120));
+  EXPECT_EQ(run.exitCode, 2) << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_NE(run.err.find("ddp-train: error: data/mnist: missing: no such folder (in " +
+                         fs::canonical(dir.path()).string() + "): give the folder that holds mnist's "
+                         "files with --mnist-dir DIR"),
+            std::string::npos)
+      << run.err;
+  const auto checkout = run.err.find("this build's checkout has them: --mnist-dir ");
+  if (checkout != std::string::npos) {
+    EXPECT_NE(run.err.find("--mnist-dir " + fs::canonical(kMnistDir).string() + ")"), std::string::npos)
+        << run.err;
+  } else {
+    EXPECT_NE(run.err.find("or fetch them with scripts/fetch-mnist.sh"), std::string::npos) << run.err;
+  }
+}
+
 TEST(TrainErrors, ARankThatFailsStopsTheWorldWithExitOne) {
   // Rank 1 is given a dataset folder that does not exist: it fails alone (exit 2) and the launcher
   // stops the others (they would otherwise wait for it at the rendezvous); no report is written.

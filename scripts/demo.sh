@@ -7,19 +7,39 @@
 #   4. the same pipeline done right;
 #   5. the reference trainer on 4 CPU ranks training MNIST and a second dataset at once: with `zip`
 #      most of MNIST is never seen (the story's silent truncation), with `cycle` all of it is;
-#   6. the two seed articles' own PyTorch training loops (examples/seeds/: their GPU code, nccl,
-#      torchvision datasets, mp.spawn in the second), run on CPU ranks with --cpu --stand-in-data
-#      and audited on 4 ranks: each bug named.
-# Exits 0 when every step showed what it should (the bugs found, the healthy run passing).
+#   6. a user's script audited (examples/python/forgot_set_epoch.py), and the first seed article's
+#      own PyTorch training loop (examples/seeds/: its GPU code, nccl, torchvision) run on CPU ranks
+#      with --cpu --stand-in-data and audited on 4 ranks: each bug named;
+#   7. with --full only: the second article's loop, the article's 10 epochs of full MNIST and
+#      CIFAR-10 on 4 CPU ranks (minutes): the zip() truncation named.
+# Each step is announced on a line of its own before it starts. Under a minute on a built tree
+# without --full (docs/demo.md has the time measured). Exits 0 when every step showed what it
+# should (the bugs found, the healthy run passing); 2 for an unknown option.
+#   scripts/demo.sh [--full]
 set -euo pipefail
+full=0
+for arg in "$@"; do
+  case "$arg" in
+    --full) full=1 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "demo: unknown option '$arg' (scripts/demo.sh [--full])" >&2; exit 2 ;;
+  esac
+done
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
+steps=10
+[ "$full" -eq 1 ] && steps=11
+done_steps=0
+announce() { done_steps=$((done_steps + 1)); printf '\n[%d/%d] %s\n' "$done_steps" "$steps" "$*"; }
+step() { announce "\$ $*"; }
+
+announce "building (scripts/build.sh; on a built tree only what changed)"
 scripts/build.sh >/dev/null
+announce "the MNIST files (scripts/fetch-mnist.sh; nothing to do when they are there)"
 scripts/fetch-mnist.sh
 sim=${DDPH_BUILD_DIR:-build}/bin/ddp-sim
 train=${DDPH_BUILD_DIR:-build}/bin/ddp-train
 
-step() { printf '\n$ %s\n' "$*"; }
 expect() {  # expect CODE CMD…: runs CMD, which must exit with CODE
   local want=$1 rc=0
   shift
@@ -79,7 +99,13 @@ audit_shows() {  # audit_shows TEXT SCRIPT LAUNCH-OPTIONS...: audits SCRIPT; it 
     exit 1
   fi
 }
-step ddp-sim launch --audit --cpu --stand-in-data -n 4 -- python3 examples/seeds/article1_distributed_sampler.py
+step ddp-sim launch --audit -n 4 -- "$python" examples/python/forgot_set_epoch.py
+audit_shows "FAIL reshuffle" examples/python/forgot_set_epoch.py -n 4
+step ddp-sim launch --audit --cpu --stand-in-data -n 4 -- "$python" examples/seeds/article1_distributed_sampler.py
 audit_shows "FAIL reshuffle" examples/seeds/article1_distributed_sampler.py -n 4
-step ddp-sim launch --audit --cpu --stand-in-data -n 1 --gpus 4 -- python3 examples/seeds/article2_two_datasets.py
-audit_shows "9824 of 60000 indices are on no rank" examples/seeds/article2_two_datasets.py -n 1 --gpus 4
+if [ "$full" -eq 1 ]; then
+  step ddp-sim launch --audit --cpu --stand-in-data -n 1 --gpus 4 -- "$python" examples/seeds/article2_two_datasets.py
+  audit_shows "9824 of 60000 indices are on no rank" examples/seeds/article2_two_datasets.py -n 1 --gpus 4
+else
+  printf '\n(the second article, 10 epochs of MNIST and CIFAR-10 on 4 CPU ranks, takes minutes: scripts/demo.sh --full runs it)\n'
+fi

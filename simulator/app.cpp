@@ -8,13 +8,23 @@
 
 namespace ddph::sim {
 
+std::string exitCodesFooter(const ExitCodes& codes) {
+  std::string footer = "Exit codes: 0 " + codes.ok + ", 1 " + codes.violation + ", 2 " + codes.usage +
+                       ", 3 " + codes.runtime;
+  if (!codes.interrupted.empty()) footer += ", 128+N " + codes.interrupted;
+  return footer + ".";
+}
+
 std::vector<Command> addCommands(CLI::App& app) {
   app.set_version_flag("--version", std::string("ddp-sim ") + DDPH_VERSION + " (LibTorch " +
                                         DDPH_TORCH_VERSION + ")");
   app.require_subcommand(1);
-  app.footer(
-      "Exit codes: 0 passed, 1 a property was violated, 2 bad arguments or input, 3 internal "
-      "error.");
+  app.footer(exitCodesFooter(
+      {"passed", "a property was violated (or a rank failed)",
+       "bad arguments or input (one line, nothing run)",
+       "a report that could not be written at the end (the verdict is printed all the same) or "
+       "an internal error",
+       "interrupted by signal N (launch, run); each subcommand's --help says what its codes mean"}));
   return {
       addSamplerCommand(app),
       addCheckSamplerCommand(app),

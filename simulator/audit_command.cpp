@@ -137,10 +137,13 @@ Command addAuditCommand(CLI::App& app) {
                   "also write a self-contained HTML report here (verdict, coverage, rank timeline; "
                   "docs/html-report.md)");
   sub->add_flag("-q,--quiet", args->quiet, "print nothing; the exit code tells");
-  sub->footer("Exit codes: 0 no finding, 1 a property was violated, 2 bad arguments, an "
-              "unreadable trace (one line naming the file and line) or a report path that cannot "
-              "be written (nothing audited), 3 a report that could not be written at the end (the "
-              "verdict is printed all the same) or an internal error.");
+  sub->footer(exitCodesFooter(
+      {"no finding", "a property was violated",
+       "bad arguments, an unreadable trace (one line naming the file and line) or a report path "
+       "that cannot be written (nothing audited)",
+       "a report that could not be written at the end (the verdict is printed all the same) or an "
+       "internal error",
+       ""}));
   return {sub, [args] {
             checkAuditOutputs(args->reportPath, args->htmlPath);
             return auditTraceFolder(args->traceDir, args->reportPath, args->quiet, args->htmlPath);

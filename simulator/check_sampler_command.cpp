@@ -6,6 +6,8 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -20,6 +22,7 @@
 #include "ddph/common/timeouts.h"
 #include "ddph/common/error.h"
 #include "ddph/common/progress_line.h"
+#include "ddph/launch/python_program.h"
 #include "ddph/verify/contract.h"
 #include "ddph/verify/elastic_sampler.h"
 #include "ddph/report/html_report.h"
@@ -259,12 +262,23 @@ SearchOptions searchOptionsOf(const CheckSamplerArgs& a) {
   return options;
 }
 
+// A Python sampler command finds this harness's own packages (`-m ddph_audit.serve_sampler`,
+// ddph_elastic) as launch's ranks do: their folder ahead of the user's PYTHONPATH. Set in this
+// process's environment, which the command inherits, before any thread is started.
+void putPackagesOnPythonPath(const std::vector<std::string>& command) {
+  if (command.empty() || !launch::isPythonInterpreter(command.front())) return;
+  std::string path = pythonPackageDir().string();
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
+  ::setenv("PYTHONPATH", path.c_str(), 1);
+}
+
 // The sampler under check: a built-in one, or the user's command over the line protocol.
 std::unique_ptr<Sampler> samplerOf(const CheckSamplerArgs& a, const Contract& contract) {
   if (a.builtin) {
     return makeBuiltinSampler(*a.builtin, contract.expectations.shuffle,
                               contract.expectations.dropLast);
   }
+  putPackagesOnPythonPath(a.command);
   LineProtocolOptions protocol;
   protocol.requestTimeout = std::chrono::milliseconds(static_cast<long>(a.timeout * 1000));
   protocol.startupTimeout = std::chrono::milliseconds(static_cast<long>(a.startupTimeout * 1000));
@@ -391,10 +405,14 @@ Command addCheckSamplerCommand(CLI::App& app) {
       "Check a sampler against a contract: a command speaking the line protocol (after --) or a "
       "built-in sampler. Each request is one JSON line on the command's stdin, "
       "{\"dataset_size\":N,\"num_replicas\":W,\"rank\":R,\"epoch\":E,\"seed\":S}; it answers each "
-      "with one line {\"indices\":[...]} (optionally \"length\") or {\"error\":\"...\"}. "
-      "Exit 0 passed, 1 a property violated, 2 usage or protocol error.");
+      "with one line {\"indices\":[...]} (optionally \"length\") or {\"error\":\"...\"}.");
+  sub->footer(exitCodesFooter(
+      {"the contract holds", "a property was violated (its minimal counterexample printed)",
+       "bad arguments, or a sampler that cannot start, breaks the line protocol or misses a "
+       "deadline (one line; it is killed)",
+       "an internal error", ""}));
   sub->add_option("--contract", args->contract,
-                  "pytorch | drop-last | exactly-once | with-replacement (see --list)")
+                  fmt::format("{} (see --list)", fmt::join(verify::contractNames(), " | ")))
       ->capture_default_str();
   // One string, split here: a vector option would take a following `--` as its own end and let
   // the sampler's arguments be parsed as ours.

@@ -19,6 +19,15 @@ struct Command {
   std::function<int()> run;
 };
 
+/// What each exit code means for one subcommand: every --help ends with the same footer,
+/// "Exit codes: 0 …, 1 …, 2 …, 3 …[, 128+N …]." (exitCodesFooter). Empty `interrupted`: the
+/// command has no 128+N of its own.
+struct ExitCodes {
+  std::string ok, violation, usage, runtime;
+  std::string interrupted;
+};
+std::string exitCodesFooter(const ExitCodes& codes);
+
 /// Sets up `app` as ddp-sim (version, footer, one subcommand required) and adds every command;
 /// parsing argv into it runs nothing (simulator/app.cpp).
 std::vector<Command> addCommands(CLI::App& app);

@@ -1,6 +1,7 @@
 // ddp-sim launch: a torchrun-compatible launcher for CPU ranks.
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 #include <stdlib.h>
 #include <unistd.h>
@@ -92,17 +93,6 @@ class AboveProgress final : public std::streambuf {
   std::string pending_;
 };
 
-// This process's children (the ranks while they run), from /proc: every thread's children.
-int runningChildren() {
-  int n = 0;
-  std::error_code ec;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
-    std::ifstream children(task.path() / "children");
-    for (long pid; children >> pid;) ++n;
-  }
-  return n;
-}
-
 // How many ranks the launcher stopped itself (SIGTERM, then SIGKILL) when it was interrupted.
 int stoppedRanks(const launch::LaunchResult& result) {
   int n = 0;
@@ -175,8 +165,11 @@ int runLaunch(const LaunchArgs& a) {
   std::optional<audit::TraceProgress> traced;
   if (traces) traced.emplace(traces->path(), worldSize);
   const auto start = std::chrono::steady_clock::now();
+  // The supervisor's count: a forked rank is the fork server's child, not this process's.
+  std::atomic<int> running{0};
+  options.running = &running;
   ProgressLine progress(STDERR_FILENO, [&] {
-    std::string line = fmt::format("ddp-sim launch: {} of {} ranks running", runningChildren(), worldSize);
+    std::string line = fmt::format("ddp-sim launch: {} of {} ranks running", running.load(), worldSize);
     if (traced) {
       const auto counts = traced->read();
       line += fmt::format(", {} joined, {} epochs done", counts.joined, counts.epochsDone);
@@ -212,7 +205,12 @@ int runLaunch(const LaunchArgs& a) {
     fmt::print(stderr, "ddp-sim launch: error: {}\n", result.summary);
   }
   if (!traces) return result.exitCode;
-  audit::writeLaunchRecord(traces->path(), audit::launchRecordOf(result, worldSize, a.timeoutS));
+  audit::LaunchRecord record = audit::launchRecordOf(result, worldSize, a.timeoutS);
+  record.command = a.command;  // the audit's hints repeat it (the user's own interpreter)
+  record.cpu = a.cpu;
+  record.gpus = a.gpus;
+  record.standInData = a.standInData;
+  audit::writeLaunchRecord(traces->path(), record);
   int audited = kExitOk;
   try {
     audited = auditTraceFolder(traces->path(), a.reportPath, /*quiet=*/false, a.htmlPath,
@@ -271,13 +269,15 @@ Command addLaunchCommand(CLI::App& app) {
                 "are otherwise forked from one interpreter that imported torch once");
   sub->add_option("command", args->command, "the rank program and its arguments (after --)")
       ->required();
-  sub->footer("Exit codes: 0 every rank exited 0 (and, with --audit, no finding), 1 a rank failed "
-              "or timed out (or the audit found a violation), 2 bad arguments, a world too large "
-              "for this machine, an unwritable --report/--html/--trace-dir path or a Python "
-              "script that does not exist or compile (one line, no rank started) or an unreadable "
-              "trace, 3 a report that could not be written at the end (the verdict is printed all "
-              "the same) or an internal error, 128+N interrupted by signal N (the audit still "
-              "runs).");
+  sub->footer(exitCodesFooter(
+      {"every rank exited 0 (and, with --audit, no finding)",
+       "a rank failed or timed out (or the audit found a violation)",
+       "bad arguments, a world too large for this machine, an unwritable --report/--html/"
+       "--trace-dir path or a Python script that does not exist or compile (one line, no rank "
+       "started) or an unreadable trace",
+       "a report that could not be written at the end (the verdict is printed all the same) or an "
+       "internal error",
+       "interrupted by signal N (the audit still runs)"}));
   return {sub, [args] { return runLaunch(*args); }};
 }
 

@@ -56,6 +56,9 @@ Command addRankRunCommand(CLI::App& app) {
       "(env:// init; traced and judged under `launch --audit`; rank 0 prints a "
       "step disagreement, exit 1)");
   sub->add_option("scenario", *scenario, "built-in scenario name or scenario file")->required();
+  sub->footer(exitCodesFooter({"this rank passed", "a property was violated or a collective failed",
+                               "bad arguments, scenario or environment (one line)",
+                               "an internal error", ""}));
   return {sub, [scenario] { return runRankScenario(*scenario); }};
 }
 

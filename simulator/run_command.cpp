@@ -127,10 +127,12 @@ Command addRunCommand(CLI::App& app) {
                   "seconds before the whole run is stopped (every collective also has the "
                   "scenario's timeout_s)");
   sub->add_flag("-q,--quiet", args->quiet, "no summary on stdout");
-  sub->footer("Exit codes: 0 passed, 1 a property was violated (or a rank failed), 2 bad "
-              "arguments or scenario (or an unwritable --report/--html/--trace-dir path: nothing run), "
-              "3 a report that could not be written at the end (the verdict is printed all the "
-              "same) or an internal error, 128+N interrupted by signal N.");
+  sub->footer(exitCodesFooter(
+      {"passed", "a property was violated (or a rank failed)",
+       "bad arguments or scenario (or an unwritable --report/--html/--trace-dir path: nothing run)",
+       "a report that could not be written at the end (the verdict is printed all the same) or an "
+       "internal error",
+       "interrupted by signal N"}));
   return {sub, [args] { return runRun(*args); }};
 }
 

@@ -253,6 +253,9 @@ Command addSamplerCommand(CLI::App& app) {
   auto args = std::make_shared<SamplerArgs>();
   CLI::App* sub = app.add_subcommand(
       "sampler", "Print which indices (and batches) each rank gets from a distributed sampler");
+  sub->footer(exitCodesFooter({"printed (and, with --check, every property held)",
+                               "a property was violated (--check)",
+                               "bad arguments (one line)", "an internal error", ""}));
   sub->add_option("--dataset-size,-N", args->datasetSize, "number of samples N")->required();
   sub->add_option("--world-size,-W", args->worldSize, "number of replicas W")->required();
   sub->add_option("--rank,-r", args->rank, "print only this rank (computes one shard)");

@@ -41,6 +41,8 @@ Command addScenariosCommand(CLI::App& app) {
   auto show = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand("scenarios", "List the built-in scenarios");
   sub->add_option("--show", *show, "print this scenario's TOML");
+  sub->footer(exitCodesFooter({"listed or shown", "(not used)", "an unknown scenario (one line)",
+                               "an internal error", ""}));
   return {sub, [show] { return runScenarios(*show); }};
 }
 

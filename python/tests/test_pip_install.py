@@ -1,11 +1,12 @@
-"""``pip install ./python`` offline, in a venv that sees Debian's torch: the three packages are
-installed, and pytest finds the plugin through its entry point (no -p) and runs a distributed
-test with it. Run by ctest (python/CMakeLists.txt):
+"""``pip install ./python`` as the README says, with no option, offline, in a venv that sees
+Debian's torch: the four packages are installed, nothing is written into this source tree (the
+in-tree backend, _build_backend/ddph_build.py, writes only the wheel), and pytest finds the plugin
+through its entry point (no -p) and runs a distributed test with it. Run by ctest
+(python/CMakeLists.txt):
 
     python3 -m pytest tests/test_pip_install.py      (from python/; DDPH_SIM set)
 
-The source is copied first, so the build's own folders (build/, *.egg-info) are not left in this
-tree; the venv and the copy live in one temporary folder, removed at the end.
+The venv lives in a temporary folder, removed at the end.
 """
 
 import os
@@ -45,26 +46,30 @@ def folder():
     shutil.rmtree(path)
 
 
-def _copy_source(target):
-    ignore = shutil.ignore_patterns("__pycache__", "build", "*.egg-info", "tests")
-    shutil.copytree(PYTHON_DIR, target, ignore=ignore)
+def _listing(top):
+    """Every path under `top` but bytecode caches (other tests' interpreters may write them)."""
+    paths = []
+    for folder, dirs, names in os.walk(top):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        paths += [os.path.relpath(os.path.join(folder, n), top) for n in dirs + names]
+    return sorted(paths)
 
 
 def test_pip_install_then_pytest_finds_the_plugin(folder):
     sim = os.environ.get("DDPH_SIM") or shutil.which("ddp-sim")
     if not sim:
         pytest.skip("ddp-sim is not built: set DDPH_SIM to build/bin/ddp-sim")
-    source, venv, work = (os.path.join(folder, name) for name in ("src", "venv", "work"))
-    _copy_source(source)
+    venv, work = (os.path.join(folder, name) for name in ("venv", "work"))
     os.mkdir(work)
     try:
         _run([sys.executable, "-m", "venv", "--system-site-packages", venv], folder)
     except AssertionError as e:
         pytest.skip("no venv here (Debian: apt-get install python3-venv): %s" % e)
     python = os.path.join(venv, "bin", "python")
-    out = _run([python, "-m", "pip", "install", "--no-build-isolation", "--no-index", source],
-               folder)
+    before = _listing(PYTHON_DIR)
+    out = _run([python, "-m", "pip", "install", PYTHON_DIR], folder)
     assert "Successfully installed ddp-harness-0.1.0" in out
+    assert _listing(PYTHON_DIR) == before, "pip install wrote into %s" % PYTHON_DIR
 
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DDPH_SIM")}
     env["PATH"] = os.path.dirname(os.path.abspath(sim)) + os.pathsep + env.get("PATH", "")

@@ -140,4 +140,18 @@ std::string whereRankStood(const RankTrace& t);
 /// "ranks 1, 2, 3" / "rank 1".
 std::string rankList(const std::vector<std::int64_t>& ranks);
 
+/// Launch options a rerun adds to the user's own.
+struct RerunWith {
+  bool cpu = false;
+  bool standInData = false;
+};
+
+/// The command that reruns the audited program with `with` added: the user's own `ddp-sim launch`
+/// options and command after -- (its interpreter as they typed it: launch.json's `command`), else
+/// python3 and the script's argv as the trace recorded them.
+std::string rerunCommand(const Trace& trace, RerunWith with);
+
+/// The interpreter the user ran the program with (launch.json's command[0]), else "python3".
+std::string interpreterOf(const Trace& trace);
+
 }  // namespace ddph::audit

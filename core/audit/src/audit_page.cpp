@@ -41,6 +41,20 @@ std::size_t paddingFrom(const RankTrace& t, const PassRecord& p) {
   return static_cast<std::size_t>(rest <= 0 ? 0 : (rest + w - 1) / w);
 }
 
+// NOTE [Dropped by design]: DistributedSampler(drop_last=True) keeps floor(N / W) samples a rank:
+// the epoch leaves N mod W samples unseen, which coverage allows. (DataLoader(drop_last=True)
+// dropping each rank's last short batch is not by design: coverage fails it, drop-last-confusion.)
+std::int64_t droppedByDesign(const RankTrace& t, const PassRecord& p) {
+  const auto loader = t.loaders.find(p.loader);
+  if (loader == t.loaders.end()) return 0;
+  const auto sampler = t.samplers.find(loader->second.sampler);
+  if (sampler == t.samplers.end() || sampler->second.order != OrderKind::kTorchDistributed) return 0;
+  const SamplerRecord& s = sampler->second;
+  const std::int64_t w = p.numReplicas.value_or(s.numReplicas.value_or(0));
+  if (w <= 0 || p.datasetLen <= 0 || !p.dropLast.value_or(s.dropLast.value_or(false))) return 0;
+  return p.datasetLen % w;
+}
+
 // "rank 3", "ranks 0-510": runs of consecutive ranks joined, so that W = 512 stays one line.
 std::string compactRanks(std::vector<std::int64_t> ranks) {
   std::sort(ranks.begin(), ranks.end());
@@ -175,7 +189,44 @@ report::Verdict verdictOf(bool passed, const std::vector<Violation>& violations,
   return v;
 }
 
-std::vector<report::CoverageEpoch> coverageOf(const Trace& trace) {
+namespace {
+
+// What tells one rank's dataset from another's: its class and what the recorder hashed of it.
+std::string datasetIdentity(const LoaderRecord& l) {
+  std::string id = fmt::format("{}|{}|{}|{}", l.dataset, l.datasetFingerprint, l.datasetItems,
+                               l.datasetContent);
+  for (const auto& p : l.datasetParts) {
+    id += fmt::format("|{}:{}:{}:{}:{}", p.dataset, p.len, p.fingerprint, p.items, p.content);
+  }
+  return id;
+}
+
+// The ranks' loader `loader` reads different datasets (each rank its own Subset or file): its
+// indices are positions in each rank's own dataset, not in one, so no chart can merge them.
+bool perRankDatasets(const Trace& trace, std::int64_t loader) {
+  std::set<std::string> seen;
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    const auto l = t->loaders.find(loader);
+    if (l != t->loaders.end()) seen.insert(datasetIdentity(l->second));
+  }
+  return seen.size() > 1;
+}
+
+std::string loaderName(const Trace& trace, std::int64_t loader) {
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    const auto l = t->loaders.find(loader);
+    if (l != t->loaders.end() && !l->second.dataset.empty()) {
+      return fmt::format("{} (loader {})", l->second.dataset, loader);
+    }
+  }
+  return fmt::format("loader {}", loader);
+}
+
+}  // namespace
+
+std::vector<report::CoverageEpoch> coverageOf(const Trace& trace, std::vector<std::string>* notDrawn) {
   std::vector<report::CoverageEpoch> out;
   std::map<std::int64_t, std::set<std::int64_t>> itersByLoader;
   for (const auto& t : trace.ranks) {
@@ -183,6 +234,15 @@ std::vector<report::CoverageEpoch> coverageOf(const Trace& trace) {
   }
   OrderCache cache;
   for (const auto& [loader, iters] : itersByLoader) {
+    if (perRankDatasets(trace, loader)) {
+      if (notDrawn) {
+        notDrawn->push_back(fmt::format(
+            "{}: not drawn: the ranks read different datasets (each its own Subset, shard or "
+            "file), so its indices are positions in each rank's own dataset, not in one",
+            loaderName(trace, loader)));
+      }
+      continue;
+    }
     for (const auto iter : iters) {
       report::CoverageEpoch e;
       e.epoch = iter;
@@ -200,6 +260,7 @@ std::vector<report::CoverageEpoch> coverageOf(const Trace& trace) {
         e.dataset = l.dataset.empty() ? fmt::format("loader {}", loader)
                                       : fmt::format("{} (loader {})", l.dataset, loader);
         e.datasetSize = std::max(e.datasetSize, p->datasetLen);
+        e.droppedByDesign = std::max(e.droppedByDesign, droppedByDesign(*t, *p));
         e.ranks.push_back({t->rank, *consumed, paddingFrom(*t, *p)});
       }
       if (known && !e.ranks.empty()) out.push_back(std::move(e));
@@ -243,7 +304,7 @@ report::Page auditPage(const Trace& trace, const AuditReport& r) {
                               r.passed ? "PASSED" : "FAILED",
                               r.emulated.empty() ? "" : "; emulated: " + r.emulated);
   page.verdict = verdictOf(r.passed, r.violations, r.notes, auditedProperties(), r.notApplicable);
-  page.coverage = coverageOf(trace);
+  page.coverage = coverageOf(trace, &page.coverageNotes);
   page.timeline = timelineOf(trace, r.violations);
   return page;
 }

@@ -17,6 +17,7 @@
 #include "audit_checks.h"
 #include "ddph/verify/partition_checks.h"
 #include "ddph/verify/distributed_sampler.h"
+#include "ddph/verify/line_protocol_sampler.h"
 
 namespace ddph::audit {
 
@@ -536,7 +537,7 @@ class DataChecker {
                               "num_samples = 0: no rank gets a sample, so every pass over it draws "
                               "nothing; use fewer ranks or drop_last=False",
                               *n, world)
-                        : partitionCause(ranks, v->property, v->ranks);
+                        : partitionCause(ranks, v->property, v->ranks, interpreterOf(trace_));
     record(loader, *v);
     return false;
   }
@@ -694,7 +695,8 @@ class DataChecker {
   // Why ranks' orders do not split one dataset, from what the samplers say about themselves.
   // `named`: the ranks the finding names (a cause about some ranks names those first).
   static std::string partitionCause(const std::vector<RankPass>& ranks, const std::string& property,
-                                    const std::vector<std::int64_t>& named = {}) {
+                                    const std::vector<std::int64_t>& named,
+                                    const std::string& interpreter) {
     std::set<std::int64_t> seeds, replicas, samplerRanks;
     for (const auto& rp : ranks) {
       if (rp.pass->seed) seeds.insert(*rp.pass->seed);
@@ -726,7 +728,7 @@ class DataChecker {
     if (!samplerRanks.empty() && static_cast<std::int64_t>(samplerRanks.size()) != w) {
       return "several ranks give their sampler the same rank; pass rank=dist.get_rank()";
     }
-    return splitCandidates(ranks, property, seeds);
+    return splitCandidates(ranks, property, seeds, interpreter);
   }
 
   // The samplers' rank or num_replicas are their node's (LOCAL_RANK, LOCAL_WORLD_SIZE).
@@ -742,7 +744,8 @@ class DataChecker {
   // The sampler's own parameters agree: say what is known and list what remains, never the
   // catalogue's "seed every rank identically" (their seeds may well agree already).
   static std::string splitCandidates(const std::vector<RankPass>& ranks, const std::string& property,
-                                     const std::set<std::int64_t>& seeds) {
+                                     const std::set<std::int64_t>& seeds,
+                                     const std::string& interpreter) {
     const SamplerRecord* s = samplerOf(*ranks[0].trace, ranks[0].pass->loader);
     const LoaderRecord& l = ranks[0].trace->loaders.at(ranks[0].pass->loader);
     if (s && s->datasetLen > 0 && l.datasetLen > 0 && s->datasetLen != l.datasetLen) {
@@ -770,11 +773,11 @@ class DataChecker {
             : "padding or wrap-around computed with another length than the dataset's";
     return fmt::format(
         "{}; the trace cannot single out where its split goes wrong, candidates: {}; check the "
-        "sampler on its own: ddp-sim check-sampler -- python3 -m ddph_audit.serve_sampler {} "
+        "sampler on its own: ddp-sim check-sampler -- {} -m ddph_audit.serve_sampler {} "
         "(built as DistributedSampler is, with num_replicas, rank and seed), which shrinks a "
         "failure to a minimal request",
         known.empty() ? "the samplers' own parameters agree" : fmt::format("{}", fmt::join(known, ", ")),
-        candidates, serveSpec(ranks[0]));
+        candidates, verify::shellQuote(interpreter), serveSpec(ranks[0]));
   }
 
   // What serve_sampler takes for the sampler's class: "train.py:ShardSampler" for a class of the

@@ -2,7 +2,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "audit_checks.h"
+#include "ddph/verify/line_protocol_sampler.h"
 
 namespace ddph::audit {
 
@@ -65,6 +68,44 @@ std::string whereRankStood(const RankTrace& t) {
 
 std::string rankList(const std::vector<std::int64_t>& ranks) {
   return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "));
+}
+
+std::string interpreterOf(const Trace& trace) {
+  if (trace.launch && !trace.launch->command.empty()) return trace.launch->command.front();
+  return "python3";
+}
+
+std::string rerunCommand(const Trace& trace, RerunWith with) {
+  std::vector<std::string> words{"ddp-sim", "launch", "--audit"};
+  const LaunchRecord* launch = trace.launch && !trace.launch->command.empty() ? &*trace.launch
+                                                                               : nullptr;
+  if (with.cpu || (launch && launch->cpu)) words.emplace_back("--cpu");
+  if (launch && launch->gpus) words.push_back(fmt::format("--gpus {}", *launch->gpus));
+  if (with.standInData || (launch && launch->standInData)) words.emplace_back("--stand-in-data");
+  // Emulated nodes (the headers' node and LOCAL_WORLD_SIZE): the same --nnodes N -n M.
+  int nodes = 1, perNode = 0;
+  for (const auto& t : trace.ranks) {
+    if (!t || !t->node) continue;
+    nodes = std::max(nodes, *t->node + 1);
+    perNode = t->localWorldSize.value_or(perNode);
+  }
+  if (nodes > 1 && perNode > 0) {
+    words.push_back(fmt::format("--nnodes {} -n {}", nodes, perNode));
+  } else {
+    words.push_back(fmt::format("-n {}", launch ? launch->worldSize : trace.worldSize));
+  }
+  words.emplace_back("--");
+  if (launch) {
+    for (const auto& a : launch->command) words.push_back(verify::shellQuote(a));
+  } else {
+    words.emplace_back("python3");
+    const auto first = std::find_if(trace.ranks.begin(), trace.ranks.end(),
+                                    [](const auto& t) { return t.has_value(); });
+    if (first != trace.ranks.end()) {
+      for (const auto& a : (*first)->argv) words.push_back(verify::shellQuote(a));
+    }
+  }
+  return fmt::format("{}", fmt::join(words, " "));
 }
 
 }  // namespace ddph::audit

@@ -95,6 +95,12 @@ void writeLaunchRecord(const fs::path& dir, const LaunchRecord& record) {
     if (r.wasStopped) rank["was_stopped"] = true;
     ranks.push_back(std::move(rank));
   }
+  if (!record.command.empty()) {
+    j["command"] = record.command;
+    j["cpu"] = record.cpu;
+    if (record.gpus) j["gpus"] = *record.gpus;
+    j["stand_in_data"] = record.standInData;
+  }
   writeFileAtomically(dir / "launch.json", j.dump(2) + "\n");
 }
 

@@ -110,18 +110,43 @@ std::string noCudaCause(const Trace& trace, const RankTrace& t) {
     return "the program uses a CUDA feature the CPU emulation (--cpu) does not serve: see what "
            "is emulated and what is not in docs/cpu-emulation.md";
   }
-  std::string argv;
-  for (const auto& a : t.argv) argv += " " + a;
+  RerunWith with;
+  with.cpu = true;
   return fmt::format("the program asks for CUDA or NCCL, which this machine's torch does not "
                      "have: rerun it with --cpu, which serves CUDA from the CPU and runs nccl on "
-                     "gloo without editing the program: ddp-sim launch --cpu --audit -n {} -- "
-                     "python3{}",
-                     trace.worldSize, argv);
+                     "gloo without editing the program: {}",
+                     rerunCommand(trace, with));
+}
+
+// torchvision's words when a dataset could not be fetched (MNIST's mirrors, CIFAR's download_url,
+// a folder without the files and download=False).
+constexpr std::string_view kNoDownload[] = {
+    "Error downloading",
+    "urlopen error",
+    "Dataset not found. You can use download=True",
+    "Dataset not found or corrupted. You can use download=True",
+};
+
+// A dataset that could not be downloaded: rerun with --stand-in-data (the command, in full),
+// unless the launcher gave it already (the stand-in's own error then names what it covers).
+std::string noDownloadCause(const Trace& trace, const RankTrace& t) {
+  const bool download = std::any_of(std::begin(kNoDownload), std::end(kNoDownload), [&](auto part) {
+    return t.errorMessage->find(part) != std::string::npos;
+  });
+  if (!download || (trace.launch && trace.launch->standInData)) return {};
+  RerunWith with;
+  with.standInData = true;
+  return fmt::format("the program's dataset could not be downloaded or found (no internet here, or "
+                     "not in the folder it reads): rerun it with --stand-in-data, which serves "
+                     "torchvision's MNIST, FashionMNIST, CIFAR10 and CIFAR100 with their real "
+                     "lengths and classes without downloading (docs/cpu-emulation.md): {}",
+                     rerunCommand(trace, with));
 }
 
 std::string knownErrorCause(const Trace& trace, const RankTrace& t) {
   if (!t.errorMessage) return {};
   if (std::string cause = noCudaCause(trace, t); !cause.empty()) return cause;
+  if (std::string cause = noDownloadCause(trace, t); !cause.empty()) return cause;
   for (const auto& known : kKnownErrors) {
     if (t.errorMessage->find(known.part) != std::string::npos) return std::string(known.cause);
   }
@@ -235,9 +260,9 @@ std::string endingCause(const Trace& trace, const RankTrace* t, const LaunchedRa
   }
   if (l && l->outcome == "signaled") {
     return fmt::format("a crash in native code ({}): torch, an extension, or a DataLoader worker's "
-                       "shared memory (SIGBUS when /dev/shm is full); run the rank with python3 -X "
+                       "shared memory (SIGBUS when /dev/shm is full); run the rank with {} -X "
                        "faulthandler to see where",
-                       signalName(l->signal));
+                       signalName(l->signal), interpreterOf(trace));
   }
   const bool hung = (l && l->outcome == "timed-out") || (!l && trace.launch && trace.launch->timedOut);
   const CollectiveRecord* last = t->lastCollective();

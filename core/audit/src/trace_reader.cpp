@@ -653,6 +653,10 @@ std::optional<LaunchRecord> readLaunchRecord(const fs::path& launchFile) {
       lr.wasStopped = r.value("was_stopped", false);
       l.ranks.push_back(lr);
     }
+    l.command = optionalField<std::vector<std::string>>(j, "command").value_or(std::vector<std::string>{});
+    l.cpu = j.value("cpu", false);
+    l.gpus = optionalField<int>(j, "gpus");
+    l.standInData = j.value("stand_in_data", false);
     DDPH_CHECK(l.worldSize > 0 && l.worldSize <= kMaxTraceWorldSize,
                "world_size {} is not between 1 and {}", l.worldSize, kMaxTraceWorldSize);
     return l;

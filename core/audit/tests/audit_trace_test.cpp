@@ -498,6 +498,38 @@ TEST(AuditTrace, TorchWithoutLibuvIsNamedWithItsRemedy) {
   }
 }
 
+// The commands in the causes are the user's own (launch.json's `command` and options): their
+// interpreter as they typed it, never "python3"; a dataset that cannot download names
+// --stand-in-data; a crash names the interpreter to run with -X faulthandler.
+TEST(AuditTrace, HintsRepeatTheUsersOwnCommand) {
+  TempDir dir("ddph-audit-trace");
+  for (int r = 0; r < 2; ++r) {
+    RankWriter w(dir.path() + "/rank-" + std::to_string(r) + ".jsonl", r, 2);
+    if (r == 0) {
+      w.emit({{"ev", "error"}, {"type", "RuntimeError"},
+              {"message", "Error downloading train-images-idx3-ubyte.gz"}});
+      w.emit({{"ev", "end"}, {"code", 1}});
+    }
+  }
+  std::ofstream(dir.path() + "/launch.json")
+      << json{{"launcher", "ddp-sim launch"}, {"world_size", 2}, {"exit_code", 1},
+              {"timed_out", false}, {"interrupted_by_signal", 0},
+              {"ranks", json::array({{{"rank", 0}, {"pid", 100}, {"outcome", "exited"}, {"code", 1}, {"signal", 0}},
+                                     {{"rank", 1}, {"pid", 101}, {"outcome", "signaled"}, {"code", 0}, {"signal", 11}}})},
+              {"command", {"/opt/venv/bin/python", "my train.py", "--epochs", "3"}},
+              {"cpu", true}, {"stand_in_data", false}}
+             .dump();
+  const auto report = audit::auditTrace(audit::readTrace(dir.path()));
+  std::string causes;
+  for (const auto& v : report.violations) causes += likelyCauseOf(v) + "\n";
+  EXPECT_TRUE(has(causes, "rerun it with --stand-in-data")) << causes;
+  EXPECT_TRUE(has(causes, "ddp-sim launch --audit --cpu --stand-in-data -n 2 -- /opt/venv/bin/python "
+                          "'my train.py' --epochs 3"))
+      << causes;
+  EXPECT_TRUE(has(causes, "run the rank with /opt/venv/bin/python -X faulthandler")) << causes;
+  EXPECT_FALSE(has(causes, "python3")) << causes;
+}
+
 TEST(AuditTrace, PeerLostErrorIsNamedAConsequenceOfTheOtherFailure) {
   // Rank 1 raised; rank 0, waiting for it in DDP's allreduce, lost its gloo connection 0.25 s
   // later (by the wall clock: rank 0's recorder started 1 s before rank 1's).

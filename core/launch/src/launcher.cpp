@@ -156,6 +156,7 @@ LaunchResult launchOnce(const LaunchOptions& options) {
   supervision.rankEnvironment = [&options](int r) { return rankEnvironment(options, r); };
   supervision.out = options.out ? options.out : &std::cout;
   supervision.err = options.err ? options.err : &std::cerr;
+  supervision.running = options.running;
   supervision.onLine = [&result](const std::string& line) {
     if (!result.portTaken && reportsPortTaken(line, result.masterPort)) result.portTaken = true;
   };

@@ -177,6 +177,7 @@ class Supervisor::World {
     rank->seen.pid = rank->process->pid();
     ranks_.push_back(std::move(rank));
     ++running_;
+    if (options_.running) options_.running->store(running_);
   }
 
   // Reads the rank's pipes, once every rank was started: nothing is read while they start, and a
@@ -318,7 +319,9 @@ class Supervisor::World {
       if (!result_.firstFailure) result_.firstFailure = seen.rank;
       stop(StopCause::kFailure);
     }
-    if (--running_ == 0) allReaped();
+    --running_;
+    if (options_.running) options_.running->store(running_);
+    if (running_ == 0) allReaped();
   }
 
   // A rank's own children may still hold its pipes: the group goes, then the pipes drain.

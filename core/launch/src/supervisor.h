@@ -8,6 +8,7 @@
 // docs/design-notes.md, "Processes: one child type, one signal scope".
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <iosfwd>
@@ -39,6 +40,9 @@ struct SupervisorOptions {
   std::ostream* err = nullptr;
   /// Sees every line before it is forwarded (the launcher looks for a taken MASTER_PORT).
   std::function<void(const std::string& line)> onLine;
+  /// Kept equal to the ranks started and not yet reaped, for another thread to read (a progress
+  /// line); null: not kept.
+  std::atomic<int>* running = nullptr;
 };
 
 /// Why the world was stopped.

@@ -23,14 +23,28 @@ constexpr std::int64_t kMaxCellsPerChart = 20000;  // bins x epochs: keeps a pag
 
 struct Bin {
   std::int64_t first = 0, last = 0;  // samples [first, last]
-  std::int64_t never = 0, once = 0, twice = 0, padding = 0, maxCount = 0;
+  std::int64_t never = 0, once = 0, twice = 0, padding = 0, dropped = 0, maxCount = 0;
   std::vector<std::uint64_t> ranks;  // bitset over ranks
 };
 
 struct EpochStats {
-  std::int64_t n = 0, never = 0, once = 0, twice = 0, padding = 0, outOfRange = 0, consumed = 0;
+  std::int64_t n = 0, never = 0, once = 0, twice = 0, padding = 0, dropped = 0, outOfRange = 0,
+               consumed = 0;
   std::vector<Bin> bins;
 };
+
+// NOTE [Dropped by design] (core/audit/src/audit_page.cpp): when no more samples are unseen than
+// drop_last leaves out, the unseen ones are those (which ones the order's tail held is not known
+// here, but their number is all that coverage judges).
+void markDropped(EpochStats& s, std::int64_t droppedByDesign) {
+  if (s.never == 0 || s.never > droppedByDesign) return;
+  for (auto& bin : s.bins) {
+    bin.dropped = bin.never;
+    bin.never = 0;
+  }
+  s.dropped = s.never;
+  s.never = 0;
+}
 
 EpochStats analyse(const CoverageEpoch& e, std::int64_t bins) {
   EpochStats s;
@@ -87,6 +101,7 @@ EpochStats analyse(const CoverageEpoch& e, std::int64_t bins) {
       ++bin.once, ++s.once;
     }
   }
+  markDropped(s, e.droppedByDesign);
   return s;
 }
 
@@ -94,6 +109,7 @@ const char* colourOf(const Bin& b) {
   if (b.never > 0) return "#d62728";
   if (b.twice > 0) return "#ff7f0e";
   if (b.padding > 0) return "#9467bd";
+  if (b.dropped > 0) return "#a0a0a0";
   return "#2ca02c";
 }
 
@@ -112,24 +128,32 @@ std::string binTitle(const CoverageEpoch& e, const Bin& b) {
   const std::string by = ranks.empty() ? "no rank" : fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", rangesText(ranks, 6));
   if (b.first == b.last) {
     const char* what = b.never ? "never consumed" : b.twice ? "consumed twice or more"
-                       : b.padding ? "consumed again as a padding copy" : "consumed once";
+                       : b.padding ? "consumed again as a padding copy"
+                       : b.dropped ? "left out by drop_last" : "consumed once";
     return fmt::format("epoch {} sample {}: {} ({}x), by {}", e.epoch, b.first, what, b.maxCount, by);
   }
   return fmt::format("epoch {} samples {}-{}: {} once, {} never, {} twice or more, {} padding "
-                     "copies (at most {}x); by {}",
-                     e.epoch, b.first, b.last, b.once, b.never, b.twice, b.padding, b.maxCount, by);
+                     "copies, {} left out by drop_last (at most {}x); by {}",
+                     e.epoch, b.first, b.last, b.once, b.never, b.twice, b.padding, b.dropped,
+                     b.maxCount, by);
 }
 
+struct Totals {
+  std::int64_t never = 0, twice = 0, padding = 0, dropped = 0;
+};
+
 std::string datasetChart(const std::string& name, const std::vector<const CoverageEpoch*>& epochs,
-                         std::int64_t& neverTotal, std::int64_t& twiceTotal) {
+                         Totals& totals) {
   std::int64_t bins = kMaxBins;
   const auto rows = static_cast<std::int64_t>(epochs.size());
   if (rows * bins > kMaxCellsPerChart) bins = std::max<std::int64_t>(100, kMaxCellsPerChart / rows);
   std::vector<EpochStats> stats;
   for (const auto* e : epochs) {
     stats.push_back(analyse(*e, bins));
-    neverTotal += stats.back().never;
-    twiceTotal += stats.back().twice;
+    totals.never += stats.back().never;
+    totals.twice += stats.back().twice;
+    totals.padding += stats.back().padding;
+    totals.dropped += stats.back().dropped;
   }
   const int height = static_cast<int>(rows) * (kStrip + kGap) + 18;
   std::string svg = fmt::format(
@@ -156,14 +180,15 @@ std::string datasetChart(const std::string& name, const std::vector<const Covera
 
   std::string table = "<table class=\"coverage-table\"><tr><th>epoch</th><th>samples</th><th>consumed</th>"
                       "<th>once</th><th>never seen</th><th>twice or more</th><th>padding copies</th>"
-                      "<th>out of range</th></tr>\n";
+                      "<th>left out by drop_last</th><th>out of range</th></tr>\n";
   const std::size_t shownRows = 50;
   for (std::size_t r = 0; r < epochs.size() && r < shownRows; ++r) {
     const EpochStats& s = stats[r];
     table += fmt::format("<tr><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
                          "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-                         "<td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
-                         epochs[r]->epoch, s.n, s.consumed, s.once, s.never, s.twice, s.padding, s.outOfRange);
+                         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
+                         epochs[r]->epoch, s.n, s.consumed, s.once, s.never, s.twice, s.padding, s.dropped,
+                         s.outOfRange);
   }
   table += "</table>\n";
 
@@ -177,12 +202,20 @@ std::string datasetChart(const std::string& name, const std::vector<const Covera
   }
   const EpochStats& w = stats[worst];
   if (neverEpochs + twiceEpochs == 0) {
-    std::int64_t padding = 0;
-    for (const auto& s : stats) padding += s.padding;
-    reading = fmt::format("{}: every sample was consumed exactly once in {}{}.", name,
-                          stats.size() == 1 ? fmt::format("epoch {}", epochs.front()->epoch)
-                                            : fmt::format("each of the {} epochs", stats.size()),
-                          padding > 0 ? fmt::format(" (besides {} padding copies, violet)", padding) : "");
+    std::int64_t padding = 0, dropped = 0;
+    for (const auto& s : stats) padding += s.padding, dropped += s.dropped;
+    const std::string epochsText = stats.size() == 1 ? fmt::format("epoch {}", epochs.front()->epoch)
+                                                     : fmt::format("each of the {} epochs", stats.size());
+    const std::string droppedText =
+        dropped == 0 ? "" : fmt::format("; {} left out by drop_last, as it promises (grey)", dropped);
+    if (padding > 0) {
+      reading = fmt::format("{}: no sample was missed in {}; {} samples were consumed twice as "
+                            "DistributedSampler's padding copies (violet){}.",
+                            name, epochsText, padding, droppedText);
+    } else {
+      reading = fmt::format("{}: every {}sample was consumed exactly once in {}{}.", name,
+                            dropped == 0 ? "" : "kept ", epochsText, droppedText);
+    }
   } else {
     reading = fmt::format("{}: in epoch {}, {} of {} samples were never consumed (red) and {} were consumed "
                           "twice or more (orange); {} of {} epochs leave samples unseen, {} consume some twice.",
@@ -192,7 +225,8 @@ std::string datasetChart(const std::string& name, const std::vector<const Covera
       "<div class=\"legend\"><span><i style=\"background:#2ca02c\"></i>consumed once</span>"
       "<span><i style=\"background:#d62728\"></i>a sample never consumed</span>"
       "<span><i style=\"background:#ff7f0e\"></i>a sample consumed twice or more</span>"
-      "<span><i style=\"background:#9467bd\"></i>padding copies only</span></div>\n";
+      "<span><i style=\"background:#9467bd\"></i>padding copies only</span>"
+      "<span><i style=\"background:#a0a0a0\"></i>left out by drop_last</span></div>\n";
   const std::string binning =
       stats.empty() || stats.front().bins.empty() || stats.front().bins.front().first == stats.front().bins.front().last
           ? std::string("one cell per sample")
@@ -204,9 +238,32 @@ std::string datasetChart(const std::string& name, const std::vector<const Covera
                      escape(name), escape(reading), legend, svg, escape(binning), table);
 }
 
+// The section's one line, which must agree with the verdict: padding copies are samples consumed
+// twice, which is what no-duplicates fails in an evaluation (and what disjointness allows).
+std::string coverageReading(std::size_t epochs, const Totals& t, const Verdict& verdict) {
+  const std::string head = "Who consumed which sample, per dataset and epoch: ";
+  const bool noDuplicatesFailed = std::any_of(verdict.violations.begin(), verdict.violations.end(),
+                                              [](const ViolationRow& v) { return v.property == "no-duplicates"; });
+  if (t.never + t.twice > 0) {
+    return head + fmt::format("{} sample-epochs never seen, {} consumed twice or more{}.", t.never,
+                              t.twice, t.padding == 0 ? "" : fmt::format(" (and {} padding copies)", t.padding));
+  }
+  const std::string dropped =
+      t.dropped == 0 ? "" : fmt::format(" ({} left out by drop_last, as it promises)", t.dropped);
+  if (t.padding == 0) {
+    return head + fmt::format("no sample was missed or consumed twice in {} dataset epoch{}{}.", epochs,
+                              epochs == 1 ? "" : "s", dropped);
+  }
+  return head + fmt::format("no sample was missed in {} dataset epoch{}; {} were consumed twice as "
+                            "DistributedSampler's padding copies (violet){}.",
+                            epochs, epochs == 1 ? "" : "s", t.padding,
+                            noDuplicatesFailed ? ": the duplicates no-duplicates fails" : "");
+}
+
 }  // namespace
 
-std::string coverageSection(const std::vector<CoverageEpoch>& coverage) {
+std::string coverageSection(const std::vector<CoverageEpoch>& coverage,
+                            const std::vector<std::string>& notDrawn, const Verdict& verdict) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const CoverageEpoch*>> byDataset;
   for (const auto& e : coverage) {
@@ -215,14 +272,16 @@ std::string coverageSection(const std::vector<CoverageEpoch>& coverage) {
     list.push_back(&e);
   }
   std::string body;
-  std::int64_t never = 0, twice = 0;
-  for (const auto& name : order) body += datasetChart(name, byDataset[name], never, twice);
-  const std::string reading =
-      never + twice == 0
-          ? fmt::format("Who consumed which sample, per dataset and epoch: no sample was missed or consumed twice "
-                        "in {} dataset epoch{}.", coverage.size(), coverage.size() == 1 ? "" : "s")
-          : fmt::format("Who consumed which sample, per dataset and epoch: {} sample-epochs never seen, {} consumed "
-                        "twice or more (padding aside).", never, twice);
+  Totals t;
+  for (const auto& name : order) body += datasetChart(name, byDataset[name], t);
+  for (const auto& line : notDrawn) body += fmt::format("<p class=\"note\">{}</p>\n", escape(line));
+  std::string reading =
+      coverage.empty() ? "Who consumed which sample: no chart, since the ranks read different datasets (below)."
+                       : coverageReading(coverage.size(), t, verdict);
+  if (!coverage.empty() && !notDrawn.empty()) {
+    reading.pop_back();
+    reading += fmt::format(" of the loaders drawn; {} not drawn (below).", notDrawn.size());
+  }
   return section("coverage", "Coverage", reading, body);
 }
 

@@ -16,7 +16,9 @@ void checkReportPath(const std::filesystem::path& path) {
 std::string renderHtml(const Page& page) {
   std::string body = detail::verdictSection(page.verdict);
   for (const auto& c : page.counterexamples) body += detail::counterexampleSection(c);
-  if (!page.coverage.empty()) body += detail::coverageSection(page.coverage);
+  if (!page.coverage.empty() || !page.coverageNotes.empty()) {
+    body += detail::coverageSection(page.coverage, page.coverageNotes, page.verdict);
+  }
   if (page.timeline && !page.timeline->ranks.empty()) body += detail::timelineSection(*page.timeline);
   if (page.training) body += detail::trainingSection(*page.training);
   return detail::pageHtml(page, body);

@@ -30,7 +30,10 @@ std::string section(std::string_view id, std::string_view heading, std::string_v
 std::string pageHtml(const Page& page, std::string_view body);
 
 std::string verdictSection(const Verdict& verdict);
-std::string coverageSection(const std::vector<CoverageEpoch>& coverage);
+/// `verdict`: the section's reading names what the verdict says of the copies it shows.
+/// `notDrawn`: one line per loader left out (shown as notes).
+std::string coverageSection(const std::vector<CoverageEpoch>& coverage,
+                            const std::vector<std::string>& notDrawn, const Verdict& verdict);
 std::string timelineSection(const Timeline& timeline);
 /// The lanes chart of the Ranks section (rank_lanes_chart.cpp): its reading and figure, "" without lanes.
 std::string rankLanesFigure(const Timeline& timeline);

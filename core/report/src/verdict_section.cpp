@@ -37,10 +37,16 @@ std::string verdictSection(const Verdict& verdict) {
       properties.push_back({v.property, ""});
     }
   }
+  // An n/a property held nothing: it counts neither as held nor as judged.
+  const auto judged = static_cast<std::size_t>(std::count_if(
+      properties.begin(), properties.end(),
+      [&](const PropertyRow& p) { return p.applies || failures.count(p.name) > 0; }));
+  const std::size_t notApplicable = properties.size() - judged;
   std::string body = fmt::format(
-      "<p><span class=\"badge {}\" id=\"verdict-badge\">{}</span>{} of {} properties held{}</p>\n",
+      "<p><span class=\"badge {}\" id=\"verdict-badge\">{}</span>{} of {} properties held{}{}</p>\n",
       verdict.passed ? "pass" : "fail", verdict.passed ? "PASSED" : "FAILED",
-      properties.size() - failures.size(), properties.size(),
+      judged - failures.size(), judged,
+      notApplicable == 0 ? "" : fmt::format(" ({} n/a)", notApplicable),
       verdict.violations.empty() ? "" : fmt::format("; {} violation{}", verdict.violations.size(),
                                                     verdict.violations.size() == 1 ? "" : "s"));
   body += "<table class=\"properties\"><tr><th>property</th><th>result</th><th>what holds when it holds</th></tr>\n";
@@ -67,7 +73,8 @@ std::string verdictSection(const Verdict& verdict) {
   }
   std::string reading;
   if (verdict.violations.empty()) {
-    reading = verdict.passed ? fmt::format("Every one of the {} properties checked held.", properties.size())
+    reading = verdict.passed ? fmt::format("Every one of the {} properties judged held{}.", judged,
+                                           notApplicable == 0 ? "" : fmt::format(" ({} n/a: nothing in the run for them)", notApplicable))
                              : "No property was violated, but the run did not finish (see the notes).";
   } else {
     const ViolationRow& first = verdict.violations.front();

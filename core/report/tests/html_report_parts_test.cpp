@@ -27,7 +27,7 @@ std::size_t count(const std::string& text, const std::string& what) {
 // The coverage table's row of `epoch`: samples, consumed, once, never, twice+, padding, out of range.
 std::string coverageRow(const std::string& html, std::int64_t epoch) {
   const std::regex row("<tr><td class=\"num\">" + std::to_string(epoch) +
-                       "</td>((<td class=\"num\">-?[0-9]+</td>){7})</tr>");
+                       "</td>((<td class=\"num\">-?[0-9]+</td>){8})</tr>");
   std::smatch m;
   if (!std::regex_search(html, m, row)) return "";
   return std::regex_replace(m[1].str(), std::regex("</?td[^>]*>+"), " ");
@@ -54,8 +54,11 @@ TEST(HtmlReportParts, PaddingCopiesAreMarkedNotCountedTwice) {
   Page page;
   page.coverage.push_back(stridedEpoch(10, 4));  // total_size 12: samples 0 and 1 twice, as padding
   const std::string html = renderHtml(page);
-  EXPECT_EQ(coverageRow(html, 0), " 10  12  8  0  0  2  0 ");
-  EXPECT_NE(html.find("besides 2 padding copies"), std::string::npos);
+  EXPECT_EQ(coverageRow(html, 0), " 10  12  8  0  0  2  0  0 ");
+  // Padding copies are samples consumed twice: the readings say so, never "no sample … twice".
+  EXPECT_NE(html.find("2 samples were consumed twice as DistributedSampler&#39;s padding copies (violet)"),
+            std::string::npos);
+  EXPECT_EQ(html.find("no sample was missed or consumed twice"), std::string::npos);
   EXPECT_EQ(count(html, "<rect "), 10u);  // one cell per sample while N is small
 }
 
@@ -69,10 +72,46 @@ TEST(HtmlReportParts, NeverSeenAndSeenTwiceAreCountedPerEpoch) {
   page.coverage.push_back(e);
   page.verdict.passed = false;
   const std::string html = renderHtml(page);
-  EXPECT_EQ(coverageRow(html, 3), " 6  6  3  2  1  0  1 ");
+  EXPECT_EQ(coverageRow(html, 3), " 6  6  3  2  1  0  0  1 ");
   EXPECT_NE(html.find("in epoch 3, 2 of 6 samples were never consumed (red) and 1 were consumed twice"),
             std::string::npos);
   EXPECT_NE(html.find("epoch 3 sample 2: consumed twice or more (2x), by ranks 0-1"), std::string::npos);
+}
+
+// DistributedSampler(drop_last=True) leaves N mod W samples out by design: grey, not red, and the
+// readings say so; more unseen than that are missed (red).
+TEST(HtmlReportParts, SamplesDropLastLeavesOutAreNotMissed) {
+  Page page;
+  CoverageEpoch e;
+  e.dataset = "d";
+  e.datasetSize = 10;
+  e.droppedByDesign = 2;  // W = 4: 8 kept
+  e.ranks = {{0, {0, 4}}, {1, {1, 5}}, {2, {2, 6}}, {3, {3, 7}}};
+  page.coverage.push_back(e);
+  std::string html = renderHtml(page);
+  EXPECT_EQ(coverageRow(html, 0), " 10  8  8  0  0  0  2  0 ");
+  EXPECT_EQ(count(html, "#d62728\"><title>"), 0u);
+  EXPECT_EQ(count(html, "#a0a0a0\"><title>"), 2u);
+  EXPECT_NE(html.find("d: every kept sample was consumed exactly once in epoch 0; 2 left out by "
+                      "drop_last, as it promises (grey)."),
+            std::string::npos);
+  page.coverage.back().ranks.back().indices.pop_back();  // one more unseen: missed
+  html = renderHtml(page);
+  EXPECT_EQ(count(html, "#d62728\"><title>"), 3u);
+}
+
+// The verdict line counts the properties judged: an n/a one held nothing.
+TEST(HtmlReportParts, TheVerdictLineDoesNotCountNotApplicableAsHeld) {
+  Page page;
+  page.verdict.properties = {{"coverage", "", true}, {"reshuffle", "", false}, {"no-duplicates", "", true}};
+  page.verdict.violations.push_back({"no-duplicates", {0}, 0, -1, "twice", ""});
+  page.verdict.passed = false;
+  const std::string html = renderHtml(page);
+  EXPECT_NE(html.find("FAILED</span>1 of 2 properties held (1 n/a); 1 violation"), std::string::npos)
+      << html.substr(0, 2000);
+  page.verdict.violations.clear();
+  page.verdict.passed = true;
+  EXPECT_NE(renderHtml(page).find("PASSED</span>2 of 2 properties held (1 n/a)</p>"), std::string::npos);
 }
 
 TEST(HtmlReportParts, LargeDatasetsAreBinned) {

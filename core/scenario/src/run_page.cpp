@@ -92,7 +92,7 @@ report::Page runPage(const RunReport& r, const audit::Trace* trace, const Scenar
   }
   report::Timeline timeline;
   if (trace) {
-    page.coverage = audit::coverageOf(*trace);
+    page.coverage = audit::coverageOf(*trace, &page.coverageNotes);
     timeline = audit::timelineOf(*trace, r.violations);
   } else {
     for (int rank = 0; rank < r.worldSize; ++rank) timeline.ranks.push_back({rank, 0, 0, {}, {}, "", "", false, false});

@@ -136,10 +136,49 @@ struct LoadedDataset {
   torch::Tensor testX, testY;
 };
 
+// The data folder of this build's checkout (<checkout>/build/bin/ddp-train:
+// <checkout>/data/SUBFOLDER) when it exists, else empty.
+std::filesystem::path checkoutDataFolder(const std::string& subfolder) {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  const std::filesystem::path folder = exe.parent_path().parent_path().parent_path() / "data" / subfolder;
+  return std::filesystem::is_directory(folder, ec) ? folder : std::filesystem::path{};
+}
+
+// A dataset folder that does not exist: one line naming the option that chooses it (the default
+// is relative to the current folder, so a run from elsewhere misses the checkout's files).
+struct DataFolder {
+  const char* name;       ///< "mnist"
+  const char* option;     ///< "--mnist-dir"
+  const char* subfolder;  ///< under the checkout's data/
+  const char* fetch;      ///< how to get the files, after "or fetch them"
+};
+
+void checkDataFolder(const std::string& dir, const DataFolder& what) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec)) return;
+  const std::filesystem::path here = checkoutDataFolder(what.subfolder);
+  const char* option = what.option;
+  throw common::ConfigError(fmt::format(
+      "{}: missing: no such folder (in {}): give the folder that holds {}'s files with {} DIR{}",
+      dir, std::filesystem::current_path(ec).string(), what.name, option,
+      here.empty() ? fmt::format(", or fetch them{}", what.fetch)
+                   : fmt::format(" (this build's checkout has them: {} {})", option, here.string())));
+}
+
 data::ImageDataset loadSplit(const TrainConfig& config, const std::string& name,
                              data::Split split) {
-  if (name == "mnist") return data::loadMnist(config.mnistDir, split);
-  if (name == "cifar10") return data::loadCifar10(config.cifar10Dir, split);
+  if (name == "mnist") {
+    checkDataFolder(config.mnistDir, {"mnist", "--mnist-dir", "mnist",
+                                      " with scripts/fetch-mnist.sh (into the checkout's data/mnist)"});
+    return data::loadMnist(config.mnistDir, split);
+  }
+  if (name == "cifar10") {
+    checkDataFolder(config.cifar10Dir, {"cifar10", "--cifar10-dir", "cifar-10-batches-bin",
+                                         " (CIFAR-10's binary version: data_batch_K.bin, test_batch.bin)"});
+    return data::loadCifar10(config.cifar10Dir, split);
+  }
   const std::int64_t size =
       split == data::Split::kTrain ? config.datasetSize : std::max<std::int64_t>(1, config.datasetSize / 5);
   return data::makeSynthetic(size, static_cast<std::uint64_t>(config.seed), split);

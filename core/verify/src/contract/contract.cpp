@@ -65,13 +65,13 @@ std::vector<Contract> makeBuiltinContracts() {
   return contracts;
 }
 
+}  // namespace
+
 std::vector<std::string> contractNames() {
   std::vector<std::string> names;
   for (const auto& c : builtinContracts()) names.push_back(c.name);
   return names;
 }
-
-}  // namespace
 
 const std::vector<Contract>& builtinContracts() {
   static const std::vector<Contract> kContracts = makeBuiltinContracts();

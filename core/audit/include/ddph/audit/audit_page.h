@@ -26,8 +26,10 @@ report::Verdict verdictOf(bool passed, const std::vector<verify::Violation>& vio
                           const std::set<std::string>& notApplicable = {});
 
 /// Per loader and epoch, what each traced rank consumed (padding copies of torch's
-/// DistributedSampler marked). Loaders whose consumed indices are unknown are left out.
-std::vector<report::CoverageEpoch> coverageOf(const Trace& trace);
+/// DistributedSampler marked). Loaders whose consumed indices are unknown are left out, and so are
+/// loaders whose ranks read different datasets (a per-rank Subset: one line each in `notDrawn`).
+std::vector<report::CoverageEpoch> coverageOf(const Trace& trace,
+                                              std::vector<std::string>* notDrawn = nullptr);
 
 /// A row per rank: batches drawn, collectives entered, where it stood, how it ended (from
 /// launch.json when there is one), failed when a rank-failure among `violations` names it; and the

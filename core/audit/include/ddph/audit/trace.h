@@ -225,6 +225,12 @@ struct LaunchRecord {
   std::optional<double> deadlineS;  ///< the launcher's deadline for the whole run, when it had one
   int interruptedBy = 0;
   std::vector<LaunchedRank> ranks;
+  /// What the user ran (`ddp-sim launch`'s command after --, its interpreter as typed) and the
+  /// launch options a rerun repeats; empty for `ddp-sim run` and older records.
+  std::vector<std::string> command;
+  bool cpu = false;           ///< --cpu
+  std::optional<int> gpus;    ///< --gpus
+  bool standInData = false;   ///< --stand-in-data
 };
 
 /// A whole trace folder.

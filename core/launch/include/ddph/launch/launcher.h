@@ -10,6 +10,7 @@
 //    PR_SET_PDEATHSIG=SIGKILL, so even a SIGKILLed launcher leaves no orphan;
 //  - every exit path kills and reaps: launchRanks returns only when no rank process is left.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -60,6 +61,9 @@ struct LaunchOptions {
   /// Where the ranks' prefixed stdout / stderr lines go.
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
+  /// Kept equal to the ranks running (started, not yet reaped: exec'd or forked by the fork
+  /// server alike), for a progress line on another thread; null: not kept.
+  std::atomic<int>* running = nullptr;
 };
 
 /// How one rank ended.

@@ -56,6 +56,9 @@ struct CoverageEpoch {
   std::int64_t epoch = 0;
   std::int64_t datasetSize = 0;
   std::vector<RankConsumption> ranks;
+  /// Samples DistributedSampler(drop_last=True) leaves out by design (N mod W): when no more are
+  /// unseen, the unseen ones are drawn as left out (grey), not as missed (red).
+  std::int64_t droppedByDesign = 0;
 };
 
 /// One rank's row of the timeline.
@@ -160,6 +163,8 @@ struct Page {
   std::string command;   ///< the command line that made it (may be empty)
   Verdict verdict;
   std::vector<CoverageEpoch> coverage;
+  /// Why a loader has no coverage chart ("… not drawn: the ranks read different datasets …").
+  std::vector<std::string> coverageNotes;
   std::optional<Timeline> timeline;
   std::vector<Counterexample> counterexamples;  ///< one per violated property (check-sampler)
   std::optional<Training> training;

@@ -35,11 +35,16 @@ struct Contract {
 /// The contracts ddp-harness defines:
 ///  - `pytorch`: DistributedSampler's (valid-range, equal-length, coverage, disjointness up to
 ///    padding, reshuffle, determinism including "order depends only on seed + epoch");
-///  - `drop-last`: the same with drop_last=True;
+///  - `elastic`: `pytorch`'s, and the epoch resumes mid-way on another world size with every
+///    sample exactly once (resume-exactly-once, resume-order, resume-balance);
+///  - `drop-last`: `pytorch`'s with drop_last=True;
 ///  - `exactly-once`: evaluation sharding (valid-range, coverage, no-duplicates, balanced-length);
 ///  - `with-replacement`: weighted or balanced samplers (valid-range, equal-length, determinism
 ///    of repeated requests, ranks-agree).
 const std::vector<Contract>& builtinContracts();
+
+/// The names of builtinContracts(), in order: what --contract accepts and its help lists.
+std::vector<std::string> contractNames();
 
 /// The built-in contract `name`; throws ConfigError naming the known ones.
 const Contract& findContract(std::string_view name);
