@@ -172,6 +172,40 @@ TEST(MultiNode, TheHealthyTwinPassesOnOneNodeAndOnTwo) {
   }
 }
 
+TEST(MultiNode, DataSeededFromLocalRankIsSharedAcrossNodes) {
+  // NOTE [Ranks that share a dataset of their own]: invisible on one node.
+  const auto one = auditNodes(1, 4, "seed_from_local_rank.py");
+  EXPECT_EQ(one.command.exitCode, 0) << shown(one);
+  const auto two = auditNodes(2, 2, "seed_from_local_rank.py");
+  EXPECT_EQ(two.command.exitCode, 1) << shown(two);
+  ASSERT_EQ(two.report["violations"].size(), 1u) << shown(two);
+  const Json v = onlyViolation(two, "disjointness");
+  EXPECT_EQ(v["ranks"], Json::array({0, 1, 2, 3})) << shown(two);
+  EXPECT_TRUE(has(v["detail"].get<std::string>(), "but ranks 0, 2; ranks 1, 3 hold the same one"))
+      << shown(two);
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(),
+                  "the same LOCAL_RANK on different nodes: the data was made or picked from "
+                  "LOCAL_RANK"))
+      << shown(two);
+  const auto twin = auditNodes(2, 2, "seed_from_local_rank.py", {"--global-rank"});
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
+TEST(MultiNode, GradientsAveragedWithinANodeGroupOnlyAreNamed) {
+  // NOTE [Hand-written gradient averaging]: each node's group used as the world.
+  const auto one = auditNodes(1, 4, "node_group_as_world.py");
+  EXPECT_EQ(one.command.exitCode, 0) << shown(one);
+  const auto two = auditNodes(2, 2, "node_group_as_world.py");
+  EXPECT_EQ(two.command.exitCode, 1) << shown(two);
+  const Json v = onlyViolation(two, "replica-consistency");
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(),
+                  "all-reduces its gradients only within group 1 (ranks 0, 1 of the 4 ranks, all "
+                  "on node 0), never across the world"))
+      << shown(two);
+  const auto twin = auditNodes(2, 2, "node_group_as_world.py", {"--hierarchical"});
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(MultiNode, BadNodeCountsAreOneLineAndExitTwo) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--nnodes", "0", "-n", "2"}, "ddp-sim: error: --nnodes must be positive, got 0\n"},

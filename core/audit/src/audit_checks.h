@@ -94,6 +94,12 @@ std::optional<verify::Violation> differentItems(const std::vector<const RankTrac
 /// "items-or-order".
 std::string differentDataCause(const std::string& kind);
 
+/// Ranks that each hold a dataset of their own, where some hold the same one (their listing, rows
+/// and parts agree): the disjointness finding naming them (LOCAL_RANK when they pair across
+/// nodes), or nothing.
+std::optional<verify::Violation> sharedOwnDatasets(const std::vector<const RankTrace*>& traces,
+                                                   std::int64_t loader);
+
 // --- node topology (node_topology.cpp) -------------------------------------------------------------
 
 /// One rank's sampler as it described itself in a pass, with the rank's own trace.

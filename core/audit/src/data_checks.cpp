@@ -504,7 +504,10 @@ class DataChecker {
   }
 
   bool checkPartition(std::int64_t loader, std::int64_t k, const std::vector<RankPass>& ranks) {
-    if (!sameDataset(loader, k, ranks)) return false;
+    if (!sameDataset(loader, k, ranks)) {
+      checkSharedOwnData(loader, k, ranks);
+      return false;
+    }
     const std::optional<std::int64_t> n = ranks[0].pass->datasetLen;
     if (!allKnown(ranks, false)) return true;
     if (samplerOverAnotherLength(loader, k, ranks)) return false;
@@ -540,6 +543,19 @@ class DataChecker {
                         : partitionCause(ranks, v->property, v->ranks, interpreterOf(trace_));
     record(loader, *v);
     return false;
+  }
+
+  // NOTE [Ranks that share a dataset of their own]: under a sampler that does not split one
+  // dataset, each rank's data is its own; some ranks holding the same data train on it twice.
+  void checkSharedOwnData(std::int64_t loader, std::int64_t k, const std::vector<RankPass>& ranks) {
+    if (promisesOneDataset(samplerOf(*ranks[0].trace, loader))) return;
+    std::vector<const RankTrace*> traces;
+    for (const auto& rp : ranks) traces.push_back(rp.trace);
+    if (auto v = sharedOwnDatasets(traces, loader)) {
+      judged(property::kDisjointness);
+      v->epoch = k;
+      record(loader, *v, "own-data");
+    }
   }
 
   // A sampler made for another dataset than its loader's (a copied line that passes the training
@@ -966,6 +982,23 @@ class DataChecker {
     record(loader, *v, "consumed");
   }
 
+  // Ranks whose loaders hold datasets of their own (a Subset per rank, a shard file each: their
+  // listings, rows or parts differ) under a sampler that does not split one dataset: an index
+  // names another sample on each rank, so their indices are not one dataset's.
+  bool eachRankItsOwnDataset(std::int64_t loader, const std::vector<RankPass>& ranks) const {
+    if (promisesOneDataset(samplerOf(*ranks[0].trace, loader))) return false;
+    const LoaderRecord& first = ranks[0].trace->loaders.at(loader);
+    for (const auto& rp : ranks) {
+      const LoaderRecord& l = rp.trace->loaders.at(loader);
+      if (l.datasetFingerprint != first.datasetFingerprint || l.datasetItems != first.datasetItems ||
+          l.datasetContent != first.datasetContent ||
+          l.datasetParts.size() != first.datasetParts.size()) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   // An evaluation pass scores every sample: samples no rank evaluated (DistributedSampler's
   // drop_last cutting N to a multiple of W) are left out of the metric. Reported under coverage.
   void checkEvaluatedOnce(std::int64_t loader, std::int64_t k, const std::vector<RankPass>& ranks,
@@ -1014,6 +1047,13 @@ class DataChecker {
       }
     }
     if (!allKnown(ranks, true)) return;
+    if (eachRankItsOwnDataset(loader, ranks)) {
+      notApplicable(loader, fmt::format("each rank evaluates a dataset of its own under {}, which "
+                                        "does not split one dataset across ranks (their listings "
+                                        "or rows differ): no evaluation across ranks is judged",
+                                        samplerClass(ranks[0])));
+      return;
+    }
     const auto n = commonDatasetLen(loader, k, ranks);
     if (!n) return;
     const Partition consumed = partitionOf(ranks, *n, k, true);

@@ -292,4 +292,63 @@ std::optional<Violation> differentItems(const std::vector<const RankTrace*>& tra
   return v;
 }
 
+// NOTE [Ranks that share a dataset of their own] (docs/audit.md): each rank holds its own data
+// (a sampler that does not split one dataset; their listings or rows differ), yet some ranks hold
+// the same data: they train on the same samples, each of those samples counted on all of them.
+std::optional<Violation> sharedOwnDatasets(const std::vector<const RankTrace*>& traces,
+                                           std::int64_t loader) {
+  std::map<std::string, std::vector<std::int64_t>> byData;
+  for (const RankTrace* t : traces) {
+    const LoaderRecord& l = t->loaders.at(loader);
+    std::string key = l.datasetFingerprint + "\x1e" + l.datasetItems + "\x1e" + l.datasetContent;
+    for (const auto& p : l.datasetParts) key += "\x1e" + partKey(p);
+    if (key.size() <= 2) return std::nullopt;  // nothing known of this rank's data
+    byData[key].push_back(t->rank);
+  }
+  if (byData.size() < 2) return std::nullopt;  // one dataset on every rank: the partition's to judge
+  const Groups groups = groupRanks(byData);
+  std::vector<std::string> shared;
+  std::vector<std::int64_t> ranks;
+  for (const auto& [key, rs] : groups) {
+    if (rs.size() < 2) continue;
+    shared.push_back(rankList(rs));
+    ranks.insert(ranks.end(), rs.begin(), rs.end());
+  }
+  if (ranks.empty()) return std::nullopt;
+  std::sort(ranks.begin(), ranks.end());
+  const RankTrace& first = *traces.front();
+  Violation v;
+  v.property = std::string(property::kDisjointness);
+  v.ranks = ranks;
+  v.detail = fmt::format(
+      "{}: each rank holds a dataset of its own (their listings or rows differ), but {} hold the "
+      "same one ({} datasets among {} ranks), so they train on the same samples",
+      describeLoader(first, loader), fmt::join(shared, "; "), groups.size(), traces.size());
+  // Ranks that share their data share a local rank on different nodes: the data was made or
+  // picked from LOCAL_RANK.
+  bool byLocalRank = true;
+  for (const auto& [key, rs] : groups) {
+    std::set<int> locals, nodes;
+    for (auto r : rs) {
+      const RankTrace* t = nullptr;
+      for (const RankTrace* c : traces) t = c->rank == r ? c : t;
+      if (!t || !t->localRank || !t->node) byLocalRank = false;
+      if (t && t->localRank) locals.insert(*t->localRank);
+      if (t && t->node) nodes.insert(*t->node);
+    }
+    if (rs.size() > 1 && (locals.size() != 1 || nodes.size() != rs.size())) byLocalRank = false;
+  }
+  v.likelyCause =
+      byLocalRank
+          ? "the ranks that share their data have the same LOCAL_RANK on different nodes: the data "
+            "was made or picked from LOCAL_RANK (torch.manual_seed(local_rank) before a random "
+            "split or draw, a shard index from LOCAL_RANK), which repeats on every node; use the "
+            "global RANK (dist.get_rank()) for anything that must differ across the world"
+          : "the ranks make or pick their data from something that does not differ on every "
+            "rank (a seed, a shard index or a file name from another value than the rank, or "
+            "two ranks given the same one); derive it from dist.get_rank(), or split one dataset "
+            "with DistributedSampler";
+  return v;
+}
+
 }  // namespace ddph::audit

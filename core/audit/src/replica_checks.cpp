@@ -75,6 +75,41 @@ std::string noSyncCause(const Trace& trace, std::int64_t ddp, std::string& detai
          "allreduces the accumulated gradients) before optimizer.step()";
 }
 
+// A rank whose own all_reduces all run on groups that together hold only part of the world (a
+// per-node group used as the world): its averaged gradients never reach the other ranks.
+std::optional<std::string> reducedWithinAPartOfTheWorld(const Trace& trace) {
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    std::set<std::int64_t> reached;
+    std::set<std::string> used;
+    for (const auto& [group, list] : t->collectives) {
+      for (const auto& c : list) {
+        if (c.src != "user" || c.op != "all_reduce") continue;
+        used.insert(group);
+        if (group == "0") return std::nullopt;
+        const auto members = t->groups.find(group);
+        if (members == t->groups.end()) return std::nullopt;
+        reached.insert(members->second.begin(), members->second.end());
+      }
+    }
+    if (used.empty() || static_cast<int>(reached.size()) >= trace.worldSize) continue;
+    std::set<int> nodes;
+    for (auto r : reached) {
+      const auto& other = trace.ranks[static_cast<std::size_t>(r)];
+      if (other && other->node) nodes.insert(*other->node);
+    }
+    return fmt::format(
+        "rank {} all-reduces its gradients only within group{} {} ({} of the {} ranks{}), never "
+        "across the world, so each group of ranks trains its own model: a group of one node's "
+        "ranks (new_subgroups(), new_group of the node's ranks) used as the world; all-reduce "
+        "over the default group, or add the cross-node step of a hierarchical all-reduce",
+        t->rank, used.size() == 1 ? "" : "s", fmt::join(used, ", "),
+        rankList(std::vector<std::int64_t>(reached.begin(), reached.end())), trace.worldSize,
+        nodes.size() == 1 ? fmt::format(", all on node {}", *nodes.begin()) : "");
+  }
+  return std::nullopt;
+}
+
 // NOTE [Hand-written gradient averaging] (docs/audit.md): no DDP, the program all-reduces its
 // parameters' gradients itself. That keeps replicas equal only if they start equal (DDP
 // broadcasts rank 0's at construction; a hand-written loop must) and every rank sums the same
@@ -85,6 +120,7 @@ std::string handWrittenCause(const Trace& trace, std::int64_t ddp) {
     const auto d = t->ddp.find(ddp);
     if (d == t->ddp.end() || d->second.averagedBy.empty()) return {};
   }
+  if (auto within = reducedWithinAPartOfTheWorld(trace)) return *within;
   return "the program averages gradients itself (dist.all_reduce of each parameter's .grad, no "
          "DDP), which keeps the replicas equal only if they start equal and every rank reduces "
          "the same tensors in the same order: nothing broadcasts rank 0's initial parameters as "

@@ -2,11 +2,8 @@
 by hand, each rank evaluating its own Subset(val, range(rank, N, W)) in order (1000 samples at
 W = 4, no padding, every sample scored once), the correct counts summed with all_reduce. Each
 rank's validation loader reads another dataset (its own Subset): the HTML page must not merge their
-indices into one chart as if every sample were consumed W times (html_verdict_agrees_test).
-
-Not in healthy/ yet: the audit's data checks report no-duplicates for it (they read each rank's
-Subset positions as one dataset's indices; the Subsets' fingerprints differ per rank). Exits 0.
-"""
+indices into one chart as if every sample were consumed W times (html_verdict_agrees_test), and
+the audit must not read the ranks' Subset positions as one dataset's indices (no-duplicates)."""
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
