@@ -34,14 +34,10 @@ bool complete(const PassRecord& p) {
 // "896..999", "3, 17, 40" or "3, 17, 40, … (12 in all)": runs of consecutive indices as ranges.
 std::string describeIndices(const std::vector<Index>& sorted) {
   std::vector<std::string> runs;
-  for (std::size_t i = 0; i < sorted.size();) {
-    std::size_t j = i;
-    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
-    runs.push_back(j - i >= 2 ? fmt::format("{}..{}", sorted[i], sorted[j])
-                              : fmt::format("{}", fmt::join(sorted.begin() + static_cast<long>(i),
-                                                            sorted.begin() + static_cast<long>(j) + 1,
-                                                            ", ")));
-    i = j + 1;
+  for (const auto& [first, last] : consecutiveRuns(sorted)) {
+    runs.push_back(last - first >= 2  ? fmt::format("{}..{}", first, last)
+                   : last == first + 1 ? fmt::format("{}, {}", first, last)
+                                       : fmt::format("{}", first));
   }
   constexpr std::size_t kShown = 6;
   if (runs.size() <= kShown) return fmt::format("{}", fmt::join(runs, ", "));

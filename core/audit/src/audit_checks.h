@@ -94,6 +94,15 @@ std::optional<verify::Violation> differentItems(const std::vector<const RankTrac
 /// "items-or-order".
 std::string differentDataCause(const std::string& kind);
 
+/// What tells one rank's dataset from another's: the loader's dataset class and everything the
+/// recorder hashed of it (listing, items, content, a ConcatDataset's parts). Equal on ranks that
+/// hold one dataset.
+std::string datasetIdentity(const LoaderRecord& l);
+
+/// Whether the recorder hashed anything of the loader's dataset (else datasetIdentity is its
+/// class alone and tells nothing).
+bool datasetHashed(const LoaderRecord& l);
+
 /// Ranks that each hold a dataset of their own, where some hold the same one (their listing, rows
 /// and parts agree): the disjointness finding naming them (LOCAL_RANK when they pair across
 /// nodes), or nothing.
@@ -145,6 +154,11 @@ std::string whereRankStood(const RankTrace& t);
 
 /// "ranks 1, 2, 3" / "rank 1".
 std::string rankList(const std::vector<std::int64_t>& ranks);
+
+/// The runs of consecutive values of `sorted`, as (first, last) pairs: {0, 1, 2, 5} gives
+/// (0, 2), (5, 5). Each description formats them its own way ("0-2, 5", "896..999").
+std::vector<std::pair<std::int64_t, std::int64_t>> consecutiveRuns(
+    const std::vector<std::int64_t>& sorted);
 
 /// Launch options a rerun adds to the user's own.
 struct RerunWith {

@@ -45,11 +45,9 @@ std::size_t paddingFrom(const RankTrace& t, const PassRecord& p) {
 // the epoch leaves N mod W samples unseen, which coverage allows. (DataLoader(drop_last=True)
 // dropping each rank's last short batch is not by design: coverage fails it, drop-last-confusion.)
 std::int64_t droppedByDesign(const RankTrace& t, const PassRecord& p) {
-  const auto loader = t.loaders.find(p.loader);
-  if (loader == t.loaders.end()) return 0;
-  const auto sampler = t.samplers.find(loader->second.sampler);
-  if (sampler == t.samplers.end() || sampler->second.order != OrderKind::kTorchDistributed) return 0;
-  const SamplerRecord& s = sampler->second;
+  const SamplerRecord* sampler = samplerOf(t, p.loader);
+  if (!sampler || sampler->order != OrderKind::kTorchDistributed) return 0;
+  const SamplerRecord& s = *sampler;
   const std::int64_t w = p.numReplicas.value_or(s.numReplicas.value_or(0));
   if (w <= 0 || p.datasetLen <= 0 || !p.dropLast.value_or(s.dropLast.value_or(false))) return 0;
   return p.datasetLen % w;
@@ -59,12 +57,9 @@ std::int64_t droppedByDesign(const RankTrace& t, const PassRecord& p) {
 std::string compactRanks(std::vector<std::int64_t> ranks) {
   std::sort(ranks.begin(), ranks.end());
   std::string out;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+  for (const auto& [first, last] : consecutiveRuns(ranks)) {
     out += fmt::format("{}{}", out.empty() ? "" : ", ",
-                       j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]));
-    i = j + 1;
+                       first == last ? fmt::format("{}", first) : fmt::format("{}-{}", first, last));
   }
   return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", out);
 }
@@ -190,16 +185,6 @@ report::Verdict verdictOf(bool passed, const std::vector<Violation>& violations,
 }
 
 namespace {
-
-// What tells one rank's dataset from another's: its class and what the recorder hashed of it.
-std::string datasetIdentity(const LoaderRecord& l) {
-  std::string id = fmt::format("{}|{}|{}|{}", l.dataset, l.datasetFingerprint, l.datasetItems,
-                               l.datasetContent);
-  for (const auto& p : l.datasetParts) {
-    id += fmt::format("|{}:{}:{}:{}:{}", p.dataset, p.len, p.fingerprint, p.items, p.content);
-  }
-  return id;
-}
 
 // The ranks' loader `loader` reads different datasets (each rank its own Subset or file): its
 // indices are positions in each rank's own dataset, not in one, so no chart can merge them.

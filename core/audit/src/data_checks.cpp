@@ -987,16 +987,10 @@ class DataChecker {
   // names another sample on each rank, so their indices are not one dataset's.
   bool eachRankItsOwnDataset(std::int64_t loader, const std::vector<RankPass>& ranks) const {
     if (promisesOneDataset(samplerOf(*ranks[0].trace, loader))) return false;
-    const LoaderRecord& first = ranks[0].trace->loaders.at(loader);
-    for (const auto& rp : ranks) {
-      const LoaderRecord& l = rp.trace->loaders.at(loader);
-      if (l.datasetFingerprint != first.datasetFingerprint || l.datasetItems != first.datasetItems ||
-          l.datasetContent != first.datasetContent ||
-          l.datasetParts.size() != first.datasetParts.size()) {
-        return true;
-      }
-    }
-    return false;
+    const std::string first = datasetIdentity(ranks[0].trace->loaders.at(loader));
+    return std::any_of(ranks.begin(), ranks.end(), [&](const RankPass& rp) {
+      return datasetIdentity(rp.trace->loaders.at(loader)) != first;
+    });
   }
 
   // An evaluation pass scores every sample: samples no rank evaluated (DistributedSampler's

@@ -135,6 +135,20 @@ std::string lettersFor(const Groups& groups, const std::map<std::string, std::ve
 
 }  // namespace
 
+std::string datasetIdentity(const LoaderRecord& l) {
+  std::string id = fmt::format("{}|{}|{}|{}", l.dataset, l.datasetFingerprint, l.datasetItems,
+                               l.datasetContent);
+  for (const auto& p : l.datasetParts) {
+    id += fmt::format("|{}:{}:{}:{}:{}", p.dataset, p.len, p.fingerprint, p.items, p.content);
+  }
+  return id;
+}
+
+bool datasetHashed(const LoaderRecord& l) {
+  return !l.datasetFingerprint.empty() || !l.datasetItems.empty() || !l.datasetContent.empty() ||
+         !l.datasetParts.empty();
+}
+
 std::string differentDataCause(const std::string& kind) {
   if (kind == "order") {
     return "the data was permuted on each rank before the sampler, with a per-rank random state "
@@ -300,10 +314,8 @@ std::optional<Violation> sharedOwnDatasets(const std::vector<const RankTrace*>& 
   std::map<std::string, std::vector<std::int64_t>> byData;
   for (const RankTrace* t : traces) {
     const LoaderRecord& l = t->loaders.at(loader);
-    std::string key = l.datasetFingerprint + "\x1e" + l.datasetItems + "\x1e" + l.datasetContent;
-    for (const auto& p : l.datasetParts) key += "\x1e" + partKey(p);
-    if (key.size() <= 2) return std::nullopt;  // nothing known of this rank's data
-    byData[key].push_back(t->rank);
+    if (!datasetHashed(l)) return std::nullopt;  // nothing known of this rank's data
+    byData[datasetIdentity(l)].push_back(t->rank);
   }
   if (byData.size() < 2) return std::nullopt;  // one dataset on every rank: the partition's to judge
   const Groups groups = groupRanks(byData);

@@ -70,6 +70,18 @@ std::string rankList(const std::vector<std::int64_t>& ranks) {
   return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "));
 }
 
+std::vector<std::pair<std::int64_t, std::int64_t>> consecutiveRuns(
+    const std::vector<std::int64_t>& sorted) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> runs;
+  for (std::size_t i = 0; i < sorted.size();) {
+    std::size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    runs.emplace_back(sorted[i], sorted[j]);
+    i = j + 1;
+  }
+  return runs;
+}
+
 std::string interpreterOf(const Trace& trace) {
   if (trace.launch && !trace.launch->command.empty()) return trace.launch->command.front();
   return "python3";
@@ -98,7 +110,7 @@ std::string rerunCommand(const Trace& trace, RerunWith with) {
   if (launch) {
     for (const auto& a : launch->command) words.push_back(verify::shellQuote(a));
   } else {
-    words.emplace_back("python3");
+    words.push_back(interpreterOf(trace));
     const auto first = std::find_if(trace.ranks.begin(), trace.ranks.end(),
                                     [](const auto& t) { return t.has_value(); });
     if (first != trace.ranks.end()) {

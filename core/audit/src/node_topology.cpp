@@ -25,12 +25,9 @@ std::string joinAnd(const std::vector<std::int64_t>& values) {
 // "0-3", "0, 2, 5-7".
 std::string ranges(const std::vector<std::int64_t>& sorted) {
   std::vector<std::string> parts;
-  for (std::size_t i = 0; i < sorted.size();) {
-    std::size_t j = i;
-    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
-    parts.push_back(j == i ? fmt::format("{}", sorted[i])
-                           : fmt::format("{}{}{}", sorted[i], j == i + 1 ? ", " : "-", sorted[j]));
-    i = j + 1;
+  for (const auto& [first, last] : consecutiveRuns(sorted)) {
+    parts.push_back(first == last ? fmt::format("{}", first)
+                                  : fmt::format("{}{}{}", first, last == first + 1 ? ", " : "-", last));
   }
   return fmt::format("{}", fmt::join(parts, ", "));
 }

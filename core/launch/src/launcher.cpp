@@ -35,6 +35,11 @@ bool reportsPortTaken(const std::string& line, std::uint16_t port) {
 // The variables only one rank has; every other one is the launch's common environment.
 const std::vector<std::string> kPerRankVariables = {"RANK", "LOCAL_RANK"};
 
+// Where rank 0's store listens: its node's address with emulated nodes, else masterAddr.
+std::string masterAddressOf(const LaunchOptions& options) {
+  return options.nodes ? nodeAddress(0) : options.masterAddr;
+}
+
 // The variables rank r has of its own (its node's, with emulated nodes).
 EnvMap rankEnvironment(const LaunchOptions& options, int r) {
   if (options.nodes) return nodeRankEnvironment(*options.nodes, r);
@@ -58,7 +63,7 @@ EnvMap commonEnvironment(const LaunchOptions& options, std::uint16_t masterPort)
   }
   env["TORCHELASTIC_RESTART_COUNT"] = "0";  // one attempt: never an inherited restart count
   env["TORCHELASTIC_MAX_RESTARTS"] = "0";
-  env["MASTER_ADDR"] = options.masterAddr;
+  env["MASTER_ADDR"] = masterAddressOf(options);
   env["MASTER_PORT"] = std::to_string(masterPort);
   return env;
 }
@@ -148,7 +153,7 @@ void summarize(const LaunchOptions& options, int started, LaunchResult& result) 
 LaunchResult launchOnce(const LaunchOptions& options) {
   LaunchResult result;
   result.masterPort =
-      options.masterPort != 0 ? options.masterPort : findFreePort(options.masterAddr);
+      options.masterPort != 0 ? options.masterPort : findFreePort(masterAddressOf(options));
   SupervisorOptions supervision;
   supervision.worldSize = options.numRanks;
   supervision.timeout = options.timeout;
@@ -196,11 +201,6 @@ LaunchResult launchRanks(const LaunchOptions& options) {
   DDPH_CHECK(!options.nodes || options.nodes->worldSize() == options.numRanks,
              "{} nodes of {} ranks are not a world of {}", options.nodes ? options.nodes->nodes : 0,
              options.nodes ? options.nodes->perNode : 0, options.numRanks);
-  if (options.nodes && options.masterAddr != nodeAddress(0)) {
-    LaunchOptions onNodes = options;
-    onNodes.masterAddr = nodeAddress(0);  // rank 0's node
-    return launchRanks(onNodes);
-  }
   LaunchResult result = launchOnce(options);
   if (!options.retryTakenPort || !result.portTaken || result.exitCode == 0 || result.interruptedBy != 0) {
     return result;
@@ -208,7 +208,7 @@ LaunchResult launchRanks(const LaunchOptions& options) {
   LaunchOptions again = options;
   again.retryTakenPort = false;
   do {
-    again.masterPort = findFreePort(options.masterAddr);
+    again.masterPort = findFreePort(masterAddressOf(options));
   } while (again.masterPort == result.masterPort);
   if (options.note) {
     options.note(fmt::format("MASTER_PORT {} was taken before rank 0's store could bind it; running "

@@ -38,6 +38,7 @@ struct LaunchOptions {
   std::optional<std::chrono::milliseconds> timeout;
   /// Between SIGTERM and SIGKILL when stopping ranks.
   std::chrono::milliseconds grace{3000};
+  /// Where rank 0's store listens (MASTER_ADDR); with `nodes`, node 0's address instead.
   std::string masterAddr = "127.0.0.1";
   /// 0: a free port on masterAddr, outside the kernel's ephemeral range (findFreePort).
   std::uint16_t masterPort = 0;
