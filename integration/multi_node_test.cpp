@@ -4,7 +4,13 @@
 // the second node shows, and its healthy twin; bad node counts refused in one line.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -204,6 +210,67 @@ TEST(MultiNode, GradientsAveragedWithinANodeGroupOnlyAreNamed) {
       << shown(two);
   const auto twin = auditNodes(2, 2, "node_group_as_world.py", {"--hierarchical"});
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
+// A port below the kernel's ephemeral range (no connection takes it by chance) that binds on
+// 127.0.0.1 now: the static rendezvous both torchrun agents meet at.
+int unusedFixedPort() {
+  for (int port = 20000 + static_cast<int>(::getpid() % 9000); port < 32000; port += 97) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(fd);
+    if (free) return port;
+  }
+  return 0;
+}
+
+// Node `node` of a real two-node job: torchrun's agent with --nnodes 2 --node_rank `node` and 2
+// ranks, each `python3 -m ddph_audit --cpu --trace-dir FOLDER` (its node's own trace folder, as on
+// nodes without a shared file system).
+std::vector<std::string> torchrunAgent(int node, int port, const std::string& tmp,
+                                       const std::string& folder, const std::string& program) {
+  return {"/usr/bin/env", std::string("PYTHONPATH=") + DDPH_PYTHON_PACKAGE_DIR, "TMPDIR=" + tmp,
+          kPython, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank",
+          std::to_string(node), "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+          "--master_port", std::to_string(port), "--rdzv_id", "ddph-two-agents", "--redirects",
+          "9:0", "--tee", "9:0", "-m", "ddph_audit", "--cpu", "--trace-dir", folder, program};
+}
+
+TEST(MultiNode, ARealTwoAgentTorchrunIsAuditedFromItsNodesFolders) {
+  TempDir dir("ddph-multi-node");
+  const int port = unusedFixedPort();
+  ASSERT_NE(port, 0);
+  const std::string node0 = dir.path() + "/node0", node1 = dir.path() + "/node1";
+  std::filesystem::create_directory(node0);
+  std::filesystem::create_directory(node1);
+  const std::string program = kPrograms + "sampler_local_rank.py";
+  const auto agents = runCommands({torchrunAgent(0, port, dir.path(), node0, program),
+                                   torchrunAgent(1, port, dir.path(), node1, program)},
+                                  300s);
+  for (const auto& a : agents) {
+    if (a.exitCode != 0 && has(a.err, "use_libuv was requested but PyTorch was buil")) {
+      GTEST_SKIP() << "this torch's torchrun cannot start: built without libuv (docs/torch2.md)";
+    }
+    ASSERT_EQ(a.exitCode, 0) << a.out << a.err;  // the program itself runs to its end
+  }
+  EXPECT_TRUE(std::filesystem::exists(node0 + "/rank-0.jsonl"));
+  EXPECT_TRUE(std::filesystem::exists(node1 + "/rank-2.jsonl"));
+  const std::string report = dir.path() + "/report.json";
+  const auto audit = runCommand({kSim, "audit", node0, node1, "--report", report}, 120s);
+  EXPECT_EQ(audit.exitCode, 1) << audit.out << audit.err;
+  EXPECT_TRUE(has(audit.out, "(4 of 4 ranks traced): FAILED")) << audit.out;
+  const Json r = Json::parse(readFile(report));
+  ASSERT_EQ(r["violations"].size(), 1u) << r.dump(2);
+  EXPECT_EQ(r["violations"][0]["property"], "coverage") << r.dump(2);
+  EXPECT_TRUE(has(r["violations"][0]["likely_cause"].get<std::string>(),
+                  "sampler 0's rank is LOCAL_RANK, not RANK: ranks 0 and 2 (local rank 0 on nodes "
+                  "0 and 1)"))
+      << r.dump(2);
+  EXPECT_EQ(r["seen"]["ranks_per_node"].size(), 2u) << r.dump(2);
 }
 
 TEST(MultiNode, BadNodeCountsAreOneLineAndExitTwo) {

@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct AuditArgs {
-  std::string traceDir;
+  std::vector<std::string> traceDirs;
   std::optional<std::string> reportPath;
   std::optional<std::string> htmlPath;
   bool quiet = false;
@@ -98,10 +98,10 @@ void checkAuditOutputs(const std::optional<std::string>& reportPath,
   if (htmlPath) common::checkWritableFile(*htmlPath, "HTML report");
 }
 
-int auditTraceFolder(const fs::path& dir, const std::optional<std::string>& reportPath, bool quiet,
-                     const std::optional<std::string>& htmlPath, std::string_view tool) {
-  const audit::Trace trace = audit::readTrace(dir);
-  const audit::AuditReport report = audit::auditTrace(trace);
+int auditTraceFolders(const std::vector<fs::path>& dirs, const std::optional<std::string>& reportPath,
+                      bool quiet, const std::optional<std::string>& htmlPath, std::string_view tool) {
+  const std::vector<audit::Trace> jobs = audit::readRun(dirs);
+  const audit::AuditReport report = audit::auditRun(jobs);
   // The verdict first: a file that cannot be written at the end (checked before the run, but a
   // disk fills, a folder goes) costs the file, never the verdict (exit 3).
   if (!quiet) std::cout << audit::auditReportText(report) << std::flush;
@@ -118,7 +118,7 @@ int auditTraceFolder(const fs::path& dir, const std::optional<std::string>& repo
     write([&] { writeFileAtomically(*reportPath, audit::auditReportJson(report)); });
   }
   if (htmlPath) {
-    write([&] { report::writeHtmlReport(*htmlPath, audit::auditPage(trace, report)); });
+    write([&] { report::writeHtmlReport(*htmlPath, audit::auditPage(jobs.back(), report)); });
   }
   return exitCode;
 }
@@ -128,9 +128,11 @@ Command addAuditCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "audit", "Check the trace of a real run (ddp-sim launch --audit, or python3 -m ddph_audit "
                "under torchrun) against the data and collective properties");
-  sub->add_option("trace_dir", args->traceDir,
+  sub->add_option("trace_dir", args->traceDirs,
                   "the trace folder (rank-<R>.jsonl files; after a torchrun restart, its "
-                  "attempt-<K>/ folder for attempt K)")
+                  "attempt-<K>/ folder for attempt K); several folders of one run: its nodes' "
+                  "folders (one per torchrun agent), and the folders of jobs resumed one from "
+                  "another, in the order they ran (docs/audit.md, \"A run of several jobs\")")
       ->required();
   sub->add_option("--report", args->reportPath, "also write the report as JSON here (atomically)");
   sub->add_option("--html", args->htmlPath,
@@ -146,7 +148,8 @@ Command addAuditCommand(CLI::App& app) {
        ""}));
   return {sub, [args] {
             checkAuditOutputs(args->reportPath, args->htmlPath);
-            return auditTraceFolder(args->traceDir, args->reportPath, args->quiet, args->htmlPath);
+            return auditTraceFolders({args->traceDirs.begin(), args->traceDirs.end()},
+                                     args->reportPath, args->quiet, args->htmlPath);
           }};
 }
 

@@ -46,13 +46,15 @@ Command addAuditCommand(CLI::App& app);
 void checkAuditOutputs(const std::optional<std::string>& reportPath,
                        const std::optional<std::string>& htmlPath);
 
-/// Reads and audits a trace folder, prints the summary (unless quiet), then writes the JSON report
-/// and the HTML page; returns kExitOk or kExitViolation, or kExitRuntime when a file could not be
-/// written (one line "TOOL: error: cannot write '…': …" on stderr, the verdict printed all the
-/// same). Throws ConfigError for an unreadable trace.
-int auditTraceFolder(const std::filesystem::path& dir, const std::optional<std::string>& reportPath,
-                     bool quiet, const std::optional<std::string>& htmlPath = std::nullopt,
-                     std::string_view tool = "ddp-sim");
+/// Reads and audits the trace folders of one run (a job's nodes, the jobs resumed one from
+/// another: audit::readRun), prints the summary (unless quiet), then writes the JSON report and
+/// the HTML page (of the last job); returns kExitOk or kExitViolation, or kExitRuntime when a file
+/// could not be written (one line "TOOL: error: cannot write '…': …" on stderr, the verdict
+/// printed all the same). Throws ConfigError for an unreadable trace or folders of different runs.
+int auditTraceFolders(const std::vector<std::filesystem::path>& dirs,
+                      const std::optional<std::string>& reportPath, bool quiet,
+                      const std::optional<std::string>& htmlPath = std::nullopt,
+                      std::string_view tool = "ddp-sim");
 
 /// The folder holding the Python packages (ddph_audit, ddph_launch): $DDPH_AUDIT_PYTHONPATH, else
 /// the installed share/ddph/python beside this executable, else this source tree's python/.

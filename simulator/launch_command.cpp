@@ -50,6 +50,7 @@ struct LaunchArgs {
   std::vector<std::string> command;
   bool audit = false;
   std::optional<std::string> traceDir;
+  std::vector<std::string> resumes;  ///< the trace folders of the jobs this one resumes, in order
   std::optional<std::string> reportPath;
   std::optional<std::string> htmlPath;
   bool cpu = false;
@@ -134,8 +135,12 @@ int runLaunch(const LaunchArgs& a) {
   // A Python program's ranks are forked from one interpreter that imported torch once, unless
   // --exec (docs/ddp-sim.md, "How ranks start").
   if (!a.exec) options.forkServer = (pythonPackageDir() / "ddph_launch" / "fork_server.py").string();
-  DDPH_CHECK(a.audit || (!a.traceDir && !a.reportPath && !a.htmlPath),
-             "--trace-dir, --report and --html need --audit");
+  DDPH_CHECK(a.audit || (!a.traceDir && !a.reportPath && !a.htmlPath && a.resumes.empty()),
+             "--trace-dir, --report, --html and --resumes need --audit");
+  // The earlier jobs' traces are read before any rank starts: a wrong folder is one line, exit 2.
+  if (!a.resumes.empty()) {
+    audit::readRun({a.resumes.begin(), a.resumes.end()});
+  }
   checkAuditOutputs(a.reportPath, a.htmlPath);
   if (a.traceDir) common::checkWritableFolder(*a.traceDir, "trace");
   DDPH_CHECK(a.cpu || !a.gpus, "--gpus needs --cpu");
@@ -213,8 +218,9 @@ int runLaunch(const LaunchArgs& a) {
   audit::writeLaunchRecord(traces->path(), record);
   int audited = kExitOk;
   try {
-    audited = auditTraceFolder(traces->path(), a.reportPath, /*quiet=*/false, a.htmlPath,
-                               "ddp-sim launch");
+    std::vector<std::filesystem::path> run(a.resumes.begin(), a.resumes.end());
+    run.push_back(traces->path());
+    audited = auditTraceFolders(run, a.reportPath, /*quiet=*/false, a.htmlPath, "ddp-sim launch");
   } catch (const ConfigError& e) {
     fmt::print(stderr, "ddp-sim launch: error: cannot audit the run: {}\n", e.what());
     return result.interruptedBy != 0 ? result.exitCode : kExitUsage;
@@ -252,6 +258,12 @@ Command addLaunchCommand(CLI::App& app) {
                 "through DDPH_AUDIT_DIR) and audit their trace when they end");
   sub->add_option("--trace-dir", args->traceDir,
                   "with --audit: keep the trace in this folder (default: a temporary one)");
+  sub->add_option("--resumes", args->resumes,
+                  "with --audit: this job resumes the job traced in this folder (repeat it for "
+                  "each earlier job, in the order they ran): the audit judges them as one run, an "
+                  "epoch the earlier job ended inside finished exactly once by this one "
+                  "(docs/audit.md, \"A run of several jobs\")")
+      ->allow_extra_args(false);
   sub->add_option("--report", args->reportPath, "with --audit: write the audit report as JSON here");
   sub->add_option("--html", args->htmlPath,
                   "with --audit: write a self-contained HTML report here (docs/html-report.md)");

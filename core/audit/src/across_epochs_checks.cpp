@@ -25,27 +25,6 @@ bool trainsOnBatches(const PassRecord& p) {
   return std::any_of(p.batches.begin(), p.batches.end(), [](const BatchRecord& b) { return b.grad; });
 }
 
-// A pass that ran to StopIteration, or handed out len(loader) batches (NOTE [Passes and epochs]).
-bool complete(const PassRecord& p) {
-  return p.ended ||
-         (p.declaredBatches && static_cast<std::int64_t>(p.batches.size()) >= *p.declaredBatches);
-}
-
-// "896..999", "3, 17, 40" or "3, 17, 40, … (12 in all)": runs of consecutive indices as ranges.
-std::string describeIndices(const std::vector<Index>& sorted) {
-  std::vector<std::string> runs;
-  for (const auto& [first, last] : consecutiveRuns(sorted)) {
-    runs.push_back(last - first >= 2  ? fmt::format("{}..{}", first, last)
-                   : last == first + 1 ? fmt::format("{}, {}", first, last)
-                                       : fmt::format("{}", first));
-  }
-  constexpr std::size_t kShown = 6;
-  if (runs.size() <= kShown) return fmt::format("{}", fmt::join(runs, ", "));
-  return fmt::format("{}, … ({} in all)",
-                     fmt::join(runs.begin(), runs.begin() + static_cast<long>(kShown), ", "),
-                     sorted.size());
-}
-
 // The indices of [0, n) that no rank consumed in training pass `k` of `loader`, or nothing when
 // some rank has no such pass, the pass is not a complete training pass, or what it consumed is
 // not known.
@@ -56,7 +35,7 @@ std::optional<std::vector<Index>> leftOutOfEpoch(const Trace& trace, std::int64_
   for (const auto& t : trace.ranks) {
     if (!t) return std::nullopt;
     const PassRecord* p = t->findPass(loader, k);
-    if (!p || !trainsOnBatches(*p) || !complete(*p)) return std::nullopt;
+    if (!p || !trainsOnBatches(*p) || !completePass(*p)) return std::nullopt;
     if (n < 0) n = p->datasetLen;
     if (p->datasetLen != n || n <= 0) return std::nullopt;
     const auto consumed = consumedIndices(*t, *p, samplerOrder(*t, *p, cache));

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <map>
 
 #include "audit_checks.h"
@@ -172,6 +173,94 @@ AuditReport auditTrace(const Trace& trace) {
   report.seen.ranksPerNode = ranksPerNode(trace);
   report.passed = report.violations.empty();
   return report;
+}
+
+namespace {
+
+// "job 2 (runs/b)": one job's name in a run of several, its folders joined.
+std::string jobLabel(int k, const Trace& t) {
+  std::vector<std::string> folders;
+  for (const auto& f : t.folders) folders.push_back(f.string());
+  if (folders.empty()) folders.push_back(t.dir.string());
+  return fmt::format("job {} ({})", k, fmt::join(folders, ", "));
+}
+
+bool startsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// What a judgement across two jobs replaces in each job's own report: in the earlier one, the
+// note that the run ended inside the epoch; in the later one, its first pass's coverage finding.
+void dropReplaced(const Trace& trace, const std::set<std::int64_t>& loaders, bool later,
+                  AuditReport& report) {
+  const RankTrace* first = nullptr;
+  for (const auto& t : trace.ranks) {
+    if (t && !first) first = &*t;
+  }
+  if (!first) return;
+  for (std::int64_t loader : loaders) {
+    const std::string about = describeLoader(*first, loader);
+    if (later) {
+      auto& vs = report.violations;
+      vs.erase(std::remove_if(vs.begin(), vs.end(),
+                              [&](const Violation& v) {
+                                return v.property == property::kCoverage && v.epoch == 0 &&
+                                       (startsWith(v.detail, about + ":") ||
+                                        startsWith(v.detail, about + ","));
+                              }),
+               vs.end());
+    }
+    // The notes each job's own view left about that epoch (NOTE [A run that ends inside a pass],
+    // NOTE [A job that begins at a later epoch]).
+    const std::string note = about + (later ? ": the job began at epoch" : ": the run ended inside epoch");
+    auto& ns = report.notes;
+    ns.erase(std::remove_if(ns.begin(), ns.end(),
+                            [&](const std::string& n) { return startsWith(n, note); }),
+             ns.end());
+  }
+}
+
+}  // namespace
+
+AuditReport auditRun(const std::vector<Trace>& jobs) {
+  if (jobs.size() == 1) return auditTrace(jobs.front());
+  std::vector<AuditReport> reports;
+  for (const auto& job : jobs) reports.push_back(auditTrace(job));
+  std::vector<ResumedJobJudgement> across;
+  for (std::size_t k = 0; k + 1 < jobs.size(); ++k) {
+    across.push_back(checkResumedJob(jobs[k], jobs[k + 1], static_cast<int>(k) + 1));
+    dropReplaced(jobs[k], across.back().loaders, /*later=*/false, reports[k]);
+    dropReplaced(jobs[k + 1], across.back().loaders, /*later=*/true, reports[k + 1]);
+  }
+  // The run's report: the last job's view (what it saw, its world), every job's findings.
+  AuditReport run = reports.back();
+  run.violations.clear();
+  run.notes.clear();
+  std::vector<std::string> dirs;
+  for (std::size_t k = 0; k < jobs.size(); ++k) {
+    const int job = static_cast<int>(k) + 1;
+    run.jobs.push_back(jobLabel(job, jobs[k]));
+    dirs.push_back(reports[k].traceDir);
+    for (auto v : reports[k].violations) {
+      v.detail = fmt::format("job {}: {}", job, v.detail);
+      run.violations.push_back(std::move(v));
+    }
+    for (const auto& n : reports[k].notes) run.notes.push_back(fmt::format("job {}: {}", job, n));
+    if (k < across.size()) {
+      for (const auto& v : across[k].violations) run.violations.push_back(v);
+      for (const auto& n : across[k].notes) run.notes.push_back(n);
+    }
+  }
+  // A property judged in any job is judged in the run.
+  for (const auto& r : reports) {
+    for (auto it = run.notApplicable.begin(); it != run.notApplicable.end();) {
+      it = r.notApplicable.count(*it) ? std::next(it) : run.notApplicable.erase(it);
+    }
+    run.interruptedBy = run.interruptedBy != 0 ? run.interruptedBy : r.interruptedBy;
+  }
+  run.traceDir = fmt::format("{}", fmt::join(dirs, " "));
+  run.passed = run.violations.empty();
+  return run;
 }
 
 }  // namespace ddph::audit

@@ -59,11 +59,34 @@ const SamplerRecord* samplerOf(const RankTrace& t, std::int64_t loader);
 std::optional<std::vector<verify::Index>> samplerOrder(const RankTrace& t, const PassRecord& p,
                                                        OrderCache& cache);
 
+/// A pass that ran to StopIteration, or handed out len(loader) batches (NOTE [Passes and epochs]).
+bool completePass(const PassRecord& p);
+
+/// `p` is the loader's last pass on rank `t`, after which the program trained on nothing else:
+/// the job ended inside that epoch (NOTE [A run that ends inside a pass]).
+bool runEndsInside(const RankTrace& t, const PassRecord& p);
+
 /// The indices of the batches of `p` the program used (zip's discarded last batch left out), or
 /// nothing when they are unknown.
 std::optional<std::vector<verify::Index>> consumedIndices(
     const RankTrace& t, const PassRecord& p,
     const std::optional<std::vector<verify::Index>>& order);
+
+// --- a run of several jobs (resumed_job_checks.cpp) ----------------------------------------------
+
+/// What judging a job with the one it resumed found: findings about the epochs the earlier job
+/// left unfinished, notes, and the loaders whose unfinished epoch was judged across the two
+/// jobs (or could not be), whose per-job coverage findings and notes that judgement replaces.
+struct ResumedJobJudgement {
+  std::vector<verify::Violation> violations;
+  std::vector<std::string> notes;
+  std::set<std::int64_t> loaders;
+};
+
+/// NOTE [A run of several jobs] (docs/audit.md): `after` resumed from a checkpoint of `before`;
+/// each epoch `before` ended inside is judged with `after`'s first pass over the same loader.
+/// `jobBefore` numbers `before` in the run (1: the first job) for the findings' text.
+ResumedJobJudgement checkResumedJob(const Trace& before, const Trace& after, int jobBefore);
 
 // --- what only a loader's whole run shows (across_epochs_checks.cpp) ---------------------------
 
@@ -151,6 +174,9 @@ const PassRecord* lastBatchPass(const RankTrace& t);
 /// "epoch 2 step 14 of loader 0 (…)" for the last batch the rank was handed, or "before its first
 /// batch".
 std::string whereRankStood(const RankTrace& t);
+
+/// "896..999", "3, 17, 40" or "3, 17, 40, … (12 in all)": runs of consecutive indices as ranges.
+std::string describeIndices(const std::vector<verify::Index>& sorted);
 
 /// "ranks 1, 2, 3" / "rank 1".
 std::string rankList(const std::vector<std::int64_t>& ranks);

@@ -1,5 +1,6 @@
 // The audit's report: JSON for machines (violations as in `ddp-sim run`), a summary for people.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
@@ -32,6 +33,7 @@ std::string auditReportJson(const AuditReport& r) {
                {"collectives_by_op", byOp}};
   if (!r.seen.ranksPerNode.empty()) j["seen"]["ranks_per_node"] = r.seen.ranksPerNode;
   if (r.interruptedBy != 0) j["interrupted_by_signal"] = r.interruptedBy;
+  if (!r.jobs.empty()) j["jobs"] = r.jobs;
   if (r.attempt != 0 || !r.laterAttempts.empty()) {
     j["attempt"] = r.attempt;
     j["later_attempts"] = r.laterAttempts;
@@ -45,6 +47,10 @@ std::string auditReportText(const AuditReport& r) {
                                 r.worldSize, !r.passed                ? "FAILED"
                                              : r.interruptedBy != 0 ? "INTERRUPTED"
                                                                     : "PASSED");
+  if (!r.jobs.empty()) {
+    out += fmt::format("  a run of {} jobs, each resumed from the one before: {}\n", r.jobs.size(),
+                       fmt::join(r.jobs, "; "));
+  }
   if (!r.emulated.empty()) out += fmt::format("  emulated: {}\n", r.emulated);
   constexpr std::size_t kShown = 12;
   out += violationsText(r.violations, {}, kShown);

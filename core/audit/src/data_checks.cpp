@@ -44,6 +44,26 @@ const SamplerRecord* samplerOf(const RankTrace& t, std::int64_t loader) {
   return s == t.samplers.end() ? nullptr : &s->second;
 }
 
+// NOTE [A run that ends inside a pass] (docs/audit.md): the loader's last pass on this rank, after
+// which the program trained on nothing else: the run (this job of it) ended inside the epoch, by a
+// step budget (max_steps, a time limit) or a stop to be resumed. Its rest is not left out by the
+// loop; no later epoch of this job could have trained it.
+bool runEndsInside(const RankTrace& t, const PassRecord& p) {
+  for (const auto& q : t.passes) {
+    if (q.startLine <= p.startLine) continue;
+    if (q.loader == p.loader) return false;
+    if (std::any_of(q.batches.begin(), q.batches.end(), [](const BatchRecord& b) { return b.grad; }))
+      return false;
+  }
+  return true;
+}
+
+// A pass that ran to StopIteration, or handed out len(loader) batches (NOTE [Passes and epochs]).
+bool completePass(const PassRecord& p) {
+  return p.ended ||
+         (p.declaredBatches && static_cast<std::int64_t>(p.batches.size()) >= *p.declaredBatches);
+}
+
 namespace {
 
 // Draws with replacement: judged by the `with-replacement` contract (ranks-agree), not by coverage.
@@ -193,20 +213,6 @@ bool isDropped(const RankTrace& t, const PassRecord& p) {
         return false;
       }
     }
-  }
-  return true;
-}
-
-// NOTE [A run that ends inside a pass] (docs/audit.md): the loader's last pass on this rank, after
-// which the program trained on nothing else: the run (this job of it) ended inside the epoch, by a
-// step budget (max_steps, a time limit) or a stop to be resumed. Its rest is not left out by the
-// loop; no later epoch of this job could have trained it.
-bool runEndsInside(const RankTrace& t, const PassRecord& p) {
-  for (const auto& q : t.passes) {
-    if (q.startLine <= p.startLine) continue;
-    if (q.loader == p.loader) return false;
-    if (std::any_of(q.batches.begin(), q.batches.end(), [](const BatchRecord& b) { return b.grad; }))
-      return false;
   }
   return true;
 }
@@ -503,6 +509,16 @@ class DataChecker {
     return false;
   }
 
+  // NOTE [A job that begins at a later epoch] (docs/audit.md, "A run of several jobs"): the
+  // loader's first pass drew its order with a sampler epoch above 0 (set_epoch(e) before any pass):
+  // the job resumed a run, and a sampler of its own may start inside that epoch. What it left
+  // out of the epoch is the earlier job's to have trained: a note here, judged with --resumes.
+  static bool beganAtALaterEpoch(std::int64_t k, const std::vector<RankPass>& ranks) {
+    return k == 0 && std::all_of(ranks.begin(), ranks.end(), [](const RankPass& rp) {
+             return rp.pass->samplerEpoch.value_or(0) > 0;
+           });
+  }
+
   bool checkPartition(std::int64_t loader, std::int64_t k, const std::vector<RankPass>& ranks) {
     if (!sameDataset(loader, k, ranks)) {
       checkSharedOwnData(loader, k, ranks);
@@ -532,6 +548,17 @@ class DataChecker {
     if (!v) v = checkCoverage(part, e);
     if (!v) v = checkDisjointness(part, e);
     if (!v) return true;
+    if (v->property == property::kCoverage && beganAtALaterEpoch(k, ranks)) {
+      const std::int64_t drawn = static_cast<std::int64_t>(
+          std::set<Index>(part.ranks[0].begin(), part.ranks[0].end()).size());
+      notApplicable(loader, fmt::format(
+          "the job began at epoch {} and its first pass drew part of it (rank 0: {} samples): a "
+          "job resumed mid-epoch from a checkpoint, the epoch's rest trained by the job before it; "
+          "audit them together to judge it (ddp-sim launch --audit --resumes EARLIER_TRACE_DIR, "
+          "or ddp-sim audit EARLIER_TRACE_DIR THIS_TRACE_DIR)",
+          *ranks[0].pass->samplerEpoch, drawn));
+      return false;
+    }
     v->detail = fmt::format("{}, {}: {}", describeLoader(*ranks[0].trace, loader),
                             samplerName(ranks[0]), v->detail);
     v->likelyCause =

@@ -120,4 +120,19 @@ std::string rerunCommand(const Trace& trace, RerunWith with) {
   return fmt::format("{}", fmt::join(words, " "));
 }
 
+// "896..999", "3, 17, 40" or "3, 17, 40, … (12 in all)": runs of consecutive indices as ranges.
+std::string describeIndices(const std::vector<verify::Index>& sorted) {
+  std::vector<std::string> runs;
+  for (const auto& [first, last] : consecutiveRuns(sorted)) {
+    runs.push_back(last - first >= 2  ? fmt::format("{}..{}", first, last)
+                   : last == first + 1 ? fmt::format("{}, {}", first, last)
+                                       : fmt::format("{}", first));
+  }
+  constexpr std::size_t kShown = 6;
+  if (runs.size() <= kShown) return fmt::format("{}", fmt::join(runs, ", "));
+  return fmt::format("{}, … ({} in all)",
+                     fmt::join(runs.begin(), runs.begin() + static_cast<long>(kShown), ", "),
+                     sorted.size());
+}
+
 }  // namespace ddph::audit

@@ -1,4 +1,4 @@
-// Reads a trace folder (docs/trace-format.md) into ddph::audit::Trace.
+// Reads one rank's trace file (docs/trace-format.md) into ddph::audit::RankTrace, and launch.json.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include "ddph/audit/trace.h"
 #include "ddph/common/error.h"
 #include "index_list.h"
+#include "trace_reader.h"
 #include "trace_schema.h"
 
 namespace ddph::audit {
@@ -434,6 +435,7 @@ class RankTraceBuilder {
     DdpRecord& d = ddpRef(field<std::int64_t>(e, f::kDdp));
     ++d.forwards;
     if (optionalField<bool>(e, f::kGrad).value_or(true)) {
+      t_.gradForwardLines.push_back(line);
       ++(optionalField<bool>(e, f::kSync).value_or(true) ? d.syncedGradForwards
                                                           : d.unsyncedGradForwards);
     } else {
@@ -665,223 +667,6 @@ std::optional<LaunchRecord> readLaunchRecord(const fs::path& launchFile) {
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("{}: {}", launchFile.string(), e.what()));
   }
-}
-
-fs::path attemptFolder(const fs::path& dir, int attempt) {
-  return attempt == 0 ? dir : dir / fmt::format("attempt-{}", attempt);
-}
-
-namespace {
-
-// The files `<kind>-<N>.jsonl` in `dir` (kind "rank": by rank; "spawner": by pid).
-std::map<int, fs::path> filesIn(const fs::path& dir, const std::regex& pattern, std::error_code& ec) {
-  std::map<int, fs::path> files;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::smatch m;
-    const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, m, pattern)) files[std::stoi(m[1].str())] = entry.path();
-  }
-  return files;
-}
-
-std::map<int, fs::path> rankFilesIn(const fs::path& dir, std::error_code& ec) {
-  static const std::regex kRankFile(R"(rank-(\d{1,9})\.jsonl)");
-  return filesIn(dir, kRankFile, ec);
-}
-
-// The spawners' files (torch.multiprocessing.spawn in a launched process), read.
-std::vector<RankTrace> readSpawners(const fs::path& dir) {
-  static const std::regex kSpawnerFile(R"(spawner-(\d{1,9})\.jsonl)");
-  std::error_code ec;
-  std::vector<RankTrace> spawners;
-  for (const auto& [pid, file] : filesIn(dir, kSpawnerFile, ec)) {
-    spawners.push_back(readRankTrace(file));
-  }
-  return spawners;
-}
-
-// The ranks the spawners started, together.
-std::int64_t spawnedRanks(const Trace& trace) {
-  std::int64_t spawned = 0;
-  for (const auto& s : trace.spawners) spawned += s.spawnedRanks;
-  return spawned;
-}
-
-std::string spawnNote(const Trace& trace, std::int64_t spawned) {
-  const std::string method = trace.spawners.front().spawnMethod;
-  return fmt::format("the program started its own ranks: {} process{} started {} rank{} "
-                     "(torch.multiprocessing, start method {})",
-                     trace.spawners.size(), trace.spawners.size() == 1 ? "" : "es", spawned,
-                     spawned == 1 ? "" : "s", method.empty() ? "spawn" : method);
-}
-
-// The run id in the header of `file` (its first line), or nullopt when it cannot be read.
-std::optional<std::string> headerRunId(const fs::path& file) {
-  std::ifstream in(file);
-  std::string first;
-  if (!std::getline(in, first)) return std::nullopt;
-  const json header = json::parse(first, nullptr, /*allow_exceptions=*/false);
-  if (!header.is_object() || header.find(ts::kEv) == header.end() ||
-      header[ts::kEv] != ts::header::kEvent) {
-    return std::nullopt;
-  }
-  const auto id = header.find(ts::header::kRunId);
-  return id != header.end() && id->is_string() ? id->get<std::string>() : "";
-}
-
-// The attempts after `attempt` of run `runId` whose folders (attemptFolder(base, K)) hold a rank
-// file, in order. A folder left by another run (its run id differs) is not one of them.
-std::vector<int> laterAttemptsIn(const fs::path& base, int attempt, const std::string& runId) {
-  static const std::regex kAttemptFolder(R"(attempt-(\d{1,9}))");
-  std::vector<int> later;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(base, ec)) {
-    std::smatch m;
-    const std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, m, kAttemptFolder) || !entry.is_directory(ec)) continue;
-    std::error_code listed;
-    const int k = std::stoi(m[1].str());
-    const auto files = rankFilesIn(entry.path(), listed);
-    if (k <= attempt || files.empty()) continue;
-    if (runId.empty() || headerRunId(files.begin()->second) == runId) later.push_back(k);
-  }
-  std::sort(later.begin(), later.end());
-  return later;
-}
-
-// The folder that holds `dir` ("t/attempt-1/", "." inside it: the same folder above).
-fs::path folderAbove(const fs::path& dir) {
-  std::error_code ec;
-  fs::path clean = fs::absolute(dir, ec).lexically_normal();
-  if (!clean.has_filename()) clean = clean.parent_path();  // a trailing separator
-  return clean.parent_path();
-}
-
-std::string attemptsNote(const Trace& t, const fs::path& base) {
-  std::string later;
-  for (const auto& folder : t.laterAttempts) {
-    later += fmt::format("{}{}", later.empty() ? "" : ", ", folder.string());
-  }
-  const std::string which =
-      t.attempt == 0 ? "this report judges the run's first attempt"
-                     : fmt::format("this report judges attempt {} of the run (torchrun restarted "
-                                   "its ranks {} time(s) before; the first attempt is in {})",
-                                   t.attempt, t.attempt, base.string());
-  if (later.empty()) return which;
-  return fmt::format("{}; torchrun restarted the ranks after it: audit the later attempts with "
-                     "ddp-sim audit {}",
-                     which, later);
-}
-
-// A rank killed while it created its file leaves it empty, or its header line cut short before
-// its '\n' (the rest NUL bytes, the writer's reserved tail).
-bool headerCutShort(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::string first;
-  std::getline(in, first);
-  return in.eof() || first.find('\0') != std::string::npos;
-}
-
-// A rank whose program was destroying its default process group, with no DDP module alive, when
-// the launcher stopped it because another rank had failed: it had left its training normally
-// (destroying the group closes its connections, so its peers may fail first). Not after a
-// timeout: a rank still there then hung, in destroy_process_group or elsewhere.
-void markStoppedInDestroy(Trace& trace) {
-  if (!trace.launch || trace.launch->timedOut) return;
-  for (const auto& launched : trace.launch->ranks) {
-    if (launched.outcome != "stopped" || launched.rank < 0 ||
-        launched.rank >= static_cast<int>(trace.ranks.size()))
-      continue;
-    auto& t = trace.ranks[static_cast<std::size_t>(launched.rank)];
-    if (!t || t->ended || t->errorType || !t->ddpAliveAtDestroy || !t->ddpAliveAtDestroy->empty())
-      continue;
-    t->ended = true;
-    t->endCode = 0;
-    t->stoppedInDestroy = true;
-  }
-}
-
-}  // namespace
-
-Trace readTrace(const fs::path& dir) {
-  std::error_code ec;
-  DDPH_CHECK(fs::is_directory(dir, ec), "'{}' is not a folder", dir.string());
-  const std::map<int, fs::path> files = rankFilesIn(dir, ec);
-  DDPH_CHECK(!ec, "cannot list '{}': {}", dir.string(), ec.message());
-  Trace trace;
-  trace.dir = dir;
-  trace.launch = readLaunchRecord(dir / "launch.json");
-  trace.spawners = readSpawners(dir);
-  // A launched run whose ranks all died before recording anything is still a run to report.
-  if (files.empty() && !trace.launch && trace.spawners.empty()) {
-    const std::vector<int> attempts = laterAttemptsIn(dir, 0, "");
-    DDPH_CHECK(attempts.empty(),
-               "'{}' holds no trace of the run's first attempt (no rank-<R>.jsonl file), only "
-               "later attempts: audit one with ddp-sim audit {}",
-               dir.string(), attemptFolder(dir, attempts.front()).string());
-    throw ConfigError(fmt::format("'{}' holds no trace (no rank-<R>.jsonl file)", dir.string()));
-  }
-  std::vector<RankTrace> read;
-  for (const auto& [rank, file] : files) {
-    if (headerCutShort(file)) {
-      trace.notes.push_back(
-          fmt::format("rank {}: {} has no whole first line (the rank ended while "
-                      "it created the file), read as a rank that left no trace",
-                      rank, file.filename().string()));
-      continue;
-    }
-    RankTrace t = readRankTrace(file);
-    DDPH_CHECK(t.rank == rank, "{} says it is rank {}", file.string(), t.rank);
-    read.push_back(std::move(t));
-  }
-  DDPH_CHECK(!read.empty() || trace.launch || !trace.spawners.empty(),
-             "'{}' holds no trace (every rank-<R>.jsonl file is empty)", dir.string());
-  const std::int64_t spawned = spawnedRanks(trace);
-  trace.worldSize = !read.empty()           ? read.front().worldSize
-                    : !trace.spawners.empty() ? static_cast<int>(std::max<std::int64_t>(spawned, 1))
-                                              : trace.launch->worldSize;
-  for (const auto& t : read) {
-    const RankTrace& first = read.front();
-    DDPH_CHECK(t.worldSize == first.worldSize, "{} has world size {} but {} has {}",
-               t.file.filename().string(), t.worldSize, first.file.filename().string(),
-               first.worldSize);
-    DDPH_CHECK(t.runId == first.runId,
-               "{} and {} come from different runs (run ids '{}' and '{}'): one trace folder "
-               "per run",
-               first.file.filename().string(), t.file.filename().string(), first.runId, t.runId);
-    DDPH_CHECK(t.attempt == first.attempt,
-               "{} and {} come from different attempts of the run ({} and {}): one folder per "
-               "attempt",
-               first.file.filename().string(), t.file.filename().string(), first.attempt,
-               t.attempt);
-    if (t.truncatedTail) {
-      trace.notes.push_back(fmt::format("rank {}: the last line of {} was cut short (the rank was "
-                                        "killed while writing it) and is ignored",
-                                        t.rank, t.file.filename().string()));
-    }
-  }
-  if (!trace.spawners.empty()) {
-    // launch.json's processes are the spawners, so its outcomes are not the ranks'; what stays
-    // is how the launch as a whole ended.
-    if (trace.launch) trace.launch->ranks.clear();
-    trace.notes.push_back(spawnNote(trace, spawned));
-  } else {
-    DDPH_CHECK(!trace.launch || trace.launch->worldSize == trace.worldSize,
-               "launch.json says {} ranks but the traces say {}",
-               trace.launch ? trace.launch->worldSize : 0, trace.worldSize);
-  }
-  trace.attempt = read.empty() ? 0 : read.front().attempt;
-  const fs::path base = trace.attempt == 0 ? dir : folderAbove(dir);
-  for (int k : laterAttemptsIn(base, trace.attempt, read.empty() ? "" : read.front().runId)) {
-    trace.laterAttempts.push_back(attemptFolder(base, k));
-  }
-  if (trace.attempt > 0 || !trace.laterAttempts.empty()) {
-    trace.notes.push_back(attemptsNote(trace, base));
-  }
-  trace.ranks.resize(static_cast<std::size_t>(trace.worldSize));
-  for (auto& t : read) trace.ranks[static_cast<std::size_t>(t.rank)] = std::move(t);
-  markStoppedInDestroy(trace);
-  return trace;
 }
 
 }  // namespace ddph::audit

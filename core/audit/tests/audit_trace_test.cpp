@@ -766,6 +766,57 @@ TEST(AuditTraceFiles, TorchrunRestartsAreAttemptsAuditedOneByOne) {
       << readError(dir.path());
 }
 
+TEST(AuditTraceFiles, TheNodesFoldersOfOneJobAreReadAsOneRun) {
+  // Two torchrun agents, each writing its node's folder: ranks 0, 1 in one, 2, 3 in the other.
+  // Together they are the job (its LOCAL_RANK bug found across them); alone, half of it.
+  RunSpec s;
+  s.nodes = 2;
+  s.samplerLocalRank = true;
+  TempDir node0("ddph-audit-trace"), node1("ddph-audit-trace");
+  for (int r = 0; r < 4; ++r) writeRank(r < 2 ? node0.path() : node1.path(), s, r);
+  const auto jobs = audit::readRun({node0.path(), node1.path()});
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].folders, (std::vector<fs::path>{node0.path(), node1.path()}));
+  const auto r = audit::auditRun(jobs);
+  EXPECT_EQ(r.ranksTraced, 4) << summary(r);
+  EXPECT_TRUE(r.jobs.empty()) << summary(r);
+  EXPECT_TRUE(has(likelyCauseOf(only(r, property::kCoverage)), "sampler 0's rank is LOCAL_RANK"))
+      << summary(r);
+  // Folders of different runs: a node of a run with another run id, or another world size.
+  TempDir other("ddph-audit-trace");
+  std::ofstream(other.path() + "/rank-2.jsonl")
+      << R"({"ev":"header","trace":"ddph-audit","version":1,"rank":2,"world_size":4,"run_id":"x"})"
+      << "\n";
+  try {
+    audit::readRun({node0.path(), other.path()});
+    ADD_FAILURE() << "folders of different runs were read as one";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(has(e.what(), "hold ranks of different runs (world sizes 4 and 4, run ids 'test' "
+                              "and 'x')"))
+        << e.what();
+  }
+}
+
+TEST(AuditTraceFiles, AFolderOfAnotherProgramIsNoJobOfTheRun) {
+  TempDir first("ddph-audit-trace"), second("ddph-audit-trace");
+  RunSpec s{2};
+  for (int r = 0; r < 2; ++r) writeRank(first.path(), s, r);
+  for (int r = 0; r < 2; ++r) {
+    std::ofstream(second.path() + "/rank-" + std::to_string(r) + ".jsonl")
+        << json{{"ev", "header"}, {"trace", "ddph-audit"}, {"version", 1}, {"rank", r},
+                {"world_size", 2}, {"run_id", "test"}, {"argv", {"eval.py"}}}.dump()
+        << "\n";
+  }
+  try {
+    audit::readRun({first.path(), second.path()});
+    ADD_FAILURE() << "jobs of two programs were read as one run";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(has(e.what(), "are not jobs of one run: their programs differ (train.py and "
+                              "eval.py)"))
+        << e.what();
+  }
+}
+
 TEST(AuditTraceFiles, IndexListEncodingsDecodeAlike) {
   // One custom-sampler pass per rank, its batches in the three encodings; rank 1 overlaps rank 0.
   TempDir dir("ddph-audit-trace");

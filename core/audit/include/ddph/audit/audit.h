@@ -49,10 +49,18 @@ struct AuditReport {
   /// Properties nothing in this run could be judged by (no loader's partition known, no
   /// evaluation pass, no DDP module): shown as "n/a" on the page, never as "ok".
   std::set<std::string> notApplicable;
+  /// The run's jobs, when it had more than one (auditRun): "job 1: DIR", each job's folders.
+  std::vector<std::string> jobs;
 };
 
 /// Runs every check on `trace`. Never throws for what a trace says (only for internal errors).
 AuditReport auditTrace(const Trace& trace);
+
+/// Runs every check on each job of a run (readRun) and judges each job with the one it resumed
+/// from: an epoch a job ended inside is judged with the next job's first pass over the loader
+/// (NOTE [A run of several jobs]), in place of each job's own view of it. One job: auditTrace.
+/// Findings and notes of a run of several jobs name their job ("job 2: …").
+AuditReport auditRun(const std::vector<Trace>& jobs);
 
 /// The `rank-failure` findings of auditTrace alone (how each rank ended, the rank that never
 /// arrived): what `ddp-sim run` takes from the audit without judging the data again.

@@ -175,6 +175,9 @@ struct RankTrace {
   std::map<std::string, std::vector<CollectiveRecord>> collectives;  ///< by group, in seq order
   std::map<std::string, std::vector<std::int64_t>> groups;           ///< non-default groups
   std::map<std::int64_t, DdpRecord> ddp;
+  /// The lines of forwards with gradients of its DDP modules, ascending: a batch followed by none
+  /// before the next batch trained nothing (a resumed job skipping what its checkpoint holds).
+  std::vector<std::int64_t> gradForwardLines;
   std::optional<std::string> errorType, errorMessage;
   /// The innermost frame of the program's own code ("train.py:28 in __getitem__"), and the error's
   /// own line when the message is a wrapped traceback (a DataLoader worker's).
@@ -246,6 +249,8 @@ struct Trace {
   /// The later attempts' folders beside this one (attemptFolder(first, K), K > attempt), in order.
   std::vector<std::filesystem::path> laterAttempts;
   std::vector<std::string> notes;  ///< what the reader tolerated (cut last lines, …)
+  /// The folders read into this trace: `dir` alone, or a job's nodes' folders merged (readRun).
+  std::vector<std::filesystem::path> folders;
 };
 
 /// Where attempt `attempt` of a run writes its rank files: `dir` for the first, `dir/attempt-<K>`
@@ -258,6 +263,14 @@ std::filesystem::path attemptFolder(const std::filesystem::path& dir, int attemp
 /// or attempts are mixed. A last line cut short is tolerated and noted, and so are later
 /// attempts of the run in `dir` (their folders are named, not read).
 Trace readTrace(const std::filesystem::path& dir);
+
+/// Reads the folders of one run (`ddp-sim audit DIR…`), in the order given, into its jobs:
+/// consecutive folders that hold disjoint ranks of one world and one run id are the nodes of one
+/// job (each torchrun agent writing its own folder) and are merged; a folder whose ranks the job
+/// already holds starts the next job, one resumed from the job before it (docs/audit.md, "A run
+/// of several jobs"). ConfigError (one line naming both folders) for folders of different runs:
+/// nodes whose run ids or world sizes differ, or jobs of different programs.
+std::vector<Trace> readRun(const std::vector<std::filesystem::path>& dirs);
 
 /// Reads one rank's file (exposed for tests and fuzzing).
 RankTrace readRankTrace(const std::filesystem::path& file);
