@@ -156,9 +156,14 @@ std::optional<std::vector<Index>> samplerOrder(const RankTrace& t, const PassRec
 namespace {
 
 // The pass of another loader that ran out while `p` was running (zip's shorter loader), or null.
+// zip() makes both iterators before its first round, so the partner's pass began before p's last
+// batch: a loader iterated after p was left (Lightning's validation after limit_train_batches) is
+// none.
 const PassRecord* exhaustedPartner(const RankTrace& t, const PassRecord& p) {
+  if (p.batches.empty()) return nullptr;
   for (const auto& q : t.passes) {
-    if (q.loader != p.loader && q.ended && q.startLine > p.startLine && q.endLine < p.endLine) {
+    if (q.loader != p.loader && q.ended && q.startLine > p.startLine &&
+        q.startLine < p.batches.back().line && q.endLine < p.endLine) {
       return &q;
     }
   }
@@ -940,6 +945,35 @@ class DataChecker {
     record(loader, *v);
   }
 
+  // NOTE [A batch budget] (docs/audit.md, "A run that ends inside a pass"): every training pass of
+  // the loader, on every rank, handed out the same number of batches, fewer than the pass holds,
+  // and was left (limit_train_batches, a steps-per-epoch cap; the last may be shorter: max_steps),
+  // while its sampler drew a new order each epoch. Each epoch leaves other samples out by design:
+  // a note. With the same order every epoch the same samples are never trained: coverage.
+  bool everyPassCutAlike(std::int64_t loader, const std::vector<RankPass>& ranks) const {
+    for (const auto& rp : ranks) {
+      std::vector<const PassRecord*> passes;
+      for (const auto& p : rp.trace->passes) {
+        if (p.loader == loader && std::any_of(p.batches.begin(), p.batches.end(),
+                                              [](const BatchRecord& b) { return b.grad; }))
+          passes.push_back(&p);
+      }
+      if (passes.empty()) return false;
+      const std::size_t budget = passes.front()->batches.size();
+      std::set<std::int64_t> epochs;
+      for (std::size_t i = 0; i < passes.size(); ++i) {
+        const PassRecord& p = *passes[i];
+        const bool last = i + 1 == passes.size();
+        if (completePass(p) || p.batches.empty() || (!last && p.batches.size() != budget) ||
+            p.batches.size() > budget || !p.shuffle.value_or(false))
+          return false;
+        epochs.insert(p.samplerEpoch.value_or(0));
+      }
+      if (epochs.size() != passes.size()) return false;  // an order repeated: the same samples
+    }
+    return true;
+  }
+
   void checkConsumed(std::int64_t loader, std::int64_t k, const std::vector<RankPass>& ranks) {
     const bool anyDropped = std::any_of(ranks.begin(), ranks.end(),
                                         [](const RankPass& rp) { return rp.dropped; });
@@ -980,6 +1014,17 @@ class DataChecker {
                                             [](const RankPass& rp) { return rp.dropped; });
     const PassRecord* partnerPass = exhaustedPartner(*dropped.trace, *dropped.pass);
     const std::int64_t partner = partnerPass ? partnerPass->loader : -1;
+    if (partner < 0 && everyPassCutAlike(loader, ranks)) {
+      notApplicable(loader, fmt::format(
+          "every training pass was cut at {} of its {} batches on every rank (a batch budget: "
+          "limit_train_batches, a steps-per-epoch cap, a break after N steps), and its sampler "
+          "draws a new order every epoch, so other samples are left out each time; the samples "
+          "no epoch reached are not judged",
+          ranks[0].pass->batches.size(),
+          ranks[0].pass->declaredBatches ? std::to_string(*ranks[0].pass->declaredBatches)
+                                         : std::string("(len unknown)")));
+      return;
+    }
     if (partner < 0 && std::all_of(ranks.begin(), ranks.end(), [](const RankPass& rp) {
           return runEndsInside(*rp.trace, *rp.pass);
         })) {

@@ -309,11 +309,24 @@ TEST(AuditTrace, ASamplerGivenLocalRankIsNamedFromTheNodeTopology) {
 TEST(AuditTrace, BreakingOutOfEveryPassLeavesSamplesUnseen) {
   RunSpec s;
   s.takeBatches = 2;  // of 3 per rank: 25 samples each, 20 taken
+  s.setEpoch = false;  // the same order every epoch: the same 20 samples never trained
   const auto r = auditRun(s);
   const Violation& v = only(r, property::kCoverage);
   EXPECT_TRUE(has(v.detail, "only 80 of its 100 samples were consumed")) << v.detail;
   EXPECT_TRUE(has(v.detail, "ranks 0, 1, 2, 3 used 2 of 3 batches")) << v.detail;
   EXPECT_TRUE(has(v.likelyCause, "break")) << v.likelyCause;
+}
+
+TEST(AuditTrace, ABatchBudgetOverReshuffledEpochsIsANote) {
+  // NOTE [A batch budget]: every pass cut at 2 of 3 batches (limit_train_batches), a new order
+  // each epoch: other samples left out each time, by design.
+  RunSpec s;
+  s.takeBatches = 2;
+  const auto r = auditRun(s);
+  EXPECT_TRUE(r.passed) << summary(r);
+  EXPECT_TRUE(has(summary(r), "every training pass was cut at 2 of its 3 batches on every rank (a "
+                              "batch budget: limit_train_batches"))
+      << summary(r);
 }
 
 TEST(AuditTrace, PeekingAtABatchBeforeEachEpochIsNotAnEpoch) {
@@ -325,8 +338,10 @@ TEST(AuditTrace, PeekingAtABatchBeforeEachEpochIsNotAnEpoch) {
   EXPECT_TRUE(r.violations.empty()) << auditReportText(r);
   ASSERT_EQ(r.seen.loaders.size(), 1u);
   EXPECT_TRUE(has(r.seen.loaders[0], "3 epochs, 9 batches; 3 peeks")) << r.seen.loaders[0];
-  // A pass left early after training steps is still a pass: its samples are still unseen.
+  // A pass left early after training steps is still a pass: its samples are still unseen (the same
+  // ones each epoch, without set_epoch: NOTE [A batch budget]).
   s.takeBatches = 2;
+  s.setEpoch = false;
   const Violation& v = only(auditRun(s), property::kCoverage);
   EXPECT_TRUE(has(v.detail, "only 80 of its 100 samples were consumed")) << v.detail;
 }
