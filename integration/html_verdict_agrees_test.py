@@ -42,11 +42,7 @@ AUDIT_PROGRAMS = [
 ]
 
 # Pages known to disagree still, each with why; printed, not failed, so that the rest is guarded.
-KNOWN = {
-    "run-elastic-resume-fixed.html":
-        "the elastic sampler's own padding after a resume on W' ranks is drawn orange (the chart "
-        "knows DistributedSampler's padding positions only), beside resume-exactly-once ok",
-}
+KNOWN = {}
 
 VERDICT = re.compile(r'id="verdict-badge">(PASSED|FAILED)</span>(\d+) of (\d+) properties held'
                      r'(?: \((\d+) n/a\))?')

@@ -72,6 +72,32 @@ std::set<std::string> runNotApplicable(const Scenario& s, const RunReport& r, st
   return out;
 }
 
+namespace {
+
+// NOTE [Padding after an elastic resume] (docs/elastic-resume.md): the elastic sampler resumed on
+// W' ranks splits the rest of the epoch (R = N - stop x batch x W samples) as DistributedSampler
+// splits an epoch, padded to a multiple of W' with the order's head: rank r's last index is a
+// padding copy when r >= R mod W' (R mod W' != 0). The trace records the indices only; the planned
+// run says which copies are padding, so the chart draws them as padding, not as consumed twice.
+void markResumePadding(const Scenario& s, std::vector<report::CoverageEpoch>& coverage) {
+  if (!s.resume || s.resume->keepRankPositions || s.datasets.empty() ||
+      s.datasets.front().sampler != "elastic" || coverage.empty()) {
+    return;
+  }
+  const std::int64_t resumed = s.resume->worldSize;
+  const std::int64_t rest =
+      coverage.front().datasetSize - s.resume->stopAfterSteps * s.batchSize * s.worldSize;
+  if (resumed <= 0 || rest <= 0 || rest % resumed == 0) return;
+  report::CoverageEpoch& epoch = coverage.front();  // the epoch the run stopped and resumed in
+  for (auto& r : epoch.ranks) {
+    if (r.rank < resumed && r.rank >= rest % resumed && !r.indices.empty()) {
+      r.paddingFrom = r.indices.size() - 1;
+    }
+  }
+}
+
+}  // namespace
+
 report::Page runPage(const RunReport& r, const audit::Trace* trace, const Scenario& scenario) {
   report::Page page;
   page.title = fmt::format("ddp-sim run {}", r.scenario);
@@ -93,6 +119,7 @@ report::Page runPage(const RunReport& r, const audit::Trace* trace, const Scenar
   report::Timeline timeline;
   if (trace) {
     page.coverage = audit::coverageOf(*trace, &page.coverageNotes);
+    markResumePadding(scenario, page.coverage);
     timeline = audit::timelineOf(*trace, r.violations);
   } else {
     for (int rank = 0; rank < r.worldSize; ++rank) timeline.ranks.push_back({rank, 0, 0, {}, {}, "", "", false, false});
