@@ -547,10 +547,10 @@ TEST(AuditLaunch, TraceDirHoldingATraceIsRefused) {
 TEST(AuditLaunch, AuditOptionsNeedAudit) {
   const auto r = runCommand({kSim, "launch", "--report", "x.json", "-n", "1", "--", "/bin/true"}, 60s);
   EXPECT_EQ(r.exitCode, 2);
-  EXPECT_TRUE(has(r.err, "--trace-dir, --report and --html need --audit")) << r.err;
+  EXPECT_TRUE(has(r.err, "--trace-dir, --report, --html and --resumes need --audit")) << r.err;
   const auto html = runCommand({kSim, "launch", "--html", "x.html", "-n", "1", "--", "/bin/true"}, 60s);
   EXPECT_EQ(html.exitCode, 2);
-  EXPECT_TRUE(has(html.err, "--trace-dir, --report and --html need --audit")) << html.err;
+  EXPECT_TRUE(has(html.err, "--trace-dir, --report, --html and --resumes need --audit")) << html.err;
 }
 
 TEST(AuditCommand, UnreadableTraceIsExitTwoWithOneLine) {

@@ -524,6 +524,45 @@ class DataChecker {
            });
   }
 
+  // NOTE [Padding with whole batches] (docs/audit.md, "Healthy counterparts"): a batch sampler of
+  // the user's own that deals whole batches to the ranks pads the last ones with copies of batches
+  // drawn earlier (DistributedSampler's padding, a batch at a time), so that every rank takes as
+  // many steps. It is that when the ranks drew equal numbers of batches, the copies are some ranks'
+  // last batches (fewer than W), and the other batches hold every sample exactly once. Returns how
+  // many ranks end with such a copy, or nothing.
+  static std::optional<std::size_t> batchesPaddedWithCopies(const std::vector<RankPass>& ranks,
+                                                            std::int64_t n) {
+    const std::size_t count = ranks[0].pass->batches.size();
+    std::map<std::vector<Index>, int> drawn;
+    for (const auto& rp : ranks) {
+      if (rp.pass->batches.size() != count || count == 0) return std::nullopt;
+      for (const auto& b : rp.pass->batches) {
+        if (!b.indices) return std::nullopt;
+        ++drawn[*b.indices];
+      }
+    }
+    std::size_t padded = 0;
+    for (const auto& rp : ranks) {
+      auto& last = drawn[*rp.pass->batches.back().indices];
+      if (last > 1) {
+        --last;
+        ++padded;
+      }
+    }
+    if (padded == 0 || padded >= ranks.size()) return std::nullopt;
+    std::vector<int> seen(static_cast<std::size_t>(n), 0);
+    std::int64_t total = 0;
+    for (const auto& [batch, times] : drawn) {
+      for (Index i : batch) {
+        if (i < 0 || i >= n) return std::nullopt;
+        seen[static_cast<std::size_t>(i)] += times;
+        total += times;
+      }
+    }
+    const bool once = total == n && std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; });
+    return once ? std::optional<std::size_t>(padded) : std::nullopt;
+  }
+
   bool checkPartition(std::int64_t loader, std::int64_t k, const std::vector<RankPass>& ranks) {
     if (!sameDataset(loader, k, ranks)) {
       checkSharedOwnData(loader, k, ranks);
@@ -553,6 +592,16 @@ class DataChecker {
     if (!v) v = checkCoverage(part, e);
     if (!v) v = checkDisjointness(part, e);
     if (!v) return true;
+    if (v->property == property::kDisjointness && s && s->order == OrderKind::kRecorded) {
+      if (const auto padded = batchesPaddedWithCopies(ranks, *n)) {
+        notApplicable(loader, fmt::format(
+            "{}: {} of the {} ranks end each epoch with a copy of a batch drawn earlier in it: "
+            "padding to equal step counts, as DistributedSampler pads (every other sample drawn "
+            "once)",
+            samplerName(ranks[0]), *padded, ranks.size()));
+        return true;
+      }
+    }
     if (v->property == property::kCoverage && beganAtALaterEpoch(k, ranks)) {
       const std::int64_t drawn = static_cast<std::int64_t>(
           std::set<Index>(part.ranks[0].begin(), part.ranks[0].end()).size());
