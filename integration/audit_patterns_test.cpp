@@ -365,6 +365,40 @@ TEST(AuditPattern, ACycledLoaderReplaysItsFirstPassAndItsSetEpochReachesNothing)
   EXPECT_TRUE(has(text(v, "likely_cause"), "it = iter(loader)")) << shown(a);
 }
 
+TEST(AuditPattern, AModelCalledAroundItsDdpWrapperIsNamed) {
+  const auto a = launchAudited(4, python("module_forward_bypass.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_TRUE(has(text(v, "likely_cause"), "never ran its forward on any rank while the ranks "
+                                           "trained on 84 batches"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "model.module(x)")) << shown(a);
+}
+
+TEST(AuditPattern, AnAccumulationStepAfterANoSyncBackwardIsNamed) {
+  const auto a = launchAudited(4, python("accumulation_step_before_sync.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_TRUE(has(text(v, "likely_cause"), "27 of its 36 forwards with gradients ran under "
+                                           "model.no_sync()"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "an optimizer.step() taken after a backward under "
+                                           "no_sync()"))
+      << shown(a);
+}
+
+TEST(AuditPattern, GradientsAveragedThroughGradDataAfterTheStepAreFound) {
+  // all_reduce(param.grad.data): a new tensor over the gradient's storage, still that gradient.
+  const auto a = launchAudited(4, python("healthy/manual_allreduce_grad_data.py",
+                                         {"--average-after-step"}));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_TRUE(has(text(v, "detail"), "gradients averaged by the program's own all_reduce"))
+      << shown(a);
+}
+
 TEST(AuditPattern, HandWrittenGradientAveragingFromPerRankInitsIsReplicaConsistency) {
   // NOTE [Hand-written gradient averaging]: no DDP module, but the optimizer whose gradients the
   // program all-reduces is a replica; its twin broadcasts rank 0's parameters first and passes.

@@ -55,9 +55,24 @@ def note_reduced(tensor):
         if optimizer in _replicas:
             continue
         for group in optimizer.param_groups:
-            if any(p.grad is tensor for p in group["params"]):
+            if any(_is_gradient(p, tensor) for p in group["params"]):
                 _declare(optimizer)
                 return
+
+
+def _is_gradient(param, tensor):
+    """``tensor`` is ``param.grad`` or a view of all of it (``param.grad.data``, a new object over
+    the same storage, as older tutorials all-reduce)."""
+    grad = param.grad
+    if grad is None:
+        return False
+    if grad is tensor:
+        return True
+    try:
+        return (tensor.data_ptr() == grad.data_ptr() and tensor.shape == grad.shape
+                and tensor.dtype == grad.dtype)
+    except Exception:  # a tensor without storage (sparse, meta): not this one
+        return False
 
 
 def _declare(optimizer):

@@ -58,13 +58,24 @@ std::string moduleName(const RankTrace& t, std::int64_t ddp) {
 // Every forward with gradients ran under no_sync() on every rank: no backward allreduced its
 // gradients, so each rank stepped on its own. The cause then, else empty (the catalogue's).
 std::string noSyncCause(const Trace& trace, std::int64_t ddp, std::string& detail) {
-  std::int64_t unsynced = 0;
+  std::int64_t unsynced = 0, synced = 0;
   for (const auto& t : trace.ranks) {
     if (!t) continue;
     const auto d = t->ddp.find(ddp);
-    if (d == t->ddp.end() || d->second.syncedGradForwards > 0 || d->second.unsyncedGradForwards == 0)
-      return {};
+    if (d == t->ddp.end() || d->second.unsyncedGradForwards == 0) return {};
     unsynced = std::max(unsynced, d->second.unsyncedGradForwards);
+    synced = std::max(synced, d->second.syncedGradForwards);
+  }
+  if (synced > 0) {
+    // Accumulation whose optimizer step follows a backward under no_sync() (a micro-batch counter
+    // off by one): that step applies each rank's own gradients.
+    return fmt::format(
+        "{} of its {} forwards with gradients ran under model.no_sync() (gradient accumulation), "
+        "and the replicas still differ: an optimizer.step() taken after a backward under "
+        "no_sync() applies each rank's own, unreduced gradients (an accumulation counter off by "
+        "one, stepping before the synchronising micro-batch); run the micro-batch that precedes "
+        "each optimizer.step() outside no_sync()",
+        unsynced, unsynced + synced);
   }
   detail += fmt::format("; all {} of its forwards with gradients ran under no_sync(), and no "
                         "backward allreduced the gradients",
@@ -130,6 +141,30 @@ std::string handWrittenCause(const Trace& trace, std::int64_t ddp) {
          "broadcast the parameters from rank 0 once before training (dist.broadcast(p.data, "
          "src=0)), reduce in the parameters' own order, or wrap the model in "
          "DistributedDataParallel";
+}
+
+// A DDP module that ran no forward on any rank while the program trained on batches: the model was
+// called around its wrapper (model.module(x)), so no backward all-reduced a gradient. The cause
+// then, else empty.
+std::string bypassedCause(const Trace& trace, std::int64_t ddp) {
+  std::int64_t trained = 0;
+  const RankTrace* first = nullptr;
+  for (const auto& t : trace.ranks) {
+    if (t && !first) first = &*t;
+    if (!t) continue;
+    const auto d = t->ddp.find(ddp);
+    if (d == t->ddp.end() || d->second.forwards > 0 || !d->second.averagedBy.empty()) return {};
+    for (const auto& p : t->passes) {
+      for (const auto& b : p.batches) trained += b.grad ? 1 : 0;
+    }
+  }
+  if (trained == 0) return {};
+  return fmt::format(
+      "{} never ran its forward on any rank while the ranks trained on {} batches: the model was "
+      "called around its DistributedDataParallel wrapper (model.module(x), or the model kept "
+      "before wrapping it), so no backward all-reduced a gradient and each rank trained its own "
+      "model; call the wrapper (ddp_model(x)) in training",
+      moduleName(*first, ddp), trained);
 }
 
 // The replicas differ and no_sync does not explain it: what the backward counts say, and the
@@ -199,6 +234,7 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
                            moduleName(*trace.ranks[static_cast<std::size_t>(byRank.begin()->first)], ddp),
                            reference[i].where, fmt::join(parts, "; "));
     v.likelyCause = handWrittenCause(trace, ddp);
+    if (v.likelyCause.empty()) v.likelyCause = bypassedCause(trace, ddp);
     if (v.likelyCause.empty()) v.likelyCause = noSyncCause(trace, ddp, v.detail);
     if (v.likelyCause.empty()) v.likelyCause = divergedCause(byRank, i);
     out.push_back(std::move(v));
