@@ -13,6 +13,8 @@ import os
 import runpy
 import sys
 
+from ddph_audit import environment
+
 USAGE = ("usage: python3 -m ddph_audit [--trace-dir DIR] [--cpu [--gpus N]] [--stand-in-data] "
          "script.py [args...]")
 
@@ -71,12 +73,12 @@ def _start_emulation(opts):
     and (through the environment) in every process it starts, spawned ranks included."""
     from ddph_audit import cuda_on_cpu
     if opts.cpu:
-        os.environ[cuda_on_cpu.ENV_ON] = "1"
+        os.environ[environment.CPU] = "1"
         if opts.gpus is not None:
-            os.environ[cuda_on_cpu.ENV_GPUS] = str(opts.gpus)
+            os.environ[environment.CPU_GPUS] = str(opts.gpus)
     from ddph_audit import stand_in_data
     if opts.stand_in_data:
-        os.environ[stand_in_data.ENV_ON] = "1"
+        os.environ[environment.STAND_IN_DATA] = "1"
     if stand_in_data.enabled_by_environment():
         stand_in_data.instrument_when_torchvision_is_imported()
     if cuda_on_cpu.enabled_by_environment():
@@ -102,9 +104,9 @@ def main():
     if err is not None:
         sys.stderr.write("ddph_audit: %s; %s\n" % (err, USAGE))
         return 2
-    trace_dir = opts.trace_dir or os.environ.get("DDPH_AUDIT_DIR")
+    trace_dir = opts.trace_dir or os.environ.get(environment.AUDIT_DIR)
     emulating = opts.cpu or opts.stand_in_data or any(
-        os.environ.get(name, "") not in ("", "0") for name in ("DDPH_CPU", "DDPH_STAND_IN_DATA"))
+        environment.is_on(name) for name in (environment.CPU, environment.STAND_IN_DATA))
     if not trace_dir and not emulating:
         sys.stderr.write("ddph_audit: no trace folder: pass --trace-dir DIR or set DDPH_AUDIT_DIR\n")
         return 2
@@ -118,7 +120,7 @@ def main():
     _inherit_instrumentation()
     if trace_dir:
         # Spawned ranks (torch.multiprocessing.spawn) find the recorder through the environment.
-        os.environ["DDPH_AUDIT_DIR"] = os.path.abspath(trace_dir)
+        os.environ[environment.AUDIT_DIR] = os.path.abspath(trace_dir)
         ddph_audit.instrument(trace_dir)
     _start_emulation(opts)
     from ddph_audit import process_hooks

@@ -8,20 +8,20 @@ patched until the program imports it."""
 
 import os
 
-SPAWNER_ENV = "DDPH_AUDIT_SPAWNER"  # the pid of an audited process starting ranks (spawned_ranks)
+from . import environment
 
 
 def started_by_spawner():
     """True in a child that an audited spawner started (a rank of its own)."""
-    return os.environ.get(SPAWNER_ENV, "") == str(os.getppid())
+    return os.environ.get(environment.AUDIT_SPAWNER, "") == str(os.getppid())
 
 
 def start():
-    trace_dir = os.environ.get("DDPH_AUDIT_DIR")
+    trace_dir = os.environ.get(environment.AUDIT_DIR)
     if not trace_dir:
         return False
     spawned = started_by_spawner()
-    owner = os.environ.get("DDPH_AUDIT_RANK_PID")
+    owner = os.environ.get(environment.AUDIT_RANK_PID)
     if owner and owner != str(os.getpid()) and not spawned:
         return False
     import ddph_audit

@@ -27,12 +27,8 @@ import inspect
 import os
 import time
 
-from . import sync_batchnorm_on_cpu, trace_events
+from . import environment, sync_batchnorm_on_cpu, trace_events
 from .instrumentor import Instrumentor, install_on_import
-
-ENV_ON = "DDPH_CPU"
-ENV_GPUS = "DDPH_CPU_GPUS"
-ENV_AUTOCAST = "DDPH_CPU_AUTOCAST"
 
 # torch functions that take a ``device=`` keyword (factories); absent names are skipped.
 FACTORIES = (
@@ -46,7 +42,7 @@ TENSOR_FACTORIES = ("new_tensor", "new_zeros", "new_ones", "new_empty", "new_ful
 
 
 def enabled_by_environment():
-    return os.environ.get(ENV_ON, "") not in ("", "0")
+    return environment.is_on(environment.CPU)
 
 
 _device_type = None  # torch.device, once torch is imported (is_cuda_device's fast path)
@@ -175,7 +171,7 @@ class CudaOnCpuInstrumentor(Instrumentor):
         super().__init__()
         self.gpus = gpus if gpus is not None else self._gpus_from_environment()
         self.autocast = (autocast if autocast is not None
-                         else os.environ.get(ENV_AUTOCAST, "off")).lower()
+                         else os.environ.get(environment.CPU_AUTOCAST, "off")).lower()
         self.current = 0
         self.asked_backend = None  # what the program passed to init_process_group
         self.asked_devices = set()  # the ordinals it placed work on or selected
@@ -186,7 +182,7 @@ class CudaOnCpuInstrumentor(Instrumentor):
 
     @staticmethod
     def _gpus_from_environment():
-        for name in (ENV_GPUS, "LOCAL_WORLD_SIZE"):
+        for name in (environment.CPU_GPUS, "LOCAL_WORLD_SIZE"):
             try:
                 n = int(os.environ.get(name, ""))
             except ValueError:

@@ -21,15 +21,12 @@ import os
 import platform
 import socket
 
+from . import environment
 from .instrumentor import Instrumentor, install_on_import
-
-ENV_NODES = "DDPH_NODES"
-ENV_ADDR = "DDPH_NODE_ADDR"
-ENV_HOSTNAME = "DDPH_NODE_HOSTNAME"
 
 
 def enabled_by_environment():
-    return os.environ.get(ENV_NODES, "") not in ("", "0")
+    return environment.is_on(environment.NODES)
 
 
 def node_address(node):
@@ -42,7 +39,7 @@ def emulated_address(name):
     if not isinstance(name, str) or not name.startswith("node") or not name[4:].isdigit():
         return None
     try:
-        nodes = int(os.environ.get(ENV_NODES, "0"))
+        nodes = int(os.environ.get(environment.NODES, "0"))
     except ValueError:
         return None
     k = int(name[4:])
@@ -62,11 +59,11 @@ class NodeHostInstrumentor(Instrumentor):
         getaddrinfo = socket.getaddrinfo
 
         def node_gethostname():
-            return os.environ.get(ENV_HOSTNAME) or gethostname()
+            return os.environ.get(environment.NODE_HOSTNAME) or gethostname()
 
         def node_uname():
             real = uname()
-            name = os.environ.get(ENV_HOSTNAME)
+            name = os.environ.get(environment.NODE_HOSTNAME)
             if not name:
                 return real
             fields = list(real)
@@ -75,7 +72,7 @@ class NodeHostInstrumentor(Instrumentor):
 
         def node_platform_uname():
             real = platform_uname()
-            name = os.environ.get(ENV_HOSTNAME)
+            name = os.environ.get(environment.NODE_HOSTNAME)
             return real._replace(node=name) if name else real
 
         def node_platform_node():
@@ -110,7 +107,7 @@ class NodeGlooInstrumentor(Instrumentor):
             # What torch's own binding does without options (GLOO_SOCKET_IFNAME aside), with the
             # device made for the node's address instead of the machine's host name.
             def __init__(self, store, rank, size, *args, **kwargs):
-                addr = os.environ.get(ENV_ADDR)
+                addr = os.environ.get(environment.NODE_ADDR)
                 given = args[0] if args else kwargs.get("timeout")
                 if not addr or os.environ.get("GLOO_SOCKET_IFNAME") or len(args) > 1 or \
                         isinstance(given, base._Options) or set(kwargs) - {"timeout"}:

@@ -23,10 +23,8 @@ import os
 import sys
 import threading
 
-from . import __version__, trace_events
+from . import __version__, environment, trace_events
 from .trace_writer import TraceWriter
-
-RANK_PID_ENV = "DDPH_AUDIT_RANK_PID"
 
 _lock = threading.RLock()
 _tls = threading.local()  # per thread: the suppression counters below; .polling
@@ -205,7 +203,7 @@ def start(trace_dir, spawned_rank=False):
         state.ended = False
         state.error_seen = False
         state.exit_code = None
-        state.run_id = os.environ.get("DDPH_AUDIT_RUN_ID") or os.environ.get("TORCHELASTIC_RUN_ID") or ""
+        state.run_id = os.environ.get(environment.AUDIT_RUN_ID) or os.environ.get("TORCHELASTIC_RUN_ID") or ""
         state.spawner = False
         state.spawned_rank = bool(spawned_rank)
         state.rank = None if spawned_rank else _env_int("RANK")
@@ -282,7 +280,7 @@ def open_trace(rank, world_size, exclusive=False):
         ok = w.open(int(rank), header, exclusive=exclusive, name=name)
         if ok:
             state.rank = int(rank)
-            os.environ[RANK_PID_ENV] = str(os.getpid())
+            os.environ[environment.AUDIT_RANK_PID] = str(os.getpid())
         return ok
     except FileExistsError:
         state.active = False

@@ -17,7 +17,7 @@ import functools
 import os
 import sys
 
-from ._autostart import SPAWNER_ENV
+from . import environment
 from .instrumentor import Instrumentor
 
 
@@ -68,15 +68,15 @@ class SpawnedRanksInstrumentor(Instrumentor):
             if joined or not recorder.is_active():
                 return start(fn, args, nprocs, join, daemon, start_method)
             recorder.become_spawner(nprocs, start_method)
-            before = os.environ.get(SPAWNER_ENV)
-            os.environ[SPAWNER_ENV] = str(os.getpid())
+            before = os.environ.get(environment.AUDIT_SPAWNER)
+            os.environ[environment.AUDIT_SPAWNER] = str(os.getpid())
             try:
                 return start(fn, args, nprocs, join, daemon, start_method)
             finally:
                 if before is None:
-                    os.environ.pop(SPAWNER_ENV, None)
+                    os.environ.pop(environment.AUDIT_SPAWNER, None)
                 else:
-                    os.environ[SPAWNER_ENV] = before
+                    os.environ[environment.AUDIT_SPAWNER] = before
 
         return start_processes
 

@@ -20,10 +20,9 @@ dataset that tries to download gets one line naming what is covered (a RuntimeEr
 import functools
 import os
 
+from . import environment
 from .instrumentor import Instrumentor, install_on_import
 
-ENV_ON = "DDPH_STAND_IN_DATA"
-ENV_MNIST = "DDPH_MNIST_DIR"
 MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
                "t10k-labels-idx1-ubyte")
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
@@ -32,7 +31,7 @@ COVERED = "MNIST, FashionMNIST, CIFAR10, CIFAR100, FakeData"
 
 
 def enabled_by_environment():
-    return os.environ.get(ENV_ON, "") not in ("", "0")
+    return environment.is_on(environment.STAND_IN_DATA)
 
 
 def label_of(index, classes):
@@ -74,7 +73,7 @@ class StandInDataInstrumentor(Instrumentor):
 
     def __init__(self, mnist_dir=None):
         super().__init__()
-        self.mnist_dir = mnist_dir if mnist_dir is not None else os.environ.get(ENV_MNIST, "")
+        self.mnist_dir = mnist_dir if mnist_dir is not None else os.environ.get(environment.MNIST_DIR, "")
         self.served = []  # "MNIST (the harness's files)", ...
 
     def _instrument(self):

@@ -22,6 +22,8 @@ import signal
 import sys
 import tempfile
 
+from ddph_audit import environment
+
 _current = None  # (rank, world_size) inside a rank process, else None
 
 # torch's default seed (c10 default_rng_seed_val): what torch.initial_seed() is in a fresh process.
@@ -95,9 +97,9 @@ def _private_temp(spec, rank):
 def _rank_environment(spec, rank, port):
     env = {"RANK": rank, "WORLD_SIZE": spec.world_size, "LOCAL_RANK": rank,
            "LOCAL_WORLD_SIZE": spec.world_size, "GROUP_RANK": 0, "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": port, "GLOO_SOCKET_IFNAME": "lo", "DDPH_AUDIT_RUN_ID": spec.run_id}
+           "MASTER_PORT": port, "GLOO_SOCKET_IFNAME": "lo", environment.AUDIT_RUN_ID: spec.run_id}
     if spec.cpu:
-        env.update(DDPH_CPU=1, DDPH_CPU_GPUS=spec.world_size)
+        env.update({environment.CPU: 1, environment.CPU_GPUS: spec.world_size})
     for key, value in env.items():
         os.environ[key] = str(value)
 

@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, DistributedSampler, Sampler, TensorData
 from ddph_audit import process_hooks, recorder
 from ddph_audit.data_instrumentor import DataInstrumentor
 from ddph_audit.ddp_instrumentor import DdpInstrumentor
-from ddph_audit._autostart import SPAWNER_ENV
+from ddph_audit.environment import AUDIT_RANK_PID, AUDIT_SPAWNER
 from ddph_audit.ddp_registry import DdpRegistry
 from ddph_audit.distributed_instrumentor import DistributedInstrumentor
 from ddph_audit.groups import ProcessGroups
@@ -59,7 +59,7 @@ class InstrumentorCase(unittest.TestCase):
 
     def setUp(self):
         self.folder = tempfile.TemporaryDirectory()
-        self.env = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", recorder.RANK_PID_ENV)}
+        self.env = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", AUDIT_RANK_PID)}
         os.environ.update(RANK="0", WORLD_SIZE="1")
         recorder.start(self.folder.name)
         self.before = snapshot(self.OWNERS)
@@ -302,7 +302,7 @@ class SpawnedRanksInstrumentorTest(InstrumentorCase):
                 sys.exit(1)
 
         def torch_start(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
-            self.seen["spawner"] = os.environ.get(SPAWNER_ENV)
+            self.seen["spawner"] = os.environ.get(AUDIT_SPAWNER)
             return "started"
 
         SPAWN._wrap, SPAWN.start_processes = torch_wrap, torch_start
@@ -330,7 +330,7 @@ class SpawnedRanksInstrumentorTest(InstrumentorCase):
         self.instrumented(SpawnedRanksInstrumentor(self.folder.name))
         self.assertEqual(SPAWN.start_processes(print, nprocs=2), "started")
         self.assertEqual(self.seen["spawner"], str(os.getpid()), "its children know their parent")
-        self.assertNotIn(SPAWNER_ENV, os.environ)
+        self.assertNotIn(AUDIT_SPAWNER, os.environ)
         self.assertTrue(os.path.exists(os.path.join(self.folder.name, "spawner-%d.jsonl" % os.getpid())))
 
     def test_uninstrument_leaves_torch_as_it_found_it(self):

@@ -17,6 +17,8 @@ import tempfile
 
 import pytest
 
+from ddph_audit import environment
+
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEP_TIMEOUT_S = 300
 
@@ -56,7 +58,7 @@ def _listing(top):
 
 
 def test_pip_install_then_pytest_finds_the_plugin(folder):
-    sim = os.environ.get("DDPH_SIM") or shutil.which("ddp-sim")
+    sim = os.environ.get(environment.SIM) or shutil.which("ddp-sim")
     if not sim:
         pytest.skip("ddp-sim is not built: set DDPH_SIM to build/bin/ddp-sim")
     venv, work = (os.path.join(folder, name) for name in ("venv", "work"))
@@ -71,7 +73,7 @@ def test_pip_install_then_pytest_finds_the_plugin(folder):
     assert "Successfully installed ddp-harness-0.1.0" in out
     assert _listing(PYTHON_DIR) == before, "pip install wrote into %s" % PYTHON_DIR
 
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DDPH_SIM")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", environment.SIM)}
     env["PATH"] = os.path.dirname(os.path.abspath(sim)) + os.pathsep + env.get("PATH", "")
     env["COLUMNS"] = "200"
     where = _run([python, "-c", "import ddph_audit, ddph_elastic, ddph_launch, ddph_pytest.plugin; "

@@ -48,9 +48,10 @@ def _chain_shadowed_sitecustomize():
 
 
 def _start_audit():
-    if not os.environ.get("DDPH_AUDIT_DIR"):
-        return
     try:
+        from ddph_audit import environment
+        if not os.environ.get(environment.AUDIT_DIR):
+            return
         from ddph_audit import _autostart
         _autostart.start()
     except Exception as e:
@@ -59,10 +60,11 @@ def _start_audit():
 
 def _start_emulation():
     try:
-        if os.environ.get("DDPH_CPU", "") not in ("", "0"):
+        from ddph_audit import environment
+        if environment.is_on(environment.CPU):
             from ddph_audit import cuda_on_cpu
             cuda_on_cpu.instrument_when_torch_is_imported()
-        if os.environ.get("DDPH_STAND_IN_DATA", "") not in ("", "0"):
+        if environment.is_on(environment.STAND_IN_DATA):
             from ddph_audit import stand_in_data
             stand_in_data.instrument_when_torchvision_is_imported()
     except Exception as e:
@@ -70,9 +72,10 @@ def _start_emulation():
 
 
 def _start_nodes():
-    if os.environ.get("DDPH_NODES", "") in ("", "0"):
-        return
     try:
+        from ddph_audit import environment
+        if not environment.is_on(environment.NODES):
+            return
         from ddph_audit import emulated_node
         emulated_node.install()
     except Exception as e:
