@@ -71,12 +71,12 @@ def _parse(argv):
 def _start_emulation(opts):
     """--cpu / --stand-in-data, or DDPH_CPU=1 / DDPH_STAND_IN_DATA=1 inherited: in this process
     and (through the environment) in every process it starts, spawned ranks included."""
-    from ddph_audit import cuda_on_cpu
+    from ddph_emulation import cuda_on_cpu
     if opts.cpu:
         os.environ[environment.CPU] = "1"
         if opts.gpus is not None:
             os.environ[environment.CPU_GPUS] = str(opts.gpus)
-    from ddph_audit import stand_in_data
+    from ddph_emulation import stand_in_data
     if opts.stand_in_data:
         os.environ[environment.STAND_IN_DATA] = "1"
     if stand_in_data.enabled_by_environment():

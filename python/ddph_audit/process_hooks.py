@@ -19,7 +19,8 @@ from .instrumentor import Instrumentor
 
 MESSAGE_MAX = 20000
 # Frames under these folders are torch's, Python's or the recorder's, not the program's.
-_LIBRARY_PARTS = ("/site-packages/", "/dist-packages/", "/lib/python3", "/ddph_audit/", "<frozen ")
+_LIBRARY_PARTS = ("/site-packages/", "/dist-packages/", "/lib/python3", "/ddph_audit/",
+                  "/ddph_emulation/", "<frozen ")
 # A DataLoader worker's error re-raised in the main process carries the worker's traceback as text.
 _TEXT_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 

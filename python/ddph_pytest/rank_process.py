@@ -108,7 +108,7 @@ def _start_recording(spec):
     import ddph_audit
     ddph_audit.instrument(spec.trace_dir)
     if spec.cpu:
-        from ddph_audit import cuda_on_cpu
+        from ddph_emulation import cuda_on_cpu
         cuda_on_cpu.instrument_when_torch_is_imported()
 
 

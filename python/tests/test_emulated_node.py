@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 from ddph_audit.environment import NODE_ADDR, NODE_HOSTNAME, NODES
-from ddph_audit.emulated_node import (NodeGlooInstrumentor,
+from ddph_emulation.emulated_node import (NodeGlooInstrumentor,
                                       NodeHostInstrumentor, emulated_address, node_address)
 
 PATCHED = (socket, os, platform, dist.distributed_c10d)

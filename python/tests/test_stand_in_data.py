@@ -12,7 +12,7 @@ except ImportError:  # python3-torchvision is installed by scripts/install-deps.
     datasets = None
 
 from ddph_audit import environment
-from ddph_audit.stand_in_data import MNIST_FILES, StandInDataInstrumentor
+from ddph_emulation.stand_in_data import MNIST_FILES, StandInDataInstrumentor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MNIST_DIR = os.environ.get(environment.MNIST_DIR) or os.path.join(HERE, "..", "..", "data", "mnist")

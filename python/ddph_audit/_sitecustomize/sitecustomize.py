@@ -5,11 +5,11 @@
 2. If DDPH_AUDIT_DIR is set, installs ddph_audit's lazy import hooks (nothing torch-related is
    imported here; a process that never imports torch pays nothing).
 3. If DDPH_CPU is set (``--cpu``), installs the CPU emulation of CUDA when torch is imported
-   (ddph_audit/cuda_on_cpu.py), after the recorder's hooks, so that it wraps them.
+   (ddph_emulation/cuda_on_cpu.py), after the recorder's hooks, so that it wraps them.
 4. If DDPH_STAND_IN_DATA is set (``--stand-in-data``), serves torchvision's downloading datasets
-   when torchvision.datasets is imported (ddph_audit/stand_in_data.py).
+   when torchvision.datasets is imported (ddph_emulation/stand_in_data.py).
 5. If DDPH_NODES is set (``--nnodes``), gives the rank its emulated node's host name now and its
-   node's Gloo address when torch.distributed is imported (ddph_audit/emulated_node.py).
+   node's Gloo address when torch.distributed is imported (ddph_emulation/emulated_node.py).
 """
 
 import os
@@ -62,10 +62,10 @@ def _start_emulation():
     try:
         from ddph_audit import environment
         if environment.is_on(environment.CPU):
-            from ddph_audit import cuda_on_cpu
+            from ddph_emulation import cuda_on_cpu
             cuda_on_cpu.instrument_when_torch_is_imported()
         if environment.is_on(environment.STAND_IN_DATA):
-            from ddph_audit import stand_in_data
+            from ddph_emulation import stand_in_data
             stand_in_data.instrument_when_torchvision_is_imported()
     except Exception as e:
         sys.stderr.write("ddph_audit: no --cpu / --stand-in-data: %s: %s\n" % (type(e).__name__, e))
@@ -76,7 +76,7 @@ def _start_nodes():
         from ddph_audit import environment
         if not environment.is_on(environment.NODES):
             return
-        from ddph_audit import emulated_node
+        from ddph_emulation import emulated_node
         emulated_node.install()
     except Exception as e:
         sys.stderr.write("ddph_audit: no emulated node (--nnodes): %s: %s\n" % (type(e).__name__, e))

@@ -20,8 +20,8 @@ dataset that tries to download gets one line naming what is covered (a RuntimeEr
 import functools
 import os
 
-from . import environment
-from .instrumentor import Instrumentor, install_on_import
+from ddph_audit import environment
+from ddph_audit.instrumentor import Instrumentor, install_on_import
 
 MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
                "t10k-labels-idx1-ubyte")

@@ -27,8 +27,10 @@ import inspect
 import os
 import time
 
-from . import environment, sync_batchnorm_on_cpu, trace_events
-from .instrumentor import Instrumentor, install_on_import
+from ddph_audit import environment, trace_events
+from ddph_audit.instrumentor import Instrumentor, install_on_import
+
+from . import sync_batchnorm_on_cpu
 
 # torch functions that take a ``device=`` keyword (factories); absent names are skipped.
 FACTORIES = (
@@ -202,7 +204,7 @@ class CudaOnCpuInstrumentor(Instrumentor):
         """Writes the one ``emulation`` event once ``init_process_group`` has returned (the event
         waits in memory until the rank's file opens). A process that is not recording by then
         never will: it is marked recorded, so that placements stop asking."""
-        from . import recorder
+        from ddph_audit import recorder
         if self.recorded or not self.joined:
             return
         self.recorded = True

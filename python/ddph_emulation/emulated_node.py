@@ -21,8 +21,8 @@ import os
 import platform
 import socket
 
-from . import environment
-from .instrumentor import Instrumentor, install_on_import
+from ddph_audit import environment
+from ddph_audit.instrumentor import Instrumentor, install_on_import
 
 
 def enabled_by_environment():
