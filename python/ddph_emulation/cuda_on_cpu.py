@@ -28,7 +28,7 @@ import os
 import time
 
 from ddph_audit import environment, trace_events
-from ddph_audit.instrumentor import Instrumentor, install_on_import
+from ddph_audit.instrumentor import Instrumentor
 
 from . import sync_batchnorm_on_cpu
 
@@ -41,10 +41,6 @@ FACTORIES = (
     "bartlett_window", "blackman_window", "hamming_window", "hann_window", "kaiser_window",
 )
 TENSOR_FACTORIES = ("new_tensor", "new_zeros", "new_ones", "new_empty", "new_full")
-
-
-def enabled_by_environment():
-    return environment.is_on(environment.CPU)
 
 
 _device_type = None  # torch.device, once torch is imported (is_cuda_device's fast path)
@@ -169,8 +165,8 @@ class CudaOnCpuInstrumentor(Instrumentor):
 
     NAME = "the CPU emulation of CUDA (--cpu)"
 
-    def __init__(self, gpus=None, autocast=None):
-        super().__init__()
+    def __init__(self, session=None, gpus=None, autocast=None):
+        super().__init__(session)
         self.gpus = gpus if gpus is not None else self._gpus_from_environment()
         self.autocast = (autocast if autocast is not None
                          else os.environ.get(environment.CPU_AUTOCAST, "off")).lower()
@@ -204,11 +200,11 @@ class CudaOnCpuInstrumentor(Instrumentor):
         """Writes the one ``emulation`` event once ``init_process_group`` has returned (the event
         waits in memory until the rank's file opens). A process that is not recording by then
         never will: it is marked recorded, so that placements stop asking."""
-        from ddph_audit import recorder
         if self.recorded or not self.joined:
             return
         self.recorded = True
-        if recorder.is_active():
+        recorder = self.session.recorder if self.session is not None else None
+        if recorder is not None and recorder.is_active():
             recorder.emit(trace_events.EMULATION, asked_backend=self.asked_backend, backend="gloo",
                           gpus=self.gpus, device="cuda:%d" % self.current,
                           devices=sorted(self.asked_devices), autocast=self.autocast)
@@ -578,8 +574,3 @@ class CudaOnCpuInstrumentor(Instrumentor):
         for name, fn in served.items():
             if hasattr(acc, name):
                 self.patch(acc, name, fn)
-
-
-def instrument_when_torch_is_imported():
-    """Installs this process's emulation as soon as torch is imported (now, if it already is)."""
-    install_on_import("torch", CudaOnCpuInstrumentor)

@@ -2,8 +2,9 @@
 
 The launcher gives every rank its node's host name (``DDPH_NODE_HOSTNAME``, "node1") and loopback
 address (``DDPH_NODE_ADDR``, 127.1.0.2) and the number of nodes (``DDPH_NODES``, common to all);
-``_sitecustomize`` installs this module's two instrumentors when ``DDPH_NODES`` is set, with or
-without ``--audit`` (docs/multi-node.md):
+ddph_audit's registry installs this module's two instrumentors when ``DDPH_NODES`` is set, with or
+without ``--audit`` (docs/multi-node.md): the host name at once, Gloo's address when
+``torch.distributed`` is imported:
 
 - ``NodeHostInstrumentor``: ``socket.gethostname``, ``os.uname().nodename``, ``platform.node``
   and ``platform.uname().node`` answer the node's name, and ``socket.gethostbyname`` /
@@ -22,11 +23,7 @@ import platform
 import socket
 
 from ddph_audit import environment
-from ddph_audit.instrumentor import Instrumentor, install_on_import
-
-
-def enabled_by_environment():
-    return environment.is_on(environment.NODES)
+from ddph_audit.instrumentor import Instrumentor
 
 
 def node_address(node):
@@ -123,9 +120,3 @@ class NodeGlooInstrumentor(Instrumentor):
         ProcessGroupGloo.__module__ = base.__module__
         ProcessGroupGloo.__qualname__ = base.__qualname__
         self.patch(c10d, "ProcessGroupGloo", ProcessGroupGloo)
-
-
-def install():
-    """This process's node emulation: the host name now, Gloo when torch.distributed is imported."""
-    install_on_import("socket", NodeHostInstrumentor)
-    install_on_import("torch.distributed.distributed_c10d", NodeGlooInstrumentor)

@@ -22,6 +22,7 @@ import signal
 import sys
 import tempfile
 
+import ddph_audit
 from ddph_audit import environment
 
 _current = None  # (rank, world_size) inside a rank process, else None
@@ -105,11 +106,9 @@ def _rank_environment(spec, rank, port):
 
 
 def _start_recording(spec):
-    import ddph_audit
     ddph_audit.instrument(spec.trace_dir)
     if spec.cpu:
-        from ddph_emulation import cuda_on_cpu
-        cuda_on_cpu.instrument_when_torch_is_imported()
+        ddph_audit.install_from_environment((environment.CPU,))
 
 
 def _store(spec, rank, port, pipe_w):
@@ -133,8 +132,7 @@ def _failure(item, when, excinfo):
 
 def _record_error(excinfo):
     try:
-        from ddph_audit import process_hooks
-        process_hooks.record_error(excinfo.type, excinfo.value, excinfo.tb)
+        ddph_audit.record_error(excinfo.type, excinfo.value, excinfo.tb)
     except Exception:
         pass
 
@@ -229,8 +227,7 @@ def run(item, spec, rank, port, pipe_w):
         result = run_test(item)
         _destroy_process_group()
         if spec.audit:
-            from ddph_audit import process_hooks
-            process_hooks.at_exit()
+            ddph_audit.finish()
         result["rank"] = rank
         send(pipe_w, {"result": result})
         code = 0

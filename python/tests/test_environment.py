@@ -62,7 +62,8 @@ class EnvironmentNamesTest(unittest.TestCase):
             with open(path, encoding="utf-8") as f:
                 for name in quoted.findall(f.read()):
                     spelled.setdefault(name, set()).add(os.path.relpath(path, SOURCE_DIR))
-        expected = {os.path.relpath(environment.__file__, SOURCE_DIR), os.path.relpath(HEADER, SOURCE_DIR)}
+        expected = {os.path.relpath(environment.__file__, SOURCE_DIR),
+                    os.path.relpath(HEADER, SOURCE_DIR)}
         for name, where in sorted(spelled.items()):
             self.assertLessEqual(where, expected, name)
 
