@@ -42,7 +42,7 @@ def main():
         import torch.distributed as dist
         import torch.nn as nn
         from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
-        from ddph_audit import ddp_backward_watch, recorder
+        from ddph_audit import ddp_backward_watch
 
         torch.set_num_threads(1)
         dist.init_process_group("gloo")
@@ -67,13 +67,14 @@ def main():
                 batches = iter(loader)
                 return next(batches)
 
-        writer = recorder.state.writer
+        recorder = ddph_audit.session().recorder
+        writer = recorder.writer
         store, watch = writer._store, ddp_backward_watch.watch
         emits = {name: getattr(recorder, name)
                  for name in ("emit", "emit_many", "emit_line", "emit_lines")}
 
         def configure(name):
-            recorder.state.active = name != "off"
+            recorder.active = name != "off"
             writer._store = (lambda data: None) if name == "no-write" else store
             for fn, real in emits.items():
                 setattr(recorder, fn, (lambda *a, **k: None) if name == "no-emit" else real)
@@ -98,7 +99,7 @@ def main():
                 configure(name)
                 times[name].append(block(args.steps))
         configure("on")
-        recorder.state.active = False
+        recorder.active = False
         del model, batches
         dist.destroy_process_group()
         ddph_audit.uninstrument()

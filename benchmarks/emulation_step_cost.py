@@ -31,7 +31,7 @@ def main():
         return 2
     import torch
     import torch.nn as nn
-    from ddph_audit.cuda_on_cpu import CudaOnCpuInstrumentor
+    from ddph_emulation.cuda_on_cpu import CudaOnCpuInstrumentor
     torch.set_num_threads(1)
     torch.manual_seed(0)
     x, y = torch.randn(64 * 16, 784), torch.randint(0, 10, (64 * 16,))

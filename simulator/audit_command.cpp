@@ -15,6 +15,7 @@
 #include "ddph/audit/audit_page.h"
 #include "ddph/audit/trace.h"
 #include "ddph/common/atomic_file.h"
+#include "ddph/common/environment.h"
 #include "ddph/common/error.h"
 #include "ddph/report/html_report.h"
 
@@ -57,7 +58,7 @@ std::string recorderPythonPath() {
 // The folder holding the Python package ddph_audit: $DDPH_AUDIT_PYTHONPATH, else the installed
 // share/ddph/python beside this executable, else this source tree's python/.
 fs::path pythonPackageDir() {
-  if (const char* explicitDir = std::getenv("DDPH_AUDIT_PYTHONPATH"); explicitDir && *explicitDir) {
+  if (const char* explicitDir = std::getenv(common::env::kAuditPythonPath); explicitDir && *explicitDir) {
     return explicitDir;
   }
   std::error_code ec;
@@ -70,8 +71,8 @@ fs::path pythonPackageDir() {
 }
 
 std::vector<std::pair<std::string, std::string>> auditEnvironment(const fs::path& traceDir) {
-  return {{"DDPH_AUDIT_DIR", fs::absolute(traceDir).string()},
-          {"DDPH_AUDIT_RUN_ID", randomRunId()},
+  return {{common::env::kAuditDir, fs::absolute(traceDir).string()},
+          {common::env::kAuditRunId, randomRunId()},
           {"PYTHONPATH", recorderPythonPath()}};
 }
 
@@ -79,14 +80,14 @@ std::vector<std::pair<std::string, std::string>> cpuEmulationEnvironment(int gpu
                                                                          bool withPythonPath) {
   std::vector<std::pair<std::string, std::string>> env;
   if (gpus > 0) {
-    env.emplace_back("DDPH_CPU", "1");
-    env.emplace_back("DDPH_CPU_GPUS", std::to_string(gpus));
+    env.emplace_back(common::env::kCpu, "1");
+    env.emplace_back(common::env::kCpuGpus, std::to_string(gpus));
   }
   if (standInData) {
-    env.emplace_back("DDPH_STAND_IN_DATA", "1");
+    env.emplace_back(common::env::kStandInData, "1");
     // The MNIST files scripts/fetch-mnist.sh fetches: $DDPH_MNIST_DIR, else this tree's data/mnist.
-    const char* mnist = std::getenv("DDPH_MNIST_DIR");
-    env.emplace_back("DDPH_MNIST_DIR", mnist && *mnist ? mnist : DDPH_DEFAULT_MNIST_DIR);
+    const char* mnist = std::getenv(common::env::kMnistDir);
+    env.emplace_back(common::env::kMnistDir, mnist && *mnist ? mnist : DDPH_DEFAULT_MNIST_DIR);
   }
   if (withPythonPath) env.emplace_back("PYTHONPATH", recorderPythonPath());
   return env;

@@ -1,5 +1,5 @@
 """The PEP 517 build backend of ``pip install ./python``: writes the wheel (or the sdist) of the
-four pure-Python packages straight into the folder pip names, and nothing anywhere else.
+pure-Python packages straight into the folder pip names, and nothing anywhere else.
 
 setuptools, the usual backend, builds in the source tree (``build/``, ``*.egg-info``: a read-only
 checkout fails) and needs the ``wheel`` package for ``bdist_wheel`` before setuptools 70.1 (the

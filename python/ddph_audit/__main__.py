@@ -9,56 +9,95 @@ DDPH_STAND_IN_DATA=1) serves torchvision's MNIST and CIFAR offline. For torchrun
     torchrun --nproc-per-node 4 -m ddph_audit --cpu --trace-dir /shared/trace gpu_train.py
 """
 
+import argparse
 import os
+import re
 import runpy
 import sys
 
+import ddph_audit
+from ddph_audit import environment
+
 USAGE = ("usage: python3 -m ddph_audit [--trace-dir DIR] [--cpu [--gpus N]] [--stand-in-data] "
          "script.py [args...]")
+_VALUED = ("--trace-dir", "--gpus")  # the options that take a value
+_FLAGS = ("--cpu", "--stand-in-data", "-h", "--help")
+_NEEDS_VALUE = re.compile(r"argument (--[a-z-]+): expected one argument")
 
 
-class _Options:
-    trace_dir = None
-    cpu = False
-    gpus = None
-    stand_in_data = False
+class _BadArguments(Exception):
+    pass
+
+
+class _Help(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """Its errors are raised, to be said in this tool's one line (main)."""
+
+    def error(self, message):
+        valued = _NEEDS_VALUE.match(message)
+        raise _BadArguments("%s needs a value" % valued.group(1) if valued else message)
+
+
+class _HelpAction(argparse.Action):
+    """-h where it stands: an error of an option before it is said instead."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise _Help()
+
+
+def _gpus(value):
+    try:
+        gpus = int(value)
+    except ValueError:
+        gpus = 0
+    if not 0 < gpus <= 4096:
+        raise _BadArguments("--gpus %s is not between 1 and 4096" % value)
+    return gpus
+
+
+def _parser():
+    parser = _Parser(prog="python3 -m ddph_audit", add_help=False, allow_abbrev=False)
+    parser.add_argument("--trace-dir")
+    parser.add_argument("--gpus", type=_gpus)
+    parser.add_argument("--cpu", action="store_true")
+    parser.add_argument("--stand-in-data", action="store_true")
+    parser.add_argument("-h", "--help", action=_HelpAction, nargs=0)
+    return parser
+
+
+def _split(argv):
+    """(this tool's options, the program's command line). The command line starts after "--", or
+    at the first argument that is neither an option of ours nor its value (another option too,
+    as a script's name would); "--opt VALUE" comes back as "--opt=VALUE" (a value may begin with
+    "-")."""
+    options, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return options, argv[i + 1:]
+        if arg in _VALUED and i + 1 < len(argv):
+            options.append("%s=%s" % (arg, argv[i + 1]))
+            i += 2
+        elif arg in _FLAGS or arg in _VALUED or arg.partition("=")[0] in _VALUED:
+            options.append(arg)
+            i += 1
+        else:
+            break
+    return options, argv[i:]
 
 
 def _parse(argv):
-    opts = _Options()
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a in ("--trace-dir", "--gpus"):
-            if i + 1 >= len(argv):
-                return None, None, "%s needs a value" % a
-            value = argv[i + 1]
-            i += 2
-        elif a.startswith("--trace-dir=") or a.startswith("--gpus="):
-            a, value = a.split("=", 1)
-            i += 1
-        elif a in ("--cpu", "--stand-in-data"):
-            opts.cpu = opts.cpu or a == "--cpu"
-            opts.stand_in_data = opts.stand_in_data or a == "--stand-in-data"
-            i += 1
-            continue
-        elif a in ("-h", "--help"):
-            return None, None, "help"
-        elif a == "--":
-            i += 1
-            break
-        else:
-            break
-        if a == "--trace-dir":
-            opts.trace_dir = value
-        else:
-            try:
-                opts.gpus = int(value)
-            except ValueError:
-                opts.gpus = 0
-            if not 0 < opts.gpus <= 4096:
-                return None, None, "--gpus %s is not between 1 and 4096" % value
-    rest = argv[i:]
+    """(options, [script, args...], None), or (None, None, the error: "help" for -h)."""
+    options, rest = _split(argv)
+    try:
+        opts = _parser().parse_args(options)
+    except _Help:
+        return None, None, "help"
+    except _BadArguments as e:
+        return None, None, str(e)
     if not rest:
         return None, None, "no script given"
     if opts.gpus is not None and not opts.cpu:
@@ -68,19 +107,15 @@ def _parse(argv):
 
 def _start_emulation(opts):
     """--cpu / --stand-in-data, or DDPH_CPU=1 / DDPH_STAND_IN_DATA=1 inherited: in this process
-    and (through the environment) in every process it starts, spawned ranks included."""
-    from ddph_audit import cuda_on_cpu
+    (the registry's entries those switches turn on) and, through the environment, in every
+    process it starts, spawned ranks included."""
     if opts.cpu:
-        os.environ[cuda_on_cpu.ENV_ON] = "1"
+        os.environ[environment.CPU] = "1"
         if opts.gpus is not None:
-            os.environ[cuda_on_cpu.ENV_GPUS] = str(opts.gpus)
-    from ddph_audit import stand_in_data
+            os.environ[environment.CPU_GPUS] = str(opts.gpus)
     if opts.stand_in_data:
-        os.environ[stand_in_data.ENV_ON] = "1"
-    if stand_in_data.enabled_by_environment():
-        stand_in_data.instrument_when_torchvision_is_imported()
-    if cuda_on_cpu.enabled_by_environment():
-        cuda_on_cpu.instrument_when_torch_is_imported()
+        os.environ[environment.STAND_IN_DATA] = "1"
+    ddph_audit.install_from_environment((environment.CPU, environment.STAND_IN_DATA))
 
 
 def _inherit_instrumentation():
@@ -102,11 +137,12 @@ def main():
     if err is not None:
         sys.stderr.write("ddph_audit: %s; %s\n" % (err, USAGE))
         return 2
-    trace_dir = opts.trace_dir or os.environ.get("DDPH_AUDIT_DIR")
+    trace_dir = opts.trace_dir or os.environ.get(environment.AUDIT_DIR)
     emulating = opts.cpu or opts.stand_in_data or any(
-        os.environ.get(name, "") not in ("", "0") for name in ("DDPH_CPU", "DDPH_STAND_IN_DATA"))
+        environment.is_on(name) for name in (environment.CPU, environment.STAND_IN_DATA))
     if not trace_dir and not emulating:
-        sys.stderr.write("ddph_audit: no trace folder: pass --trace-dir DIR or set DDPH_AUDIT_DIR\n")
+        sys.stderr.write("ddph_audit: no trace folder: pass --trace-dir DIR or set %s\n"
+                         % environment.AUDIT_DIR)
         return 2
     script = rest[0]
     if not os.path.isfile(script):
@@ -114,18 +150,16 @@ def main():
         return 2
     sys.argv = list(rest)
     sys.path[0] = os.path.dirname(os.path.abspath(script))
-    import ddph_audit
     _inherit_instrumentation()
     if trace_dir:
         # Spawned ranks (torch.multiprocessing.spawn) find the recorder through the environment.
-        os.environ["DDPH_AUDIT_DIR"] = os.path.abspath(trace_dir)
+        os.environ[environment.AUDIT_DIR] = os.path.abspath(trace_dir)
         ddph_audit.instrument(trace_dir)
     _start_emulation(opts)
-    from ddph_audit import process_hooks
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
-        process_hooks.note_exit_code(e.code)
+        ddph_audit.note_exit_code(e.code)
         raise
     return 0
 

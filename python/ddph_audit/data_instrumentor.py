@@ -20,11 +20,10 @@ import importlib
 import operator
 import types
 
-from . import recorder, trace_events
+from . import trace_events
 from . import index_codec
 from . import batch_fingerprint
 from . import dataset_fingerprint
-from .ddp_registry import ddp_modules
 from .instrumentor import Instrumentor
 from .object_registry import ObjectRegistry
 from .trace_writer import FLAG, INT, JSON_BOOL, line_format
@@ -112,25 +111,25 @@ def _loader_sampler(loader, batch_sampler_iter):
     return bs, "custom"
 
 
-def _on_first_draw(p):
+def _on_first_draw(recorder, p):
     """The sampler's order was drawn now, at the pass's first next(): a ``draw`` line when its
     epoch is no longer the one recorded at iter() (set_epoch called in between)."""
     p.drawn = True
     epoch = getattr(p.sampler, "epoch", None)
-    if isinstance(epoch, int) and epoch != p.epoch and recorder.state.active:
+    if isinstance(epoch, int) and epoch != p.epoch and recorder.active:
         try:
             recorder.emit(trace_events.DRAW, loader=p.loader, iter=p.iter, sampler_epoch=epoch)
         except Exception as e:
             recorder.fail(e, "DataLoader iterator")
 
 
-def _wrap_next_index(fn):
+def _wrap_next_index(recorder, fn):
     @functools.wraps(fn)
     def _next_index(self):
         index = fn(self)
         p = self.__dict__.get("_ddph_pass")
         if p is not None and not p.drawn:
-            _on_first_draw(p)
+            _on_first_draw(recorder, p)
         fifo = self.__dict__.get("_ddph_fifo")
         if fifo is None:
             fifo = self._ddph_fifo = collections.deque()
@@ -154,7 +153,7 @@ def _wrap_reset(fn):
 _NO_INDEX = object()
 
 
-def _emit_batch(p, index, data):
+def _emit_batch(recorder, p, index, data):
     import torch
     grad = torch.is_grad_enabled()
     if index is _NO_INDEX:
@@ -181,14 +180,14 @@ def _emit_batch(p, index, data):
     recorder.emit(trace_events.BATCH, **fields)
 
 
-def _wrap_next(fn):
+def _wrap_next(recorder, fn):
     @functools.wraps(fn)
     def __next__(self):
         try:
             data = fn(self)
         except StopIteration:
             p = self.__dict__.get("_ddph_pass")
-            if p is not None and not p.ended and recorder.state.active:
+            if p is not None and not p.ended and recorder.active:
                 try:
                     p.ended = True
                     recorder.emit(trace_events.EPOCH_END, loader=p.loader, iter=p.iter,
@@ -204,9 +203,9 @@ def _wrap_next(fn):
         fifo = self.__dict__.get("_ddph_fifo")
         index = fifo.popleft() if fifo else _NO_INDEX
         p = self.__dict__.get("_ddph_pass")
-        if p is not None and recorder.state.active:
+        if p is not None and recorder.active:
             try:
-                _emit_batch(p, index, data)
+                _emit_batch(recorder, p, index, data)
                 p.seq += 1
             except Exception as e:
                 recorder.fail(e, "DataLoader iterator")
@@ -224,9 +223,10 @@ class DataInstrumentor(Instrumentor):
     MODULE = "torch.utils.data"
     SUPPORTED_TORCH = ((1, 13), (2, 14))
 
-    def __init__(self, ddp=None):
-        super().__init__()
-        self.ddp = ddp if ddp is not None else ddp_modules  # the epoch lines' parameter hashes
+    def __init__(self, session):
+        super().__init__(session)
+        self.recorder = session.recorder
+        self.ddp = session.ddp  # the epoch lines' parameter hashes
         self.samplers = ObjectRegistry()  # sampler -> _SamplerInfo
         self.loaders = ObjectRegistry()  # loader -> _LoaderInfo
         self._wrapped_classes = set()
@@ -252,9 +252,10 @@ class DataInstrumentor(Instrumentor):
         self._patch_attr(dl.DataLoader, "__init__", self._wrap_loader_init)
         self._patch_attr(dl.DataLoader, "__iter__", self._wrap_loader_iter)
         base = dl._BaseDataLoaderIter
-        self._patch_attr(base, "_next_index", _wrap_next_index)
+        rec = self.recorder
+        self._patch_attr(base, "_next_index", functools.partial(_wrap_next_index, rec))
         self._patch_attr(base, "_reset", _wrap_reset)
-        self._patch_attr(base, "__next__", _wrap_next)
+        self._patch_attr(base, "__next__", functools.partial(_wrap_next, rec))
 
     def _uninstrument(self):
         self._wrapped_classes.clear()
@@ -291,7 +292,7 @@ class DataInstrumentor(Instrumentor):
         info = self.samplers.get(sampler)
         if info is not None:
             return info
-        info = self.samplers.add(sampler, _SamplerInfo(recorder.next_id("sampler"),
+        info = self.samplers.add(sampler, _SamplerInfo(self.recorder.next_id("sampler"),
                                                        self._order(sampler)))
         fields = {"id": info.id, "class": _qualname(type(sampler))}
         n = self._sampler_dataset_len(sampler, loader)
@@ -299,16 +300,16 @@ class DataInstrumentor(Instrumentor):
             fields["dataset_len"] = n
         fields.update(_sampler_fields(sampler))
         fields["order"] = info.order
-        recorder.emit(trace_events.SAMPLER, **fields)
+        self.recorder.emit(trace_events.SAMPLER, **fields)
         return info
 
     def _wrap_sampler_init(self, fn):
-        samplers, register = self.samplers, self.register_sampler
+        samplers, register, recorder = self.samplers, self.register_sampler, self.recorder
 
         @functools.wraps(fn)
         def __init__(self, *args, **kwargs):
             fn(self, *args, **kwargs)
-            if recorder.state.active and samplers.get(self) is None:
+            if recorder.active and samplers.get(self) is None:
                 try:
                     register(self)
                 except Exception as e:
@@ -317,6 +318,7 @@ class DataInstrumentor(Instrumentor):
         return __init__
 
     def _wrap_set_epoch(self, fn):
+        recorder = self.recorder
         inside = recorder.suppressed(recorder.SET_EPOCH)
         register = self.register_sampler
 
@@ -325,7 +327,7 @@ class DataInstrumentor(Instrumentor):
             outermost = not inside.active()
             with inside:
                 result = fn(self, *args, **kwargs)
-            if outermost and recorder.state.active:
+            if outermost and recorder.active:
                 try:
                     info = register(self)
                     epoch = args[0] if args else kwargs.get("epoch", next(iter(kwargs.values()), None))
@@ -370,12 +372,12 @@ class DataInstrumentor(Instrumentor):
         info.needs_idx = sinfo.order == "recorded" or batching == "custom"
 
     def _wrap_loader_init(self, fn):
-        loaders, on_init = self.loaders, self._on_loader_init
+        loaders, on_init, recorder = self.loaders, self._on_loader_init, self.recorder
 
         @functools.wraps(fn)
         def __init__(self, *args, **kwargs):
             fn(self, *args, **kwargs)
-            if recorder.state.active and loaders.get(self) is None:
+            if recorder.active and loaders.get(self) is None:
                 try:
                     on_init(self)
                 except Exception as e:
@@ -383,9 +385,8 @@ class DataInstrumentor(Instrumentor):
 
         return __init__
 
-    @staticmethod
-    def _announce(loader, info):
-        info.id = recorder.next_id("loader")
+    def _announce(self, loader, info):
+        info.id = self.recorder.next_id("loader")
         info.announced = True
         fields = {"id": info.id, "sampler": info.sampler_id,
                   "dataset": type(loader.dataset).__name__}
@@ -403,7 +404,7 @@ class DataInstrumentor(Instrumentor):
                        "num_workers": int(loader.num_workers), "batching": info.batching})
         if not info.mapstyle:
             fields["iterable"] = True
-        recorder.emit(trace_events.LOADER, **fields)
+        self.recorder.emit(trace_events.LOADER, **fields)
 
     def _on_pass_start(self, loader, it):
         info = self.loaders.get(loader)
@@ -434,15 +435,15 @@ class DataInstrumentor(Instrumentor):
             if n is not None:
                 fields["batches"] = n
         fields["params"] = self.ddp.live_hashes()
-        recorder.emit(trace_events.EPOCH, **fields)
+        self.recorder.emit(trace_events.EPOCH, **fields)
 
     def _wrap_loader_iter(self, fn):
-        on_pass_start = self._on_pass_start
+        on_pass_start, recorder = self._on_pass_start, self.recorder
 
         @functools.wraps(fn)
         def __iter__(self):
             it = fn(self)
-            if recorder.state.active:
+            if recorder.active:
                 try:
                     on_pass_start(self, it)
                 except Exception as e:

@@ -21,7 +21,7 @@ which never allocates on the device but trails DDP's one rebuild by a backward (
 import functools
 import weakref
 
-from . import recorder, trace_events
+from . import trace_events
 from .groups import dtype_name
 from .trace_writer import INT, line_format
 
@@ -96,8 +96,8 @@ def _itemsize(dtype):
 class Watch:
     """One DDP module's watch: armed by a synchronising forward, fired once in the backward."""
 
-    __slots__ = ("ddp", "st", "gid", "groups", "engine", "layout", "armed", "op_dtype", "handle",
-                 "formats", "formats_of", "done")
+    __slots__ = ("ddp", "st", "gid", "groups", "recorder", "engine", "layout", "armed", "op_dtype",
+                 "handle", "formats", "formats_of", "done")
 
     def __init__(self, ddp, st, groups, engine):
         # Weak (and the group by its id): a parameter's or an output's hook keeps this watch, and
@@ -105,6 +105,7 @@ class Watch:
         self.ddp = weakref.ref(ddp)
         self.st = st
         self.groups = groups  # groups.ProcessGroups: the buckets' sequence numbers
+        self.recorder = groups.recorder  # the lines go where the group lines go
         self.engine = engine  # autograd_engine()
         self.gid = groups.group_id(getattr(ddp, "process_group", None))
         self.layout = Layout(ddp.module)
@@ -146,28 +147,28 @@ class Watch:
         try:
             self.engine.queue_callback(self.launched)
         except Exception as e:
-            recorder.fail(e, "DDP backward (gradient hook)")
+            self.recorder.fail(e, "DDP backward (gradient hook)")
 
     def launched(self):
         st = self.st
         try:
             ddp = self.ddp()
-            if ddp is None or not recorder.is_active():
+            if ddp is None or not self.recorder.is_active():
                 return
             formats = self._bucket_formats(self.layout.current(ddp))
             first = self.groups.next_seqs(self.gid, len(formats))
             backward = st.backwards
             st.backwards = backward + 1
-            recorder.emit_lines([(f, (first + i, backward)) for i, f in enumerate(formats)])
+            self.recorder.emit_lines([(f, (first + i, backward)) for i, f in enumerate(formats)])
             self.engine.queue_callback(functools.partial(self.completed, first, len(formats)))
         except Exception as e:
-            recorder.fail(e, "DDP backward (buckets launched)")
+            self.recorder.fail(e, "DDP backward (buckets launched)")
 
     def completed(self, first, n):
         try:
-            recorder.emit_lines([(self.done, (seq,)) for seq in range(first, first + n)])
+            self.recorder.emit_lines([(self.done, (seq,)) for seq in range(first, first + n)])
         except Exception as e:
-            recorder.fail(e, "DDP backward (buckets completed)")
+            self.recorder.fail(e, "DDP backward (buckets completed)")
 
     def _bucket_formats(self, buckets):
         key = (buckets, self.op_dtype)

@@ -23,9 +23,9 @@ import functools
 import importlib
 import sys
 
-from . import ddp_backward_watch, recorder, trace_events
-from .ddp_registry import DdpModuleState, ddp_modules
-from .groups import dtype_name, process_groups
+from . import ddp_backward_watch, trace_events
+from .ddp_registry import DdpModuleState
+from .groups import dtype_name
 from .instrumentor import Instrumentor
 from .trace_writer import JSON_BOOL
 
@@ -49,6 +49,7 @@ def _recording_hook(state, bucket):
     """Registered in place of the program's hook (see the module docstring)."""
     st = state.ddp_state
     me = state.instrumentor
+    recorder = me.recorder
     token = None
     if recorder.is_active():
         try:
@@ -105,10 +106,11 @@ class DdpInstrumentor(Instrumentor):
     MODULE = "torch.nn.parallel"
     SUPPORTED_TORCH = ((1, 13), (2, 14))
 
-    def __init__(self, groups=None, ddp=None):
-        super().__init__()
-        self.groups = groups if groups is not None else process_groups
-        self.ddp = ddp if ddp is not None else ddp_modules
+    def __init__(self, session):
+        super().__init__(session)
+        self.recorder = session.recorder
+        self.groups = session.groups
+        self.ddp = session.ddp
         self._engine = False  # ddp_backward_watch.autograd_engine(), asked at the first forward
 
     def _instrument(self):
@@ -127,9 +129,9 @@ class DdpInstrumentor(Instrumentor):
         self.patch(DDP, "__ddph_patched__", True)
 
     def _uninstrument(self):
-        poll = self.ddp.poll_futures
-        if poll in recorder.pollers:
-            recorder.pollers.remove(poll)
+        poll, pollers = self.ddp.poll_futures, self.recorder.pollers
+        if poll in pollers:
+            pollers.remove(poll)
         self.ddp.close_watches()
 
     def engine(self):
@@ -138,12 +140,12 @@ class DdpInstrumentor(Instrumentor):
         return self._engine
 
     def _wrap_init(self, fn):
-        registry = self.ddp
+        registry, recorder = self.ddp, self.recorder
 
         @functools.wraps(fn)
         def __init__(self, *args, **kwargs):
             fn(self, *args, **kwargs)
-            if not recorder.state.active or registry.get(self) is not None:
+            if not recorder.active or registry.get(self) is not None:
                 return
             try:
                 st = DdpModuleState(recorder.next_id("ddp"))
@@ -172,12 +174,12 @@ class DdpInstrumentor(Instrumentor):
     def _wrap_forward(self, fn):
         import torch
         is_grad_enabled = torch.is_grad_enabled
-        registry, groups, me = self.ddp, self.groups, self
+        registry, groups, me, recorder = self.ddp, self.groups, self, self.recorder
 
         @functools.wraps(fn)
         def forward(self, *inputs, **kwargs):
             st = registry.get(self)
-            if st is None or not recorder.state.active:
+            if st is None or not recorder.active:
                 return fn(self, *inputs, **kwargs)
             watch = False
             try:
@@ -208,12 +210,12 @@ class DdpInstrumentor(Instrumentor):
         """Under torch's ``Join``, a rank that ran out of inputs shadows the others' backward: one
         allreduce of zeros per gradient bucket, outside autograd. Written as the bucket lines of
         a backward, with ``"shadow": true`` (a recording hook records them itself)."""
-        registry, groups = self.ddp, self.groups
+        registry, groups, recorder = self.ddp, self.groups, self.recorder
 
         @functools.wraps(fn)
         def _match_all_reduce_for_bwd_pass(self):
             st = registry.get(self)
-            if st is None or not st.watched or not recorder.state.active:
+            if st is None or not st.watched or not recorder.active:
                 return fn(self)
             lines = None
             try:
@@ -238,12 +240,12 @@ class DdpInstrumentor(Instrumentor):
         return _match_all_reduce_for_bwd_pass
 
     def _wrap_register_comm_hook(self, fn):
-        registry, me = self.ddp, self
+        registry, me, recorder = self.ddp, self, self.recorder
 
         @functools.wraps(fn)
         def register_comm_hook(self, state, hook):
             st = registry.get(self)
-            if st is None or recorder.state.failed or st.user_hooked or st.builtin is not None:
+            if st is None or recorder.failed or st.user_hooked or st.builtin is not None:
                 return fn(self, state, hook)  # not ours to record, or torch refuses a second hook
             # Register ours around the program's hook, after torch's own validation of the
             # program's hook (same errors as bare).

@@ -4,14 +4,13 @@ A shared service: the DDP instrumentor adds each module it sees constructed and 
 forwards and backwards here; the data instrumentor reads the live modules' parameter hashes (the
 ``params`` of ``epoch`` lines), the distributed one which modules are alive at
 ``destroy_process_group``, and the process hooks write every module's final ``params`` line at
-exit. ``ddp_modules`` is this process's; an instrumentor takes another (a test's) in its
-constructor.
+exit. One per recording session (session.py), written through its recorder.
 """
 
 import threading
 import weakref
 
-from . import recorder, trace_events
+from . import trace_events
 from .object_registry import ObjectRegistry
 from .params_hash import module_hash
 from .trace_writer import FLAG, INT, line_format
@@ -41,7 +40,8 @@ class DdpRegistry:
     """DDP modules (held weakly) -> DdpModuleState, their final ``params`` lines, and the futures
     of the program's comm hooks whose ``coll_done`` is still to be written."""
 
-    def __init__(self):
+    def __init__(self, recorder):
+        self.recorder = recorder  # recorder.Recorder: the params and coll_done lines
         self._modules = ObjectRegistry()
         self._ends = {}  # key -> (weakref to the DDP module, its state, wrapped module)
         self._ends_lock = threading.Lock()
@@ -93,12 +93,13 @@ class DdpRegistry:
         st = entry[1]
         if st.watch is not None:
             st.watch.close()
-        if not recorder.is_active():
+        rec = self.recorder
+        if not rec.is_active():
             return
         try:
-            recorder.emit(trace_events.PARAMS, ddp=st.id, hash=module_hash(entry[2]), at="end")
+            rec.emit(trace_events.PARAMS, ddp=st.id, hash=module_hash(entry[2]), at="end")
         except Exception as e:
-            recorder.fail(e, "params at end")
+            rec.fail(e, "params at end")
 
     def write_end_params(self):
         """At exit: the hooks' completed futures, then each live module's final ``params``."""
@@ -130,7 +131,5 @@ class DdpRegistry:
                 done.append(token)
             self._futures[:] = still
         for gid, seq in done:
-            recorder.emit(trace_events.COLL_DONE, group=gid, seq=seq)
+            self.recorder.emit(trace_events.COLL_DONE, group=gid, seq=seq)
 
-
-ddp_modules = DdpRegistry()  # this process's

@@ -7,7 +7,7 @@
 (``all_gather_object`` calls ``all_gather`` inside; ``init_process_group`` and ``new_group`` may
 call ``barrier``): the wrapped call runs inside ``recorder.suppressed()``. ``seq`` counts this
 rank's recorded calls per group (``groups.py``). Every ``all_reduce``'s tensor is shown to
-``grad_sync``: a loop that averages gradients itself declares its
+``grad_sync.HandAveraging``: a loop that averages gradients itself declares its
 optimizer's parameters a replica there.
 """
 
@@ -16,9 +16,8 @@ import importlib
 import inspect
 import sys
 
-from . import grad_sync, recorder, trace_events
-from .ddp_registry import ddp_modules
-from .groups import dtype_name, process_groups
+from . import trace_events
+from .groups import dtype_name
 from .instrumentor import Instrumentor
 
 COLLECTIVES = (
@@ -105,10 +104,12 @@ class DistributedInstrumentor(Instrumentor):
     MODULE = "torch.distributed"
     SUPPORTED_TORCH = ((1, 13), (2, 14))
 
-    def __init__(self, groups=None, ddp=None):
-        super().__init__()
-        self.groups = groups if groups is not None else process_groups
-        self.ddp = ddp if ddp is not None else ddp_modules  # which DDP modules are alive
+    def __init__(self, session):
+        super().__init__(session)
+        self.recorder = session.recorder
+        self.groups = session.groups
+        self.ddp = session.ddp  # which DDP modules are alive
+        self.averaging = session.averaging  # the program's own gradient averaging
         self.dist = None
         self.c10d = None
 
@@ -150,12 +151,13 @@ class DistributedInstrumentor(Instrumentor):
         peer_arg = PEER_ARG.get(name)
         root_arg = ROOT_ARG.get(name)
         always_async = name in ALWAYS_ASYNC
+        recorder = self.recorder
         inside = recorder.suppressed()
         begin = self._begin
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            if inside.active() or not recorder.state.active:
+            if inside.active() or not recorder.active:
                 with inside:
                     return fn(*args, **kwargs)
             token = None
@@ -206,7 +208,7 @@ class DistributedInstrumentor(Instrumentor):
             if root is not None:
                 fields["root"] = int(root)
         if name == "all_reduce":
-            grad_sync.note_reduced(get(args, kwargs, tensor_arg))
+            self.averaging.note_reduced(get(args, kwargs, tensor_arg))
         if name in ("all_reduce", "reduce", "reduce_scatter", "reduce_scatter_tensor",
                     "_reduce_scatter_base", "all_reduce_coalesced"):
             op = get(args, kwargs, "op")
@@ -214,25 +216,25 @@ class DistributedInstrumentor(Instrumentor):
         is_async = always_async or bool(get(args, kwargs, "async_op", False))
         if is_async:
             fields["async"] = True
-        recorder.emit(trace_events.COLL, **fields)
+        self.recorder.emit(trace_events.COLL, **fields)
         return gid, seq, is_async
 
-    @staticmethod
-    def _wrap_suppressing(name, fn, after=None, before=None):
+    def _wrap_suppressing(self, name, fn, after=None, before=None):
         """init_process_group / new_group / destroy_process_group: nothing inside them is
         recorded; ``before`` sees the arguments, ``after`` the result."""
+        recorder = self.recorder
         inside = recorder.suppressed()
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            if before is not None and recorder.state.writer is not None and not recorder.state.failed:
+            if before is not None and recorder.writer is not None and not recorder.failed:
                 try:
                     before(args, kwargs)
                 except Exception as e:
                     recorder.fail(e, name)
             with inside:
                 result = fn(*args, **kwargs)
-            if after is not None and recorder.state.writer is not None and not recorder.state.failed:
+            if after is not None and recorder.writer is not None and not recorder.failed:
                 try:
                     after(args, kwargs, result)
                 except Exception as e:
@@ -245,9 +247,9 @@ class DistributedInstrumentor(Instrumentor):
     def _after_init(self, args, kwargs, result):
         dist = self.dist
         if dist.is_initialized():
-            recorder.on_process_group_ready(dist.get_rank(), dist.get_world_size())
-            recorder.emit(trace_events.PROCESS_GROUP, backend=str(dist.get_backend()),
-                          rank=dist.get_rank(), world_size=dist.get_world_size())
+            self.recorder.on_process_group_ready(dist.get_rank(), dist.get_world_size())
+            self.recorder.emit(trace_events.PROCESS_GROUP, backend=str(dist.get_backend()),
+                               rank=dist.get_rank(), world_size=dist.get_world_size())
 
     def _after_new_group(self, args, kwargs, result):
         ranks = kwargs.get("ranks", args[0] if args else None)
@@ -263,8 +265,8 @@ class DistributedInstrumentor(Instrumentor):
         destroy_process_group] in docs/audit.md: with torch 1.13 such a module may hang the exit).
         Written before the call: destroying closes the group's connections, its peers may fail
         at once, and the launcher may stop this rank before the call returns."""
-        if not recorder.is_active():
+        if not self.recorder.is_active():
             return
         group = kwargs.get("group", args[0] if args else None)
-        recorder.emit(trace_events.DESTROY, group=self.groups.known_id(group),
-                      ddp_alive=self.ddp.live_ids())
+        self.recorder.emit(trace_events.DESTROY, group=self.groups.known_id(group),
+                           ddp_alive=self.ddp.live_ids())

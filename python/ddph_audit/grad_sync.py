@@ -13,12 +13,9 @@ import importlib
 import sys
 import weakref
 
-from . import recorder, trace_events
-from .ddp_registry import DdpModuleState, ddp_modules
+from . import trace_events
+from .ddp_registry import DdpModuleState
 from .instrumentor import Instrumentor
-
-_optimizers = weakref.WeakSet()
-_replicas = weakref.WeakKeyDictionary()  # optimizer -> its _Replica (kept alive with it)
 
 
 class _Replica:
@@ -39,25 +36,72 @@ class _Replica:
         return [(str(k), p) for k, p in enumerate(params)]
 
 
-def track(optimizer):
-    """An optimizer was built (torch.optim.Optimizer.__init__)."""
-    _optimizers.add(optimizer)
+class HandAveraging:
+    """The optimizers the program built and the replicas their all-reduced gradients declared.
+    A shared service of one recording session (session.py): the optimizer instrumentor tracks,
+    the distributed one shows it every all_reduce's tensor."""
+
+    def __init__(self, recorder, ddp):
+        self.recorder = recorder
+        self.ddp = ddp  # ddp_registry.DdpRegistry: a replica is declared as a DDP module is
+        self._optimizers = weakref.WeakSet()
+        # optimizer -> its _Replica (kept alive with it)
+        self._replicas = weakref.WeakKeyDictionary()
+
+    def track(self, optimizer):
+        """An optimizer was built (torch.optim.Optimizer.__init__)."""
+        self._optimizers.add(optimizer)
+
+    def note_reduced(self, tensor):
+        """The program all-reduces ``tensor``: if it is an untracked optimizer's parameter
+        gradient, declare that optimizer's parameters a replica."""
+        if not self._optimizers:
+            return
+        if any(not isinstance(m, _Replica) for m, _ in self.ddp.live()):
+            return
+        for optimizer in list(self._optimizers):
+            if optimizer in self._replicas:
+                continue
+            for group in optimizer.param_groups:
+                if any(_is_gradient(p, tensor) for p in group["params"]):
+                    self._declare(optimizer)
+                    return
+
+    def _declare(self, optimizer):
+        replica = _Replica(optimizer)
+        self._replicas[optimizer] = replica
+        st = DdpModuleState(self.recorder.next_id("ddp"))
+        st.watched = False
+        self.ddp.add(replica, st)
+        params = replica.parameters()
+        self.recorder.emit(trace_events.DDP, id=st.id, module=type(optimizer).__name__,
+                           parameters=int(sum(p.numel() for p in params)),
+                           device=str(params[0].device) if params else "cpu", buffers=0,
+                           averaged_by="all_reduce")
 
 
-def note_reduced(tensor):
-    """The program all-reduces ``tensor``: if it is an untracked optimizer's parameter gradient,
-    declare that optimizer's parameters a replica."""
-    if not _optimizers:
-        return
-    if any(not isinstance(m, _Replica) for m, _ in ddp_modules.live()):
-        return
-    for optimizer in list(_optimizers):
-        if optimizer in _replicas:
-            continue
-        for group in optimizer.param_groups:
-            if any(_is_gradient(p, tensor) for p in group["params"]):
-                _declare(optimizer)
-                return
+class OptimizerInstrumentor(Instrumentor):
+    """``torch.optim.Optimizer.__init__``: every optimizer the program builds is tracked."""
+
+    NAME = "the optimizer instrumentor"
+    MODULE = "torch.optim"
+    SUPPORTED_TORCH = ((1, 13), (2, 14))
+
+    def _instrument(self):
+        optim = sys.modules.get(self.MODULE) or importlib.import_module(self.MODULE)
+        fn = optim.Optimizer.__dict__.get("__init__")
+        if fn is None or hasattr(fn, "__ddph_original__"):
+            return
+        rec, track = self.session.recorder, self.session.averaging.track
+
+        @functools.wraps(fn)
+        def __init__(self, *args, **kwargs):
+            fn(self, *args, **kwargs)
+            if rec.active:
+                track(self)
+
+        __init__.__ddph_original__ = fn
+        self.patch(optim.Optimizer, "__init__", __init__)
 
 
 def _is_gradient(param, tensor):
@@ -73,39 +117,3 @@ def _is_gradient(param, tensor):
                 and tensor.dtype == grad.dtype)
     except Exception:  # a tensor without storage (sparse, meta): not this one
         return False
-
-
-def _declare(optimizer):
-    replica = _Replica(optimizer)
-    _replicas[optimizer] = replica
-    st = DdpModuleState(recorder.next_id("ddp"))
-    st.watched = False
-    ddp_modules.add(replica, st)
-    params = replica.parameters()
-    recorder.emit(trace_events.DDP, id=st.id, module=type(optimizer).__name__,
-                  parameters=int(sum(p.numel() for p in params)),
-                  device=str(params[0].device) if params else "cpu", buffers=0,
-                  averaged_by="all_reduce")
-
-
-class OptimizerInstrumentor(Instrumentor):
-    """``torch.optim.Optimizer.__init__``: every optimizer the program builds is tracked."""
-
-    NAME = "the optimizer instrumentor"
-    MODULE = "torch.optim"
-    SUPPORTED_TORCH = ((1, 13), (2, 14))
-
-    def _instrument(self):
-        optim = sys.modules.get(self.MODULE) or importlib.import_module(self.MODULE)
-        fn = optim.Optimizer.__dict__.get("__init__")
-        if fn is None or hasattr(fn, "__ddph_original__"):
-            return
-
-        @functools.wraps(fn)
-        def __init__(self, *args, **kwargs):
-            fn(self, *args, **kwargs)
-            if recorder.state.active:
-                track(self)
-
-        __init__.__ddph_original__ = fn
-        self.patch(optim.Optimizer, "__init__", __init__)

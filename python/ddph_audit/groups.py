@@ -4,12 +4,12 @@ A shared service of the instrumentors: the distributed instrumentor declares the
 made (``new_group``) and numbers the program's collectives; the DDP instrumentor and its backward
 watch number DDP's bucket allreduces in the same sequence. ``"0"`` is the default group; another
 group gets its id (``"1"``, ``"2"``, ...) and a ``group`` line when it is first made or seen.
-``process_groups`` is this process's; an instrumentor takes another (a test's) in its constructor.
+One per recording session (session.py), written through its recorder.
 """
 
 import threading
 
-from . import recorder, trace_events
+from . import trace_events
 
 
 def dtype_name(dtype):
@@ -21,7 +21,8 @@ class ProcessGroups:
     """Group ids and sequence numbers. ``next_seqs`` is called from any thread (the autograd
     thread for DDP's buckets) and takes its own lock; ids are declared under the GIL."""
 
-    def __init__(self):
+    def __init__(self, recorder):
+        self.recorder = recorder  # recorder.Recorder: the group lines and their ids
         self.c10d = None  # torch.distributed.distributed_c10d, once the distributed one is in
         self._seq_lock = threading.Lock()
         self._seq = {}  # group id -> next seq
@@ -65,10 +66,10 @@ class ProcessGroups:
 
     def declare(self, group, ranks):
         """A new group's id and its ``group`` line; ``group`` None for one this rank is not in."""
-        gid = str(recorder.next_id("group") + 1)
+        gid = str(self.recorder.next_id("group") + 1)
         if group is not None:
             self._ids[id(group)] = (group, gid)
-        recorder.emit(trace_events.GROUP, id=gid, ranks=ranks)
+        self.recorder.emit(trace_events.GROUP, id=gid, ranks=ranks)
         return gid
 
     def is_member(self, group):
@@ -91,5 +92,3 @@ class ProcessGroups:
             self._seq[gid] = n + count
             return n
 
-
-process_groups = ProcessGroups()  # this process's

@@ -4,22 +4,19 @@ A ``sys.meta_path`` finder answers only for the watched names: it asks the other
 real spec and wraps its loader so that, once the module has executed, the callback runs (before the
 importing statement returns, so ``from torch.distributed import all_reduce`` in the user's script
 already gets the patched function). Nothing is imported by the hook itself: a process that never
-imports torch pays one dictionary lookup per import.
+imports torch pays one dictionary lookup per import. ``ImportHooks`` is one owner's set of hooks
+(the registry's Instrumentation); its finder is on ``sys.meta_path`` while it has a callback.
 """
 
 import sys
 import threading
 
-_lock = threading.RLock()
-_callbacks = {}  # module name -> [callback(module)]
-_done = set()
-_finder = None
-
 
 class _ChainedLoader:
-    def __init__(self, loader, name):
+    def __init__(self, loader, name, hooks):
         self._loader = loader
         self._name = name
+        self._hooks = hooks
 
     def __getattr__(self, attr):
         return getattr(self._loader, attr)
@@ -38,15 +35,16 @@ class _ChainedLoader:
         except Exception:
             pass
         loader.exec_module(module)
-        _fire(self._name, module)
+        self._hooks.fire(self._name, module)
 
 
 class _Finder:
-    def __init__(self):
+    def __init__(self, hooks):
+        self._hooks = hooks
         self._busy = threading.local()
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname not in _callbacks or fullname in _done:
+        if not self._hooks.watches(fullname):
             return None
         if getattr(self._busy, "on", False):
             return None
@@ -66,47 +64,61 @@ class _Finder:
             self._busy.on = False
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        spec.loader = _ChainedLoader(spec.loader, fullname)
+        spec.loader = _ChainedLoader(spec.loader, fullname, self._hooks)
         return spec
 
     def invalidate_caches(self):
         pass
 
 
-def _fire(name, module):
-    with _lock:
-        if name in _done:
+class ImportHooks:
+    """Callbacks run once their module is imported. Callbacks catch their own errors."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._callbacks = {}  # module name -> [callback(module)]
+        self._done = set()
+        self._finder = None
+
+    def watches(self, name):
+        return name in self._callbacks and name not in self._done
+
+    def fire(self, name, module):
+        with self._lock:
+            if name in self._done:
+                return
+            self._done.add(name)
+            callbacks = list(self._callbacks.get(name, ()))
+        for cb in callbacks:
+            cb(module)
+
+    def when_imported(self, name, callback):
+        """Runs ``callback(module)`` once ``name`` is imported (now if it already is)."""
+        module = sys.modules.get(name)
+        if module is not None and not getattr(getattr(module, "__spec__", None), "_initializing",
+                                              False):
+            callback(module)
             return
-        _done.add(name)
-        callbacks = list(_callbacks.get(name, ()))
-    for cb in callbacks:
-        cb(module)  # callbacks catch their own errors
+        with self._lock:
+            self._callbacks.setdefault(name, []).append(callback)
+            self._done.discard(name)
+            if self._finder is None:
+                self._finder = _Finder(self)
+                sys.meta_path.insert(0, self._finder)
 
-
-def when_imported(name, callback):
-    """Runs ``callback(module)`` once ``name`` is imported (now if it already is)."""
-    global _finder
-    module = sys.modules.get(name)
-    if module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False):
-        callback(module)
-        return
-    with _lock:
-        _callbacks.setdefault(name, []).append(callback)
-        _done.discard(name)
-        if _finder is None:
-            _finder = _Finder()
-            sys.meta_path.insert(0, _finder)
-
-
-def remove():
-    """Removes the finder and forgets the callbacks not yet run."""
-    global _finder
-    with _lock:
-        if _finder is not None:
+    def cancel(self, name, callback):
+        """Forgets ``callback`` of ``name`` (run or not); the finder goes once none is left."""
+        with self._lock:
+            callbacks = self._callbacks.get(name, [])
+            if callback in callbacks:
+                callbacks.remove(callback)
+            if not callbacks:
+                self._callbacks.pop(name, None)
+                self._done.discard(name)
+            if self._callbacks or self._finder is None:
+                return
             try:
-                sys.meta_path.remove(_finder)
+                sys.meta_path.remove(self._finder)
             except ValueError:
                 pass
-        _finder = None
-        _callbacks.clear()
-        _done.clear()
+            self._finder = None

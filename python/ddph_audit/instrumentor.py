@@ -1,18 +1,18 @@
-"""The shape every instrumentor of the package takes (OpenTelemetry's ``BaseInstrumentor``).
+"""The shape every instrumentor of the harness takes (OpenTelemetry's ``BaseInstrumentor``).
 
-An instrumentor owns one concern (the CUDA face served by the CPU, the spawned ranks, ...). Its
-state lives on the instance; ``instrument()`` patches and ``uninstrument()`` puts back exactly
-what was there (an attribute a class only inherited is deleted again, not copied in); both are
-idempotent. ``SUPPORTED_TORCH`` declares the torch versions it was written and tested for: on
-another version ``instrument()`` still runs, and ``version_note()`` says so in one line.
+An instrumentor owns one concern (the DataLoaders, the CUDA face served by the CPU, the spawned
+ranks, ...). Its state lives on the instance; ``instrument()`` patches and ``uninstrument()`` puts
+back exactly what was there (an attribute a class only inherited is deleted again, not copied in);
+both are idempotent. ``SUPPORTED_TORCH`` declares the torch versions it was written and tested
+for: on another version ``instrument()`` still runs, and ``version_note()`` says so in one line.
+Every instrumentor is made as ``Cls(session)``: the process's recording session (session.py), or
+None when the process does not record; which class instruments which module, and when, is
+registry.py's ``INSTRUMENTORS``.
 """
 
 import sys
-import threading
 
 _MISSING = object()
-_installed = {}  # instrumentor class -> this process's instance (install_on_import)
-_installed_lock = threading.Lock()
 
 
 def torch_version():
@@ -34,7 +34,8 @@ class Instrumentor:
     NAME = "instrumentor"
     SUPPORTED_TORCH = ((1, 13), (2, 14))  # the first and last (major, minor) tested, inclusive
 
-    def __init__(self):
+    def __init__(self, session=None):
+        self.session = session  # session.Session of the recording this one writes to, or None
         self._patches = []  # (owner, name, what owner.__dict__ held or _MISSING)
         self._instrumented = False
 
@@ -88,25 +89,3 @@ class Instrumentor:
     def _uninstrument(self):
         """State of the subclass's own to drop once the patches are put back (none by default)."""
 
-
-def install_on_import(module_name, cls):
-    """Instruments one ``cls()`` of this process as soon as ``module_name`` is imported (now, if
-    it already is). Its failure is reported in one line and the program meets the module as it
-    is; a version outside ``SUPPORTED_TORCH`` is said in one line too."""
-    from . import import_hook
-
-    def on_import(module):
-        try:
-            with _installed_lock:
-                instance = _installed.get(cls)
-                if instance is None:
-                    instance = _installed[cls] = cls()
-            instance.instrument()
-            note = instance.version_note()
-            if note:
-                sys.stderr.write("ddph_audit: %s\n" % note)
-        except Exception as e:
-            sys.stderr.write("ddph_audit: %s could not be installed: %s: %s\n"
-                             % (cls.NAME, type(e).__name__, e))
-
-    import_hook.when_imported(module_name, on_import)

@@ -1,5 +1,7 @@
 """Process-level events: ``error`` (sys.excepthook, chained), ``params``/``end`` at exit (atexit),
-by the ``ProcessInstrumentor`` (``PROCESS``, this process's one instance).
+by the ``ProcessInstrumentor``, installed when recording starts (registry.py). ``record_error``,
+``note_exit_code`` and ``at_exit`` also serve the spawned ranks' entry and, through ddph_audit's
+``record_error`` / ``finish``, the pytest plugin's ranks.
 
 The exit code in ``end`` is best effort: 1 after an uncaught exception, the argument of
 ``sys.exit`` when the program called it (``sys.exit`` is wrapped, nothing else changes), the
@@ -13,13 +15,13 @@ import os
 import re
 import sys
 
-from . import recorder, trace_events
-from .ddp_registry import ddp_modules
+from . import trace_events
 from .instrumentor import Instrumentor
 
 MESSAGE_MAX = 20000
 # Frames under these folders are torch's, Python's or the recorder's, not the program's.
-_LIBRARY_PARTS = ("/site-packages/", "/dist-packages/", "/lib/python3", "/ddph_audit/", "<frozen ")
+_LIBRARY_PARTS = ("/site-packages/", "/dist-packages/", "/lib/python3", "/ddph_audit/",
+                  "/ddph_emulation/", "<frozen ")
 # A DataLoader worker's error re-raised in the main process carries the worker's traceback as text.
 _TEXT_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
@@ -65,16 +67,16 @@ def _exit_code(code):
     return 1
 
 
-def note_exit_code(code):
-    recorder.state.exit_code = _exit_code(code)
+def note_exit_code(recorder, code):
+    recorder.exit_code = _exit_code(code)
 
 
-def record_error(exc_type, exc, tb=None):
-    if recorder.state.error_seen:
+def record_error(recorder, exc_type, exc, tb=None):
+    if recorder.error_seen:
         return
-    recorder.state.error_seen = True
+    recorder.error_seen = True
     if exc_type is not None and issubclass(exc_type, SystemExit):
-        note_exit_code(getattr(exc, "code", None))
+        note_exit_code(recorder, getattr(exc, "code", None))
         return
     try:
         msg = str(exc)
@@ -82,7 +84,7 @@ def record_error(exc_type, exc, tb=None):
         msg = "<unprintable %s>" % getattr(exc_type, "__name__", "exception")
     if len(msg) > MESSAGE_MAX:
         msg = msg[:MESSAGE_MAX] + "..."
-    recorder.state.exit_code = 1
+    recorder.exit_code = 1
     fields = {"type": getattr(exc_type, "__name__", str(exc_type)), "message": msg}
     try:
         where = innermost_program_frame(tb, msg)
@@ -96,31 +98,31 @@ def record_error(exc_type, exc, tb=None):
     recorder.emit(trace_events.ERROR, **fields)
 
 
-def at_exit():
+def at_exit(session):
     """Writes ``params`` (each live DDP module) and ``end``; then closes the file."""
-    st = recorder.state
-    if st.writer is None or st.ended or os.getpid() != st.writer.pid:
+    rec = session.recorder
+    if rec.writer is None or rec.ended or os.getpid() != rec.writer.pid:
         return
-    st.ended = True
+    rec.ended = True
     try:
-        if not st.active:
+        if not rec.active:
             return
-        if not st.writer.is_open:
+        if not rec.writer.is_open:
             # Never learned its rank: rank 0, if it recorded anything and no rank 0 wrote.
-            if not st.writer.has_queued:
+            if not rec.writer.has_queued:
                 return
-            recorder.open_trace(st.rank if st.rank is not None else 0, st.world_size or 1,
-                                exclusive=True)
-            if not st.writer.is_open:
+            rec.open_trace(rec.rank if rec.rank is not None else 0, rec.world_size or 1,
+                           exclusive=True)
+            if not rec.writer.is_open:
                 return
-        ddp_modules.write_end_params()
-        code = st.exit_code if st.exit_code is not None else 0
-        recorder.emit(trace_events.END, code=code)
+        session.ddp.write_end_params()
+        code = rec.exit_code if rec.exit_code is not None else 0
+        rec.emit(trace_events.END, code=code)
     except Exception as e:
-        recorder.fail(e, "exit")
+        rec.fail(e, "exit")
     finally:
         try:
-            st.writer.close()
+            rec.writer.close()
         except Exception:
             pass
 
@@ -134,11 +136,12 @@ class ProcessInstrumentor(Instrumentor):
 
     def _instrument(self):
         previous_hook = sys.excepthook
+        recorder = self.session.recorder
 
         def excepthook(exc_type, exc, tb):
             try:
-                if recorder.state.active:
-                    record_error(exc_type, exc, tb)
+                if recorder.active:
+                    record_error(recorder, exc_type, exc, tb)
             except Exception as e:
                 recorder.fail(e, "excepthook")
             return (previous_hook or sys.__excepthook__)(exc_type, exc, tb)
@@ -148,7 +151,7 @@ class ProcessInstrumentor(Instrumentor):
         @functools.wraps(original_exit)
         def sys_exit(*args):
             try:
-                note_exit_code(args[0] if args else None)
+                note_exit_code(recorder, args[0] if args else None)
             except Exception:
                 pass
             return original_exit(*args)
@@ -156,21 +159,13 @@ class ProcessInstrumentor(Instrumentor):
         self._ours = {"excepthook": excepthook, "exit": sys_exit}
         self.patch(sys, "excepthook", excepthook)
         self.patch(sys, "exit", sys_exit)
-        atexit.register(at_exit)
+        atexit.register(self.at_exit)
+
+    def at_exit(self):
+        at_exit(self.session)
 
     def _uninstrument(self):
-        atexit.unregister(at_exit)
+        atexit.unregister(self.at_exit)
         # A hook the program set over ours stays: only what is still ours is put back.
         self._patches[:] = [(owner, name, held) for owner, name, held in self._patches
                             if getattr(owner, name, None) is self._ours.get(name)]
-
-
-PROCESS = ProcessInstrumentor()
-
-
-def install():
-    PROCESS.instrument()
-
-
-def uninstall():
-    PROCESS.uninstrument()

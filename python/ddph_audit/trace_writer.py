@@ -68,16 +68,18 @@ PENDING_MAX = 100000
 CHUNK_MIN = 1 << 20
 CHUNK_MAX = 64 << 20
 
-_writers = weakref.WeakSet()  # every writer of this process, marked dead in a forked child
+def _dead_in_a_forked_child(writer):
+    """A forked child must not write through its parent's writer (the file is the parent's)."""
+    if not hasattr(os, "register_at_fork"):
+        return
+    ref = weakref.ref(writer)
 
+    def after_in_child():
+        w = ref()
+        if w is not None:
+            w.dead = True
 
-def _after_fork_in_child():
-    for w in list(_writers):
-        w.dead = True
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(after_in_child=after_in_child)
 
 
 def _create(path, exclusive):
@@ -112,7 +114,7 @@ class TraceWriter:
         self._pending = []
         self._dropped = 0
         self._store = self._queue  # then _write once the file is open
-        _writers.add(self)
+        _dead_in_a_forked_child(self)
 
     def now(self):
         return time.monotonic() - self.t0

@@ -10,7 +10,8 @@ import os
 import shutil
 import subprocess
 
-ENV_SIM = "DDPH_SIM"
+from ddph_audit import environment
+
 AUDIT_TIMEOUT_S = 120
 NOT_FOUND = ("ddph: ddp-sim not found on PATH: put the folder holding it on PATH (ddp-harness's "
              "build/bin), or set DDPH_SIM=/path/to/ddp-sim, or run without the audit "
@@ -19,7 +20,7 @@ NOT_FOUND = ("ddph: ddp-sim not found on PATH: put the folder holding it on PATH
 
 def find_ddp_sim():
     """The ddp-sim executable's path, or None."""
-    explicit = os.environ.get(ENV_SIM)
+    explicit = os.environ.get(environment.SIM)
     if explicit:
         return explicit if os.path.isfile(explicit) and os.access(explicit, os.X_OK) else None
     return shutil.which("ddp-sim")

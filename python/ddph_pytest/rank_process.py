@@ -22,6 +22,9 @@ import signal
 import sys
 import tempfile
 
+import ddph_audit
+from ddph_audit import environment
+
 _current = None  # (rank, world_size) inside a rank process, else None
 
 # torch's default seed (c10 default_rng_seed_val): what torch.initial_seed() is in a fresh process.
@@ -95,19 +98,17 @@ def _private_temp(spec, rank):
 def _rank_environment(spec, rank, port):
     env = {"RANK": rank, "WORLD_SIZE": spec.world_size, "LOCAL_RANK": rank,
            "LOCAL_WORLD_SIZE": spec.world_size, "GROUP_RANK": 0, "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": port, "GLOO_SOCKET_IFNAME": "lo", "DDPH_AUDIT_RUN_ID": spec.run_id}
+           "MASTER_PORT": port, "GLOO_SOCKET_IFNAME": "lo", environment.AUDIT_RUN_ID: spec.run_id}
     if spec.cpu:
-        env.update(DDPH_CPU=1, DDPH_CPU_GPUS=spec.world_size)
+        env.update({environment.CPU: 1, environment.CPU_GPUS: spec.world_size})
     for key, value in env.items():
         os.environ[key] = str(value)
 
 
 def _start_recording(spec):
-    import ddph_audit
     ddph_audit.instrument(spec.trace_dir)
     if spec.cpu:
-        from ddph_audit import cuda_on_cpu
-        cuda_on_cpu.instrument_when_torch_is_imported()
+        ddph_audit.install_from_environment((environment.CPU,))
 
 
 def _store(spec, rank, port, pipe_w):
@@ -131,8 +132,7 @@ def _failure(item, when, excinfo):
 
 def _record_error(excinfo):
     try:
-        from ddph_audit import process_hooks
-        process_hooks.record_error(excinfo.type, excinfo.value, excinfo.tb)
+        ddph_audit.record_error(excinfo.type, excinfo.value, excinfo.tb)
     except Exception:
         pass
 
@@ -227,8 +227,7 @@ def run(item, spec, rank, port, pipe_w):
         result = run_test(item)
         _destroy_process_group()
         if spec.audit:
-            from ddph_audit import process_hooks
-            process_hooks.at_exit()
+            ddph_audit.finish()
         result["rank"] = rank
         send(pipe_w, {"result": result})
         code = 0

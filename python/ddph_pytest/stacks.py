@@ -13,7 +13,7 @@ import re
 _FRAME = re.compile(r'^\s+File "(.+)", line (\d+) in (.+)$')
 # Frames under these are torch's, Python's, pytest's or ours, not the test's.
 _LIBRARY_PARTS = ("/site-packages/", "/dist-packages/", "/lib/python3", "/ddph_audit/",
-                  "/ddph_pytest/", "/_pytest/", "/pluggy/", "<frozen ")
+                  "/ddph_emulation/", "/ddph_pytest/", "/_pytest/", "/pluggy/", "<frozen ")
 
 
 def is_program_file(path):
@@ -53,9 +53,9 @@ class StoodAt:
 
 def _inside(frames, index):
     """The library function the program's frame at ``index`` was calling (the recorder's own
-    wrappers skipped): ``all_reduce (distributed_c10d.py:1320)``."""
+    and the emulation's wrappers skipped): ``all_reduce (distributed_c10d.py:1320)``."""
     for path, line, function in reversed(frames[:index]):
-        if "/ddph_audit/" in path:
+        if "/ddph_audit/" in path or "/ddph_emulation/" in path:
             continue
         return "%s (%s:%d)" % (function, os.path.basename(path), line)
     return None

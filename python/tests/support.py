@@ -6,6 +6,8 @@ import socket
 import subprocess
 import sys
 
+from ddph_audit import environment
+
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SITECUSTOMIZE_DIR = os.path.join(PYTHON_DIR, "ddph_audit", "_sitecustomize")
 PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
@@ -39,10 +41,10 @@ def run_ranks(script, args=(), world_size=2, trace_dir=None, mode="site", timeou
                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
             cmd = [PYTHON, script] + list(args)
             if trace_dir is not None:
-                env["DDPH_AUDIT_RUN_ID"] = "test"
+                env[environment.AUDIT_RUN_ID] = "test"
                 if mode == "site":
                     env["PYTHONPATH"] = SITECUSTOMIZE_DIR + os.pathsep + PYTHON_DIR
-                    env["DDPH_AUDIT_DIR"] = trace_dir
+                    env[environment.AUDIT_DIR] = trace_dir
                 else:
                     env["PYTHONPATH"] = PYTHON_DIR
                     cmd = [PYTHON, "-m", "ddph_audit", "--trace-dir", trace_dir, script] + list(args)

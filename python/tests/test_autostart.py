@@ -6,6 +6,7 @@ import subprocess
 import tempfile
 import unittest
 
+from ddph_audit import environment
 from tests import support
 
 
@@ -15,7 +16,7 @@ class AutostartTest(unittest.TestCase):
         env["PYTHONPATH"] = os.pathsep.join([support.SITECUSTOMIZE_DIR, support.PYTHON_DIR]
                                             + extra_path)
         if trace_dir is not None:
-            env["DDPH_AUDIT_DIR"] = trace_dir
+            env[environment.AUDIT_DIR] = trace_dir
             env["RANK"] = "0"
         return subprocess.run([support.PYTHON, "-c", code], env=env, capture_output=True,
                                text=True, timeout=60)
@@ -39,9 +40,11 @@ class AutostartTest(unittest.TestCase):
                                 [], trace)
             self.assertEqual(r.returncode, 0, r.stderr)
             loaded = json.loads(r.stdout)
-            # Only the import hook is there: no torch, no recorder, no instrumentor.
+            # Only the import hook is there (and the names it reads): no torch, no recorder, no
+            # instrumentor.
             self.assertEqual([m for m in loaded if not m.startswith("ddph_audit.")], [])
-            self.assertLessEqual(set(loaded), {"ddph_audit._autostart", "ddph_audit.import_hook"})
+            self.assertLessEqual(set(loaded), {"ddph_audit.registry", "ddph_audit.import_hook",
+                                               "ddph_audit.environment"})
             self.assertFalse(os.path.exists(trace))
 
     def test_records_once_torch_is_imported(self):

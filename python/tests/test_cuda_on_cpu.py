@@ -12,7 +12,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ddph_audit.cuda_on_cpu import CudaOnCpuInstrumentor, cpu_backend, is_cuda_device
+from ddph_emulation.cuda_on_cpu import CudaOnCpuInstrumentor, cpu_backend, is_cuda_device
 
 PATCHED = (torch, torch.cuda, torch.Tensor, nn.Module, DDP, dist, dist.distributed_c10d,
            torch.autocast, torch.cuda.amp.GradScaler, nn.SyncBatchNorm)

@@ -13,11 +13,12 @@ import unittest
 import torch
 import torch.distributed as dist
 
-from ddph_audit.emulated_node import (ENV_ADDR, ENV_HOSTNAME, ENV_NODES, NodeGlooInstrumentor,
+from ddph_audit.environment import NODE_ADDR, NODE_HOSTNAME, NODES
+from ddph_emulation.emulated_node import (NodeGlooInstrumentor,
                                       NodeHostInstrumentor, emulated_address, node_address)
 
 PATCHED = (socket, os, platform, dist.distributed_c10d)
-VARIABLES = (ENV_NODES, ENV_ADDR, ENV_HOSTNAME)
+VARIABLES = (NODES, NODE_ADDR, NODE_HOSTNAME)
 
 
 def namespaces():
@@ -46,8 +47,8 @@ class EmulatedNode(unittest.TestCase):
                 os.environ[k] = v
 
     def on_node(self, k, nodes=2):
-        os.environ.update({ENV_NODES: str(nodes), ENV_ADDR: node_address(k),
-                           ENV_HOSTNAME: "node%d" % k})
+        os.environ.update({NODES: str(nodes), NODE_ADDR: node_address(k),
+                           NODE_HOSTNAME: "node%d" % k})
 
     def test_the_host_name_is_the_nodes_four_ways(self):
         self.on_node(1)

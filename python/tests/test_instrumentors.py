@@ -2,7 +2,7 @@
 ``instrument()`` and ``uninstrument()`` are idempotent, and that an uninstrument round trip leaves
 torch exactly as it found it (every attribute it patched is the original object again, and none
 is left behind). Also: ``recorder.suppressed()``, and the package's import graph (no cycle; the
-shared services are leaves)."""
+shared services are leaves; no module holds state of its own but the registry's one object)."""
 
 import ast
 import os
@@ -18,13 +18,13 @@ import torch.utils.data.dataloader as dataloader
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, Sampler, TensorDataset
 
-from ddph_audit import process_hooks, recorder
+from ddph_audit import process_hooks
 from ddph_audit.data_instrumentor import DataInstrumentor
 from ddph_audit.ddp_instrumentor import DdpInstrumentor
-from ddph_audit._autostart import SPAWNER_ENV
-from ddph_audit.ddp_registry import DdpRegistry
+from ddph_audit.environment import AUDIT_RANK_PID, AUDIT_SPAWNER
 from ddph_audit.distributed_instrumentor import DistributedInstrumentor
-from ddph_audit.groups import ProcessGroups
+from ddph_audit.recorder import Recorder
+from ddph_audit.session import Session
 from ddph_audit.spawned_ranks import SpawnedRanksInstrumentor
 from tests import support
 
@@ -52,16 +52,17 @@ def snapshot(owners):
 
 
 class InstrumentorCase(unittest.TestCase):
-    """A recorder writing rank-0.jsonl of a world of 1 into a private folder; ``OWNERS`` the
-    modules and classes the instrumentor under test may patch."""
+    """A recording session of its own writing rank-0.jsonl of a world of 1 into a private
+    folder; ``OWNERS`` the modules and classes the instrumentor under test may patch."""
 
     OWNERS = ()
 
     def setUp(self):
         self.folder = tempfile.TemporaryDirectory()
-        self.env = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", recorder.RANK_PID_ENV)}
+        self.env = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", AUDIT_RANK_PID)}
         os.environ.update(RANK="0", WORLD_SIZE="1")
-        recorder.start(self.folder.name)
+        self.session = Session(self.folder.name)
+        self.session.start()
         self.before = snapshot(self.OWNERS)
         self.instrumentors = []
 
@@ -70,9 +71,8 @@ class InstrumentorCase(unittest.TestCase):
             instrumentor.uninstrument()
         if dist.is_initialized():
             dist.destroy_process_group()
-        recorder.state.writer.close()
-        recorder.state.active = False
-        recorder.state.writer = None
+        self.session.recorder.writer.close()
+        self.session.recorder.stop()
         for key, value in self.env.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -111,8 +111,7 @@ class DistributedInstrumentorTest(InstrumentorCase):
     OWNERS = (dist, dist.distributed_c10d)
 
     def test_collectives_groups_and_destroy_are_recorded(self):
-        registry = DdpRegistry()
-        self.instrumented(DistributedInstrumentor(groups=ProcessGroups(), ddp=registry))
+        self.instrumented(DistributedInstrumentor(self.session))
         self.join_world()
         t = torch.ones(3)
         dist.all_reduce(t)
@@ -135,21 +134,21 @@ class DistributedInstrumentorTest(InstrumentorCase):
         self.assertEqual((destroy["group"], destroy["ddp_alive"]), ("0", []))
 
     def test_nothing_is_recorded_inside_suppressed(self):
-        self.instrumented(DistributedInstrumentor(groups=ProcessGroups(), ddp=DdpRegistry()))
+        self.instrumented(DistributedInstrumentor(self.session))
         self.join_world()
-        with recorder.suppressed():
+        with self.session.recorder.suppressed():
             dist.all_reduce(torch.ones(1))
         self.assertEqual(self.events("coll"), [])
 
     def test_uninstrument_leaves_torch_as_it_found_it(self):
-        self.assert_round_trip(self.instrumented(DistributedInstrumentor()))
+        self.assert_round_trip(self.instrumented(DistributedInstrumentor(self.session)))
 
 
 class DataInstrumentorTest(InstrumentorCase):
     OWNERS = (DistributedSampler, EpochSampler, DataLoader, dataloader._BaseDataLoaderIter)
 
     def test_samplers_loaders_passes_and_batches_are_recorded(self):
-        data = self.instrumented(DataInstrumentor(ddp=DdpRegistry()))
+        data = self.instrumented(DataInstrumentor(self.session))
         dataset = TensorDataset(torch.arange(10.0))
         sampler = DistributedSampler(dataset, num_replicas=1, rank=0, seed=3)
         loader = DataLoader(dataset, batch_size=4, sampler=sampler)
@@ -172,7 +171,7 @@ class DataInstrumentorTest(InstrumentorCase):
         self.assertIsNotNone(data.samplers.get(sampler))
 
     def test_uninstrument_leaves_torch_as_it_found_it(self):
-        data = self.instrumented(DataInstrumentor(ddp=DdpRegistry()))
+        data = self.instrumented(DataInstrumentor(self.session))
         DataLoader(TensorDataset(torch.arange(4.0)), sampler=EpochSampler(4))  # wraps its class
         self.assertTrue(hasattr(EpochSampler.__dict__["set_epoch"], "__ddph_original__"))
         self.assert_round_trip(data)
@@ -183,8 +182,7 @@ class DdpInstrumentorTest(InstrumentorCase):
 
     def setUp(self):
         super().setUp()
-        self.registry = DdpRegistry()
-        self.groups = ProcessGroups()
+        self.registry = self.session.ddp
         self.join_world()
         torch.manual_seed(0)
 
@@ -193,7 +191,7 @@ class DdpInstrumentorTest(InstrumentorCase):
             model(torch.ones(4, 3)).sum().backward()
 
     def test_construction_forwards_and_buckets_are_recorded(self):
-        self.instrumented(DdpInstrumentor(groups=self.groups, ddp=self.registry))
+        self.instrumented(DdpInstrumentor(self.session))
         model = DDP(nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 1)))
         self.train(model)
         with torch.no_grad():
@@ -213,7 +211,7 @@ class DdpInstrumentorTest(InstrumentorCase):
 
     def test_a_program_hook_is_recorded_around_it(self):
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-        self.instrumented(DdpInstrumentor(groups=self.groups, ddp=self.registry))
+        self.instrumented(DdpInstrumentor(self.session))
         model = DDP(nn.Linear(3, 1))
         model.register_comm_hook(None, allreduce_hook)
         self.train(model)
@@ -224,7 +222,7 @@ class DdpInstrumentorTest(InstrumentorCase):
         self.assertEqual([e["seq"] for e in self.events("coll_done")], [0, 1])
 
     def test_uninstrument_leaves_torch_as_it_found_it(self):
-        ddp = self.instrumented(DdpInstrumentor(groups=self.groups, ddp=self.registry))
+        ddp = self.instrumented(DdpInstrumentor(self.session))
         model = DDP(nn.Linear(3, 1))
         self.train(model, 1)
         watch = self.registry.get(model).watch
@@ -243,7 +241,7 @@ class ProcessInstrumentorTest(InstrumentorCase):
         seen = []
         before, sys.excepthook = sys.excepthook, lambda *args: seen.append(args[0])
         try:
-            instrumentor = self.instrumented(process_hooks.ProcessInstrumentor())
+            instrumentor = self.instrumented(process_hooks.ProcessInstrumentor(self.session))
             try:
                 raise ValueError("corrupt sample 28")
             except ValueError as e:
@@ -253,21 +251,21 @@ class ProcessInstrumentorTest(InstrumentorCase):
                 sys.exit(3)
         finally:
             sys.excepthook = before
-        self.assertEqual(recorder.state.exit_code, 3)
+        self.assertEqual(self.session.recorder.exit_code, 3)
         errors = self.events("error")
         self.assertEqual([e["type"] for e in errors], ["ValueError"])
         self.assertIn("corrupt sample 28", errors[0]["message"])
 
     def test_uninstrument_leaves_torch_as_it_found_it(self):
         before = self.snapshot_hooks()
-        instrumentor = self.instrumented(process_hooks.ProcessInstrumentor())
+        instrumentor = self.instrumented(process_hooks.ProcessInstrumentor(self.session))
         self.assertNotEqual(self.snapshot_hooks(), before)
         self.assert_round_trip(instrumentor)
         self.assertEqual(self.snapshot_hooks(), before)
 
     def test_a_hook_the_program_set_afterwards_stays(self):
         before = sys.excepthook
-        instrumentor = self.instrumented(process_hooks.ProcessInstrumentor())
+        instrumentor = self.instrumented(process_hooks.ProcessInstrumentor(self.session))
 
         def programs_hook(*args):
             return None
@@ -302,7 +300,7 @@ class SpawnedRanksInstrumentorTest(InstrumentorCase):
                 sys.exit(1)
 
         def torch_start(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
-            self.seen["spawner"] = os.environ.get(SPAWNER_ENV)
+            self.seen["spawner"] = os.environ.get(AUDIT_SPAWNER)
             return "started"
 
         SPAWN._wrap, SPAWN.start_processes = torch_wrap, torch_start
@@ -314,7 +312,7 @@ class SpawnedRanksInstrumentorTest(InstrumentorCase):
             setattr(SPAWN, name, value)
 
     def test_a_rank_error_is_recorded_before_torch_catches_it(self):
-        self.instrumented(SpawnedRanksInstrumentor(self.folder.name))
+        self.instrumented(SpawnedRanksInstrumentor(self.session))
 
         def rank_main(i):
             raise ValueError("corrupt batch on rank %d" % i)
@@ -327,18 +325,19 @@ class SpawnedRanksInstrumentorTest(InstrumentorCase):
         self.assertEqual(len(self.events("end")), 1, "the rank writes its own end")
 
     def test_the_spawning_process_becomes_a_spawner(self):
-        self.instrumented(SpawnedRanksInstrumentor(self.folder.name))
+        self.instrumented(SpawnedRanksInstrumentor(self.session))
         self.assertEqual(SPAWN.start_processes(print, nprocs=2), "started")
         self.assertEqual(self.seen["spawner"], str(os.getpid()), "its children know their parent")
-        self.assertNotIn(SPAWNER_ENV, os.environ)
+        self.assertNotIn(AUDIT_SPAWNER, os.environ)
         self.assertTrue(os.path.exists(os.path.join(self.folder.name, "spawner-%d.jsonl" % os.getpid())))
 
     def test_uninstrument_leaves_torch_as_it_found_it(self):
-        self.assert_round_trip(self.instrumented(SpawnedRanksInstrumentor(self.folder.name)))
+        self.assert_round_trip(self.instrumented(SpawnedRanksInstrumentor(self.session)))
 
 
 class SuppressedTest(unittest.TestCase):
     def test_nests_and_is_per_thread(self):
+        recorder = Recorder()
         self.assertFalse(recorder.is_suppressed())
         with recorder.suppressed():
             with recorder.suppressed():
@@ -353,6 +352,7 @@ class SuppressedTest(unittest.TestCase):
         self.assertFalse(recorder.is_suppressed())
 
     def test_an_exception_leaves_the_scope(self):
+        recorder = Recorder()
         with self.assertRaises(ValueError):
             with recorder.suppressed():
                 raise ValueError("x")
@@ -407,6 +407,42 @@ class ImportGraphTest(unittest.TestCase):
                      "object_registry", "params_hash"):
             self.assertFalse({m for m in graph[leaf] if m.endswith("instrumentor")
                               or m in ("ddp_backward_watch", "process_hooks")}, leaf)
+
+
+# What a module may make at its top: markers, compiled patterns, functions. Anything else made
+# there (a dict to fill, a lock, a WeakSet, an instance) is state, and belongs on an instance.
+_STATELESS_CALLS = {"object", "re.compile", "_make_dumps"}
+_THE_ONE_STATE = ("__init__", "_THIS_PROCESS")  # this process's registry.Instrumentation
+
+
+def module_state(path):
+    """[(name, what)] of the state a module keeps outside any instance: names rebound by a
+    ``global`` statement, empty containers and objects made at its top."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    found = [(name, "global") for node in ast.walk(tree) if isinstance(node, ast.Global)
+             for name in node.names]
+    for node in tree.body:
+        if not isinstance(node, ast.Assign):
+            continue
+        value = node.value
+        empty = isinstance(value, (ast.Dict, ast.List, ast.Set)) and not (
+            getattr(value, "keys", None) or getattr(value, "elts", None))
+        made = isinstance(value, ast.Call) and ast.unparse(value.func) not in _STATELESS_CALLS
+        if empty or made:
+            found += [(t.id, ast.unparse(value)) for t in node.targets if isinstance(t, ast.Name)]
+    return found
+
+
+class ModuleStateTest(unittest.TestCase):
+    def test_the_recorder_keeps_its_state_on_instances(self):
+        for name in sorted(os.listdir(PACKAGE)):
+            if name.endswith(".py"):
+                state = [(v, what) for v, what in module_state(os.path.join(PACKAGE, name))
+                         if (name[:-3], v) != _THE_ONE_STATE]
+                self.assertEqual(state, [], name)
+        self.assertEqual([v for v, _ in module_state(os.path.join(PACKAGE, "__init__.py"))],
+                         [_THE_ONE_STATE[1]])
 
 
 if __name__ == "__main__":

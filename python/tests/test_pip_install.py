@@ -1,5 +1,5 @@
 """``pip install ./python`` as the README says, with no option, offline, in a venv that sees
-Debian's torch: the four packages are installed, nothing is written into this source tree (the
+Debian's torch: the five packages are installed, nothing is written into this source tree (the
 in-tree backend, _build_backend/ddph_build.py, writes only the wheel), and pytest finds the plugin
 through its entry point (no -p) and runs a distributed test with it. Run by ctest
 (python/CMakeLists.txt):
@@ -16,6 +16,8 @@ import sys
 import tempfile
 
 import pytest
+
+from ddph_audit import environment
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEP_TIMEOUT_S = 300
@@ -56,7 +58,7 @@ def _listing(top):
 
 
 def test_pip_install_then_pytest_finds_the_plugin(folder):
-    sim = os.environ.get("DDPH_SIM") or shutil.which("ddp-sim")
+    sim = os.environ.get(environment.SIM) or shutil.which("ddp-sim")
     if not sim:
         pytest.skip("ddp-sim is not built: set DDPH_SIM to build/bin/ddp-sim")
     venv, work = (os.path.join(folder, name) for name in ("venv", "work"))
@@ -71,11 +73,11 @@ def test_pip_install_then_pytest_finds_the_plugin(folder):
     assert "Successfully installed ddp-harness-0.1.0" in out
     assert _listing(PYTHON_DIR) == before, "pip install wrote into %s" % PYTHON_DIR
 
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DDPH_SIM")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", environment.SIM)}
     env["PATH"] = os.path.dirname(os.path.abspath(sim)) + os.pathsep + env.get("PATH", "")
     env["COLUMNS"] = "200"
-    where = _run([python, "-c", "import ddph_audit, ddph_elastic, ddph_launch, ddph_pytest.plugin; "
-                  "print(ddph_audit.__file__); print(ddph_pytest.plugin.__file__)"], work, env)
+    where = _run([python, "-c", "import ddph_audit, ddph_emulation, ddph_elastic, ddph_launch, "
+                  "ddph_pytest.plugin; print(ddph_audit.__file__); print(ddph_pytest.plugin.__file__)"], work, env)
     assert all(line.startswith(venv) for line in where.split()), where
     assert os.path.isfile(os.path.join(os.path.dirname(where.split()[0]), "_sitecustomize",
                                        "sitecustomize.py"))

@@ -15,6 +15,8 @@ import tempfile
 
 import pytest
 
+from ddph_audit import environment
+
 pytest_plugins = ["pytester"]
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -23,7 +25,7 @@ RUN_TIMEOUT_S = 300  # one inner pytest run, hangs included (theirs end at 16-20
 
 
 def _ddp_sim():
-    sim = os.environ.get("DDPH_SIM") or shutil.which("ddp-sim")
+    sim = os.environ.get(environment.SIM) or shutil.which("ddp-sim")
     if not sim:
         pytest.skip("ddp-sim is not built: set DDPH_SIM to build/bin/ddp-sim")
     return sim
@@ -33,7 +35,7 @@ def _ddp_sim():
 def inner(pytester, monkeypatch):
     """run(*args): a pytest subprocess on the files in pytester.path with the plugin loaded."""
     monkeypatch.setenv("PYTHONPATH", PYTHON_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    monkeypatch.setenv("DDPH_SIM", _ddp_sim())
+    monkeypatch.setenv(environment.SIM, _ddp_sim())
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
     monkeypatch.setenv("COLUMNS", "300")  # the short summary whole
     tmp = tempfile.mkdtemp(prefix="ddph-t-")  # short: DataLoader workers make sockets in it
@@ -258,7 +260,7 @@ def test_pytest_timeout_below_the_marker_stops_the_ranks_first(inner, pytester):
 
 def test_without_ddp_sim_one_line_says_where_to_point(inner, pytester, monkeypatch):
     pytester.makepyfile(test_sum=ALLREDUCE)
-    monkeypatch.delenv("DDPH_SIM")
+    monkeypatch.delenv(environment.SIM)
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin")
     if shutil.which("ddp-sim"):
         pytest.skip("a ddp-sim is installed on the system PATH")

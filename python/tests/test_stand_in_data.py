@@ -11,10 +11,11 @@ try:
 except ImportError:  # python3-torchvision is installed by scripts/install-deps.sh
     datasets = None
 
-from ddph_audit.stand_in_data import MNIST_FILES, StandInDataInstrumentor
+from ddph_audit import environment
+from ddph_emulation.stand_in_data import MNIST_FILES, StandInDataInstrumentor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MNIST_DIR = os.environ.get("DDPH_MNIST_DIR") or os.path.join(HERE, "..", "..", "data", "mnist")
+MNIST_DIR = os.environ.get(environment.MNIST_DIR) or os.path.join(HERE, "..", "..", "data", "mnist")
 
 
 @unittest.skipIf(datasets is None, "torchvision is not installed")

@@ -14,7 +14,7 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ddph_audit.cuda_on_cpu import CudaOnCpuInstrumentor
+from ddph_emulation.cuda_on_cpu import CudaOnCpuInstrumentor
 
 WORLD = 2
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ddph/audit/trace.h"
+#include "ddph/common/environment.h"
 #include "ddph/common/error.h"
 #include "index_list.h"
 #include "trace_schema.h"
@@ -75,7 +76,7 @@ TraceWriter::~TraceWriter() {
 std::unique_ptr<TraceWriter> TraceWriter::fromEnvironment(int rank, int worldSize,
                                                           std::string producer,
                                                           const std::filesystem::path& orDir) {
-  const char* env = std::getenv("DDPH_AUDIT_DIR");
+  const char* env = std::getenv(common::env::kAuditDir);
   std::filesystem::path dir = env && *env ? std::filesystem::path(env) : orDir;
   if (dir.empty()) return nullptr;
   const int attempt = restartAttempt();
@@ -87,7 +88,7 @@ std::unique_ptr<TraceWriter> TraceWriter::fromEnvironment(int rank, int worldSiz
   std::vector<std::string> argv;
   std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
   for (std::string arg; std::getline(cmdline, arg, '\0');) argv.push_back(arg);
-  const char* runId = std::getenv("DDPH_AUDIT_RUN_ID");
+  const char* runId = std::getenv(common::env::kAuditRunId);
   if (!runId || !*runId) runId = std::getenv("TORCHELASTIC_RUN_ID");
   return std::make_unique<TraceWriter>(dir, rank, worldSize, runId ? runId : "", std::move(argv),
                                        std::move(producer), attempt);

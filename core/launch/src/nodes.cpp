@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "ddph/common/environment.h"
 namespace ddph::launch {
 
 std::string nodeAddress(int node) {
@@ -22,7 +23,7 @@ EnvMap nodeCommonEnvironment(const NodeLayout& layout, long jobId) {
              {"GROUP_WORLD_SIZE", std::to_string(layout.nodes)},
              {"ROLE_WORLD_SIZE", world},
              {"ROLE_NAME", "default"},
-             {"DDPH_NODES", std::to_string(layout.nodes)}};
+             {common::env::kNodes, std::to_string(layout.nodes)}};
   if (!layout.slurm) return env;
   const std::string nodeList = slurmNodeList(layout.nodes);
   env.insert({{"SLURM_NTASKS", world},
@@ -45,8 +46,8 @@ EnvMap nodeRankEnvironment(const NodeLayout& layout, int rank) {
                     local = std::to_string(layout.localRankOf(rank));
   EnvMap env{{"RANK", r},          {"LOCAL_RANK", local},
              {"GROUP_RANK", n},    {"ROLE_RANK", r},
-             {"NODE_RANK", n},     {"DDPH_NODE_ADDR", nodeAddress(node)},
-             {"DDPH_NODE_HOSTNAME", nodeHostname(node)}};
+             {"NODE_RANK", n},     {common::env::kNodeAddr, nodeAddress(node)},
+             {common::env::kNodeHostname, nodeHostname(node)}};
   if (layout.slurm) {
     env.insert({{"SLURM_PROCID", r},
                 {"SLURM_LOCALID", local},

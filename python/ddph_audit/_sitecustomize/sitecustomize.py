@@ -2,14 +2,13 @@
 
 1. Runs the ``sitecustomize`` this file shadows (the next one on sys.path, e.g. Debian's
    /etc/python3.11/sitecustomize.py), as Python would have.
-2. If DDPH_AUDIT_DIR is set, installs ddph_audit's lazy import hooks (nothing torch-related is
-   imported here; a process that never imports torch pays nothing).
-3. If DDPH_CPU is set (``--cpu``), installs the CPU emulation of CUDA when torch is imported
-   (ddph_audit/cuda_on_cpu.py), after the recorder's hooks, so that it wraps them.
-4. If DDPH_STAND_IN_DATA is set (``--stand-in-data``), serves torchvision's downloading datasets
-   when torchvision.datasets is imported (ddph_audit/stand_in_data.py).
-5. If DDPH_NODES is set (``--nnodes``), gives the rank its emulated node's host name now and its
-   node's Gloo address when torch.distributed is imported (ddph_audit/emulated_node.py).
+2. Installs what the environment switches on, from ddph_audit's one registry of instrumentors
+   (ddph_audit/registry.py), in its order: with DDPH_NODES (``--nnodes``) the emulated node's host
+   name now and its Gloo address when torch.distributed is imported; with DDPH_AUDIT_DIR the
+   recorder's lazy import hooks (nothing torch-related is imported here; a process that never
+   imports torch pays nothing); with DDPH_CPU (``--cpu``) the CPU emulation of CUDA when torch is
+   imported, after the recorder's hooks, so that it wraps them; with DDPH_STAND_IN_DATA
+   (``--stand-in-data``) torchvision's downloading datasets served offline (ddph_emulation).
 """
 
 import os
@@ -47,39 +46,13 @@ def _chain_shadowed_sitecustomize():
                              "%s: %s\n" % (e.__class__.__name__, e))
 
 
-def _start_audit():
-    if not os.environ.get("DDPH_AUDIT_DIR"):
-        return
+def _install():
     try:
-        from ddph_audit import _autostart
-        _autostart.start()
+        import ddph_audit
+        ddph_audit.install_from_environment()
     except Exception as e:
-        sys.stderr.write("ddph_audit: not recording: %s: %s\n" % (type(e).__name__, e))
-
-
-def _start_emulation():
-    try:
-        if os.environ.get("DDPH_CPU", "") not in ("", "0"):
-            from ddph_audit import cuda_on_cpu
-            cuda_on_cpu.instrument_when_torch_is_imported()
-        if os.environ.get("DDPH_STAND_IN_DATA", "") not in ("", "0"):
-            from ddph_audit import stand_in_data
-            stand_in_data.instrument_when_torchvision_is_imported()
-    except Exception as e:
-        sys.stderr.write("ddph_audit: no --cpu / --stand-in-data: %s: %s\n" % (type(e).__name__, e))
-
-
-def _start_nodes():
-    if os.environ.get("DDPH_NODES", "") in ("", "0"):
-        return
-    try:
-        from ddph_audit import emulated_node
-        emulated_node.install()
-    except Exception as e:
-        sys.stderr.write("ddph_audit: no emulated node (--nnodes): %s: %s\n" % (type(e).__name__, e))
+        sys.stderr.write("ddph_audit: not installed: %s: %s\n" % (type(e).__name__, e))
 
 
 _chain_shadowed_sitecustomize()
-_start_nodes()
-_start_audit()
-_start_emulation()
+_install()

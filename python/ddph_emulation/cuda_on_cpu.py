@@ -27,12 +27,10 @@ import inspect
 import os
 import time
 
-from . import sync_batchnorm_on_cpu, trace_events
-from .instrumentor import Instrumentor, install_on_import
+from ddph_audit import environment, trace_events
+from ddph_audit.instrumentor import Instrumentor
 
-ENV_ON = "DDPH_CPU"
-ENV_GPUS = "DDPH_CPU_GPUS"
-ENV_AUTOCAST = "DDPH_CPU_AUTOCAST"
+from . import sync_batchnorm_on_cpu
 
 # torch functions that take a ``device=`` keyword (factories); absent names are skipped.
 FACTORIES = (
@@ -43,10 +41,6 @@ FACTORIES = (
     "bartlett_window", "blackman_window", "hamming_window", "hann_window", "kaiser_window",
 )
 TENSOR_FACTORIES = ("new_tensor", "new_zeros", "new_ones", "new_empty", "new_full")
-
-
-def enabled_by_environment():
-    return os.environ.get(ENV_ON, "") not in ("", "0")
 
 
 _device_type = None  # torch.device, once torch is imported (is_cuda_device's fast path)
@@ -171,11 +165,11 @@ class CudaOnCpuInstrumentor(Instrumentor):
 
     NAME = "the CPU emulation of CUDA (--cpu)"
 
-    def __init__(self, gpus=None, autocast=None):
-        super().__init__()
+    def __init__(self, session=None, gpus=None, autocast=None):
+        super().__init__(session)
         self.gpus = gpus if gpus is not None else self._gpus_from_environment()
         self.autocast = (autocast if autocast is not None
-                         else os.environ.get(ENV_AUTOCAST, "off")).lower()
+                         else os.environ.get(environment.CPU_AUTOCAST, "off")).lower()
         self.current = 0
         self.asked_backend = None  # what the program passed to init_process_group
         self.asked_devices = set()  # the ordinals it placed work on or selected
@@ -186,7 +180,7 @@ class CudaOnCpuInstrumentor(Instrumentor):
 
     @staticmethod
     def _gpus_from_environment():
-        for name in (ENV_GPUS, "LOCAL_WORLD_SIZE"):
+        for name in (environment.CPU_GPUS, "LOCAL_WORLD_SIZE"):
             try:
                 n = int(os.environ.get(name, ""))
             except ValueError:
@@ -206,11 +200,11 @@ class CudaOnCpuInstrumentor(Instrumentor):
         """Writes the one ``emulation`` event once ``init_process_group`` has returned (the event
         waits in memory until the rank's file opens). A process that is not recording by then
         never will: it is marked recorded, so that placements stop asking."""
-        from . import recorder
         if self.recorded or not self.joined:
             return
         self.recorded = True
-        if recorder.is_active():
+        recorder = self.session.recorder if self.session is not None else None
+        if recorder is not None and recorder.is_active():
             recorder.emit(trace_events.EMULATION, asked_backend=self.asked_backend, backend="gloo",
                           gpus=self.gpus, device="cuda:%d" % self.current,
                           devices=sorted(self.asked_devices), autocast=self.autocast)
@@ -580,8 +574,3 @@ class CudaOnCpuInstrumentor(Instrumentor):
         for name, fn in served.items():
             if hasattr(acc, name):
                 self.patch(acc, name, fn)
-
-
-def instrument_when_torch_is_imported():
-    """Installs this process's emulation as soon as torch is imported (now, if it already is)."""
-    install_on_import("torch", CudaOnCpuInstrumentor)

@@ -2,8 +2,9 @@
 
 The launcher gives every rank its node's host name (``DDPH_NODE_HOSTNAME``, "node1") and loopback
 address (``DDPH_NODE_ADDR``, 127.1.0.2) and the number of nodes (``DDPH_NODES``, common to all);
-``_sitecustomize`` installs this module's two instrumentors when ``DDPH_NODES`` is set, with or
-without ``--audit`` (docs/multi-node.md):
+ddph_audit's registry installs this module's two instrumentors when ``DDPH_NODES`` is set, with or
+without ``--audit`` (docs/multi-node.md): the host name at once, Gloo's address when
+``torch.distributed`` is imported:
 
 - ``NodeHostInstrumentor``: ``socket.gethostname``, ``os.uname().nodename``, ``platform.node``
   and ``platform.uname().node`` answer the node's name, and ``socket.gethostbyname`` /
@@ -21,15 +22,8 @@ import os
 import platform
 import socket
 
-from .instrumentor import Instrumentor, install_on_import
-
-ENV_NODES = "DDPH_NODES"
-ENV_ADDR = "DDPH_NODE_ADDR"
-ENV_HOSTNAME = "DDPH_NODE_HOSTNAME"
-
-
-def enabled_by_environment():
-    return os.environ.get(ENV_NODES, "") not in ("", "0")
+from ddph_audit import environment
+from ddph_audit.instrumentor import Instrumentor
 
 
 def node_address(node):
@@ -42,7 +36,7 @@ def emulated_address(name):
     if not isinstance(name, str) or not name.startswith("node") or not name[4:].isdigit():
         return None
     try:
-        nodes = int(os.environ.get(ENV_NODES, "0"))
+        nodes = int(os.environ.get(environment.NODES, "0"))
     except ValueError:
         return None
     k = int(name[4:])
@@ -62,11 +56,11 @@ class NodeHostInstrumentor(Instrumentor):
         getaddrinfo = socket.getaddrinfo
 
         def node_gethostname():
-            return os.environ.get(ENV_HOSTNAME) or gethostname()
+            return os.environ.get(environment.NODE_HOSTNAME) or gethostname()
 
         def node_uname():
             real = uname()
-            name = os.environ.get(ENV_HOSTNAME)
+            name = os.environ.get(environment.NODE_HOSTNAME)
             if not name:
                 return real
             fields = list(real)
@@ -75,7 +69,7 @@ class NodeHostInstrumentor(Instrumentor):
 
         def node_platform_uname():
             real = platform_uname()
-            name = os.environ.get(ENV_HOSTNAME)
+            name = os.environ.get(environment.NODE_HOSTNAME)
             return real._replace(node=name) if name else real
 
         def node_platform_node():
@@ -110,7 +104,7 @@ class NodeGlooInstrumentor(Instrumentor):
             # What torch's own binding does without options (GLOO_SOCKET_IFNAME aside), with the
             # device made for the node's address instead of the machine's host name.
             def __init__(self, store, rank, size, *args, **kwargs):
-                addr = os.environ.get(ENV_ADDR)
+                addr = os.environ.get(environment.NODE_ADDR)
                 given = args[0] if args else kwargs.get("timeout")
                 if not addr or os.environ.get("GLOO_SOCKET_IFNAME") or len(args) > 1 or \
                         isinstance(given, base._Options) or set(kwargs) - {"timeout"}:
@@ -126,9 +120,3 @@ class NodeGlooInstrumentor(Instrumentor):
         ProcessGroupGloo.__module__ = base.__module__
         ProcessGroupGloo.__qualname__ = base.__qualname__
         self.patch(c10d, "ProcessGroupGloo", ProcessGroupGloo)
-
-
-def install():
-    """This process's node emulation: the host name now, Gloo when torch.distributed is imported."""
-    install_on_import("socket", NodeHostInstrumentor)
-    install_on_import("torch.distributed.distributed_c10d", NodeGlooInstrumentor)

@@ -20,19 +20,14 @@ dataset that tries to download gets one line naming what is covered (a RuntimeEr
 import functools
 import os
 
-from .instrumentor import Instrumentor, install_on_import
+from ddph_audit import environment
+from ddph_audit.instrumentor import Instrumentor
 
-ENV_ON = "DDPH_STAND_IN_DATA"
-ENV_MNIST = "DDPH_MNIST_DIR"
 MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
                "t10k-labels-idx1-ubyte")
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
                    "truck"]
 COVERED = "MNIST, FashionMNIST, CIFAR10, CIFAR100, FakeData"
-
-
-def enabled_by_environment():
-    return os.environ.get(ENV_ON, "") not in ("", "0")
 
 
 def label_of(index, classes):
@@ -72,9 +67,10 @@ def _has_files(folder, names):
 class StandInDataInstrumentor(Instrumentor):
     NAME = "the stand-in datasets (--stand-in-data)"
 
-    def __init__(self, mnist_dir=None):
-        super().__init__()
-        self.mnist_dir = mnist_dir if mnist_dir is not None else os.environ.get(ENV_MNIST, "")
+    def __init__(self, session=None, mnist_dir=None):
+        super().__init__(session)
+        self.mnist_dir = (mnist_dir if mnist_dir is not None
+                          else os.environ.get(environment.MNIST_DIR, ""))
         self.served = []  # "MNIST (the harness's files)", ...
 
     def _instrument(self):
@@ -152,8 +148,3 @@ class StandInDataInstrumentor(Instrumentor):
             targets = torch.tensor(targets)
         dataset.targets = targets
         self.served.append("%s (stand-in, %d samples)" % (type(dataset).__name__, n))
-
-
-def instrument_when_torchvision_is_imported():
-    """Installs the stand-ins as soon as torchvision.datasets is imported."""
-    install_on_import("torchvision.datasets", StandInDataInstrumentor)
