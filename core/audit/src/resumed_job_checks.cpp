@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <limits>
 #include <map>
 
 #include "audit_checks.h"
@@ -45,26 +44,31 @@ const PassRecord* lastPassOf(const RankTrace& t, std::int64_t loader) {
   return last;
 }
 
-// Whether batch `k` of `p` fed a training step: a forward with gradients ran after it and before
-// the next batch the rank was handed (of any loader). Without DDP forwards in the trace (gradients
-// averaged by hand, no DDP), every batch handed out with gradients enabled.
-bool trainedOn(const RankTrace& t, const PassRecord& p, std::size_t k) {
-  const BatchRecord& b = p.batches[k];
-  if (t.gradForwardLines.empty()) return b.grad;
-  std::int64_t next = std::numeric_limits<std::int64_t>::max();
+// The lines of every batch the rank was handed, ascending.
+std::vector<std::int64_t> batchLines(const RankTrace& t) {
+  std::vector<std::int64_t> lines;
   for (const auto& q : t.passes) {
-    for (const auto& c : q.batches) {
-      if (c.line > b.line) next = std::min(next, c.line);
-    }
+    for (const auto& b : q.batches) lines.push_back(b.line);
   }
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+// Whether batch `b` fed a training step: a forward with gradients ran after it and before the next
+// batch the rank was handed (of any loader; `lines`: batchLines). Without DDP forwards in the
+// trace (gradients averaged by hand, no DDP), every batch handed out with gradients enabled.
+bool trainedOn(const RankTrace& t, const BatchRecord& b, const std::vector<std::int64_t>& lines) {
+  if (t.gradForwardLines.empty()) return b.grad;
+  const auto next = std::upper_bound(lines.begin(), lines.end(), b.line);
   const auto f = std::upper_bound(t.gradForwardLines.begin(), t.gradForwardLines.end(), b.line);
-  return f != t.gradForwardLines.end() && *f < next;
+  return f != t.gradForwardLines.end() && (next == lines.end() || *f < *next);
 }
 
 // The batches of pass `p` the rank trained on, each its indices, or nothing when they are unknown.
 std::optional<RankEpoch> rankEpoch(const RankTrace& t, const PassRecord& p, OrderCache& cache) {
   const auto consumed = consumedIndices(t, p, samplerOrder(t, p, cache));
   if (!consumed) return std::nullopt;
+  const std::vector<std::int64_t> lines = batchLines(t);
   RankEpoch out;
   out.trace = &t;
   out.pass = &p;
@@ -76,7 +80,7 @@ std::optional<RankEpoch> rankEpoch(const RankTrace& t, const PassRecord& p, Orde
     std::vector<Index> batch(consumed->begin() + static_cast<long>(at),
                              consumed->begin() + static_cast<long>(at + size));
     at += size;
-    if (trainedOn(t, p, k)) {
+    if (trainedOn(t, p.batches[k], lines)) {
       out.trainedBatches.push_back(std::move(batch));
       trainedYet = true;
     } else if (!trainedYet) {
