@@ -397,6 +397,10 @@ TEST(AuditPattern, GradientsAveragedThroughGradDataAfterTheStepAreFound) {
   const Json v = only(a, "replica-consistency");
   EXPECT_TRUE(has(text(v, "detail"), "gradients averaged by the program's own all_reduce"))
       << shown(a);
+  // The `step` lines: every all_reduce came after a step and before the next batch.
+  EXPECT_TRUE(has(text(v, "likely_cause"), "the program all-reduces its gradients after "
+                                           "optimizer.step() (rank 0: 60 of its 60 all_reduces"))
+      << shown(a);
 }
 
 TEST(AuditPattern, HandWrittenGradientAveragingFromPerRankInitsIsReplicaConsistency) {

@@ -16,6 +16,7 @@ import importlib
 import inspect
 import sys
 
+from .call_site import program_call_site
 from . import trace_events
 from .groups import dtype_name
 from .instrumentor import Instrumentor
@@ -200,6 +201,11 @@ class DistributedInstrumentor(Instrumentor):
             if numel is not None:
                 fields["numel"] = numel
         fields["src"] = "user"
+        at, via = program_call_site(skip=3)  # _begin, the wrapper, then its caller
+        if at is not None:
+            fields["at"] = at
+            if via is not None:
+                fields["via"] = via
         if peer_arg is not None:
             peer = get(args, kwargs, peer_arg)
             fields["peer"] = int(peer) if peer is not None else None

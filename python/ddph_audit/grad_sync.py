@@ -11,6 +11,7 @@ is declared while a DDP module is alive (DDP averages then)."""
 import functools
 import importlib
 import sys
+import types
 import weakref
 
 from . import trace_events
@@ -99,6 +100,7 @@ class OptimizerInstrumentor(Instrumentor):
             fn(self, *args, **kwargs)
             if rec.active:
                 track(self)
+                _watch_step(self, rec)
 
         __init__.__ddph_original__ = fn
         self.patch(optim.Optimizer, "__init__", __init__)
@@ -117,3 +119,19 @@ def _is_gradient(param, tensor):
                 and tensor.dtype == grad.dtype)
     except Exception:  # a tensor without storage (sparse, meta): not this one
         return False
+
+
+def _watch_step(optimizer, rec):
+    """A ``step`` line after each ``optimizer.step()`` returns: when the program averages its
+    gradients itself, the order of its all_reduces and its steps tells whether the step used the
+    averaged gradients. A bound method on the instance (LR schedulers rebind ``step`` through
+    ``__func__``); what the step returns is returned."""
+    original = optimizer.step
+
+    def step(self, *args, **kwargs):
+        out = original(*args, **kwargs)
+        if rec.active:
+            rec.emit(trace_events.STEP, optimizer=type(self).__name__)
+        return out
+
+    optimizer.step = types.MethodType(step, optimizer)

@@ -12,24 +12,13 @@ skip atexit: no ``end`` (that is the point: such a trace was cut short).
 import atexit
 import functools
 import os
-import re
 import sys
 
 from . import trace_events
+from .call_site import TEXT_FRAME, is_program_file, is_program_frame
 from .instrumentor import Instrumentor
 
 MESSAGE_MAX = 20000
-# Frames under these folders are torch's, Python's or the recorder's, not the program's.
-_LIBRARY_PARTS = ("/site-packages/", "/dist-packages/", "/lib/python3", "/ddph_audit/",
-                  "/ddph_emulation/", "<frozen ")
-# A DataLoader worker's error re-raised in the main process carries the worker's traceback as text.
-_TEXT_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-
-
-def _is_program_file(filename):
-    return not any(part in filename for part in _LIBRARY_PARTS)
-
-
 def _where(filename, line, function):
     return "%s:%d in %s" % (os.path.basename(filename), line, function)
 
@@ -37,13 +26,13 @@ def _where(filename, line, function):
 def innermost_program_frame(tb, msg):
     """``"train.py:28 in __getitem__"``: the innermost frame of the program's own code, from the
     traceback text a DataLoader worker put in ``msg`` when there is one, else from ``tb``."""
-    for filename, line, function in reversed(_TEXT_FRAME.findall(msg)):
-        if _is_program_file(filename):
+    for filename, line, function in reversed(TEXT_FRAME.findall(msg)):
+        if is_program_file(filename):
             return _where(filename, int(line), function)
     found = None
     while tb is not None:
         code = tb.tb_frame.f_code
-        if _is_program_file(code.co_filename):
+        if is_program_frame(tb.tb_frame):
             found = _where(code.co_filename, tb.tb_lineno, code.co_name)
         tb = tb.tb_next
     return found

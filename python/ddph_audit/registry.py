@@ -58,6 +58,10 @@ INSTRUMENTORS = (
           environment.AUDIT_DIR),
     Entry("spawn", "torch.multiprocessing.spawn",
           "ddph_audit.spawned_ranks:SpawnedRanksInstrumentor", environment.AUDIT_DIR),
+    Entry("lightning", "lightning.pytorch",
+          "ddph_audit.framework_instrumentor:LightningInstrumentor", environment.AUDIT_DIR),
+    Entry("pytorch_lightning", "pytorch_lightning",
+          "ddph_audit.framework_instrumentor:PytorchLightningInstrumentor", environment.AUDIT_DIR),
     # After the recorder's (torch's own import runs theirs first), so that it wraps them.
     Entry("cpu", "torch", "ddph_emulation.cuda_on_cpu:CudaOnCpuInstrumentor", environment.CPU),
     Entry("stand-in data", "torchvision.datasets",

@@ -170,7 +170,7 @@ class RecordedTraceTest(unittest.TestCase):
     def test_ddp_training_with_a_comm_hook(self):
         seen = self.check_run("ddp_train.py", ["--hook", "user"], 2)
         self.assertLessEqual({"header", "sampler", "loader", "epoch", "batch", "ddp", "forward",
-                              "coll", "coll_done", "params", "end"}, seen)
+                              "coll", "coll_done", "params", "step", "end"}, seen)
 
     def test_every_piece_of_evidence(self):
         seen = self.check_run("evidence.py", [], 1)

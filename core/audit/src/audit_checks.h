@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -158,6 +159,10 @@ std::vector<std::string> ranksPerNode(const Trace& trace);
 
 /// "all_reduce float32[101770] (DDP gradient bucket 0 of backward 12)", "barrier (user call)".
 std::string describeCollective(const CollectiveRecord& c);
+
+/// `lightning` when PyTorch Lightning drove the rank's loop (its `framework` line), else empty:
+/// the words a cause adds in Lightning's vocabulary.
+std::string frameworkHint(const RankTrace& t, std::string_view lightning);
 
 /// What must agree across ranks: "all_reduce float32[10]"; pickled objects by op only.
 std::string collectiveSignature(const CollectiveRecord& c);

@@ -802,6 +802,17 @@ class DataChecker {
     }
     const auto w = static_cast<std::int64_t>(ranks.size());
     if (isWholeDatasetSampler(samplerOf(*ranks[0].trace, ranks[0].pass->loader))) {
+      const std::string lightning = frameworkHint(
+          *ranks[0].trace,
+          "Trainer(use_distributed_sampler=False) leaves the loader's sampler as it is, so ");
+      if (!lightning.empty()) {
+        return fmt::format(
+            "the loader has no DistributedSampler: {}its {} draws from the whole dataset on every "
+            "rank, the ranks train on the same samples and an epoch is {} epochs' work; drop "
+            "use_distributed_sampler=False (Lightning then puts a DistributedSampler under the "
+            "loader and sets its epoch), or give the loader a DistributedSampler yourself",
+            lightning, samplerClass(ranks[0]), w);
+      }
       return fmt::format(
           "the loader has no DistributedSampler: its {} (what DataLoader(shuffle=True) or "
           "DataLoader() makes) draws from the whole dataset on every rank, so the ranks train on "
@@ -1206,10 +1217,31 @@ class DataChecker {
                              ranks.size(), distributedNumSamples(*n, static_cast<std::int64_t>(ranks.size()), false))
                : "",
         v->detail);
+    const bool wholeOnEveryRank =
+        !padded && std::all_of(consumed.ranks.begin(), consumed.ranks.end(), [&](const auto& shard) {
+          return static_cast<std::int64_t>(std::set<Index>(shard.begin(), shard.end()).size()) == *n;
+        });
     v->likelyCause =
-        "DistributedSampler without drop_last pads every rank to ceil(N / W) samples with copies "
-        "of the first ones, so metrics summed over ranks count those twice; evaluate an unpadded "
-        "shard (indices[rank::world_size]) or drop the duplicates when gathering results";
+        wholeOnEveryRank
+            ? fmt::format("every rank evaluates the whole set: the loader's {} is not split across "
+                          "the ranks, so a metric summed or averaged over them counts each sample "
+                          "{} times{}; shard it with DistributedSampler(shuffle=False) (and drop "
+                          "its padding), or evaluate on one rank",
+                          s ? s->className : std::string("sampler"), ranks.size(),
+                          frameworkHint(*ranks[0].trace, ", as Trainer(use_distributed_sampler="
+                                                         "False) leaves it"))
+        : padded
+            ? fmt::format("DistributedSampler without drop_last pads every rank to ceil(N / W) "
+                          "samples with copies of the first ones, so metrics summed over ranks "
+                          "count those twice{}; evaluate an unpadded shard "
+                          "(indices[rank::world_size]) or drop the duplicates when gathering "
+                          "results",
+                          frameworkHint(*ranks[0].trace, " (Lightning puts that sampler under "
+                                                         "its validation loaders: for an exact "
+                                                         "metric validate on one device)"))
+            : "the ranks' evaluation shards overlap, so metrics summed over ranks count those "
+              "samples twice; give each rank a disjoint shard, or drop the duplicates when "
+              "gathering results";
     record(loader, *v);
   }
 

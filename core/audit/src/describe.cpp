@@ -17,10 +17,17 @@ std::string describeCollective(const CollectiveRecord& c) {
     what += c.shadow ? fmt::format(" (DDP gradient bucket {}, Join's shadow of backward {})",
                                    c.bucket, c.backward)
                      : fmt::format(" (DDP gradient bucket {} of backward {})", c.bucket, c.backward);
+  } else if (!c.at.empty()) {
+    what += c.via.empty() ? fmt::format(" (the program's own call at {})", c.at)
+                          : fmt::format(" (the program's own call at {}, through {})", c.at, c.via);
   } else {
     what += " (the program's own call)";
   }
   return what;
+}
+
+std::string frameworkHint(const RankTrace& t, std::string_view lightning) {
+  return t.framework.rfind("lightning", 0) == 0 ? std::string(lightning) : std::string();
 }
 
 // Pickled objects (all_gather_object, …) differ in size legitimately: their op must agree.

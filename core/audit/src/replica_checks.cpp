@@ -121,6 +121,41 @@ std::optional<std::string> reducedWithinAPartOfTheWorld(const Trace& trace) {
   return std::nullopt;
 }
 
+// The program's own all_reduces that came after an optimizer step and before the next batch (the
+// `step` lines): most of them on some rank means the gradients were averaged after the step had
+// used each rank's own. The cause then, or nothing.
+std::optional<std::string> reducedAfterTheStep(const Trace& trace) {
+  for (const auto& t : trace.ranks) {
+    if (!t || t->stepLines.empty()) continue;
+    std::vector<std::int64_t> batches;
+    for (const auto& p : t->passes) {
+      for (const auto& b : p.batches) batches.push_back(b.line);
+    }
+    std::sort(batches.begin(), batches.end());
+    std::int64_t reduces = 0, afterStep = 0;
+    for (const auto& [group, list] : t->collectives) {
+      for (const auto& c : list) {
+        if (c.src != "user" || c.op != "all_reduce") continue;
+        ++reduces;
+        const auto s = std::lower_bound(t->stepLines.begin(), t->stepLines.end(), c.line);
+        const auto b = std::lower_bound(batches.begin(), batches.end(), c.line);
+        if (s == t->stepLines.begin()) continue;
+        const std::int64_t lastStep = *std::prev(s);
+        const std::int64_t lastBatch = b == batches.begin() ? -1 : *std::prev(b);
+        if (lastStep > lastBatch) ++afterStep;
+      }
+    }
+    if (reduces == 0 || afterStep * 2 <= reduces) continue;
+    return fmt::format(
+        "the program all-reduces its gradients after optimizer.step() (rank {}: {} of its {} "
+        "all_reduces came after a step and before the next batch), so every step used each "
+        "rank's own gradients and the averaged ones are thrown away by the next zero_grad(); "
+        "average the gradients between loss.backward() and optimizer.step()",
+        t->rank, afterStep, reduces);
+  }
+  return std::nullopt;
+}
+
 // NOTE [Hand-written gradient averaging] (docs/audit.md): no DDP, the program all-reduces its
 // parameters' gradients itself. That keeps replicas equal only if they start equal (DDP
 // broadcasts rank 0's at construction; a hand-written loop must) and every rank sums the same
@@ -132,6 +167,7 @@ std::string handWrittenCause(const Trace& trace, std::int64_t ddp) {
     if (d == t->ddp.end() || d->second.averagedBy.empty()) return {};
   }
   if (auto within = reducedWithinAPartOfTheWorld(trace)) return *within;
+  if (auto late = reducedAfterTheStep(trace)) return *late;
   return "the program averages gradients itself (dist.all_reduce of each parameter's .grad, no "
          "DDP), which keeps the replicas equal only if they start equal and every rank reduces "
          "the same tensors in the same order: nothing broadcasts rank 0's initial parameters as "

@@ -374,6 +374,8 @@ class RankTraceBuilder {
     c.bucket = optionalField<std::int64_t>(e, f::kBucket).value_or(-1);
     c.backward = optionalField<std::int64_t>(e, f::kBackward).value_or(-1);
     c.shadow = optionalField<bool>(e, f::kShadow).value_or(false);
+    c.at = optionalField<std::string>(e, f::kAt).value_or("");
+    c.via = optionalField<std::string>(e, f::kVia).value_or("");
     c.peer = optionalField<std::int64_t>(e, f::kPeer).value_or(-1);
     DDPH_CHECK(c.backward >= -1 && c.backward < std::numeric_limits<std::int64_t>::max(),
                "\"backward\" {} is not a count", c.backward);
@@ -508,6 +510,14 @@ class RankTraceBuilder {
     t_.spawnMethod = optionalField<std::string>(e, f::kStartMethod).value_or("spawn");
   }
 
+  void framework(const json& e, std::int64_t) {
+    namespace f = ts::framework;
+    const auto version = optionalField<std::string>(e, f::kVersion).value_or("");
+    t_.framework = field<std::string>(e, f::kName) + (version.empty() ? "" : " " + version);
+  }
+
+  void step(const json&, std::int64_t line) { t_.stepLines.push_back(line); }
+
   SamplerRecord& samplerRef(std::int64_t id) {
     auto it = t_.samplers.find(id);
     DDPH_CHECK(it != t_.samplers.end(), "sampler {} was never declared", id);
@@ -548,6 +558,8 @@ class RankTraceBuilder {
       {ts::emulation::kEvent, &RankTraceBuilder::emulation},
       {ts::process_group::kEvent, &RankTraceBuilder::processGroup},
       {ts::spawn::kEvent, &RankTraceBuilder::spawn},
+      {ts::framework::kEvent, &RankTraceBuilder::framework},
+      {ts::step::kEvent, &RankTraceBuilder::step},
   };
 
   struct Position {

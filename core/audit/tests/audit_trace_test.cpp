@@ -857,6 +857,34 @@ TEST(AuditTraceFiles, IndexListEncodingsDecodeAlike) {
   EXPECT_TRUE(has(v.detail, "2 of 8 indices are on no rank: 4, 5")) << v.detail;
 }
 
+TEST(AuditTrace, UnderLightningTheCauseNamesUseDistributedSamplerFalse) {
+  // Both ranks draw the whole dataset from a RandomSampler: with a `framework` line (Lightning's
+  // Trainer) the cause names the Trainer flag that left the sampler so, without one it does not.
+  for (const bool lightning : {true, false}) {
+    TempDir dir("ddph-audit-trace");
+    for (int rank = 0; rank < 2; ++rank) {
+      RankWriter w(dir.path() + "/rank-" + std::to_string(rank) + ".jsonl", rank, 2);
+      if (lightning) w.emit({{"ev", "framework"}, {"name", "lightning"}, {"version", "2.1.4"}});
+      w.emit({{"ev", "sampler"}, {"id", 0}, {"class", "torch.utils.data.sampler.RandomSampler"},
+              {"dataset_len", 4}, {"order", "recorded"}});
+      w.emit({{"ev", "loader"}, {"id", 0}, {"sampler", 0}, {"dataset_len", 4}, {"batch_size", 2},
+              {"batching", "torch"}});
+      w.emit({{"ev", "epoch"}, {"loader", 0}, {"iter", 0}, {"dataset_len", 4}});
+      w.emit({{"ev", "batch"}, {"loader", 0}, {"iter", 0}, {"seq", 0}, {"size", 2}, {"idx", {3, 0}}});
+      w.emit({{"ev", "batch"}, {"loader", 0}, {"iter", 0}, {"seq", 1}, {"size", 2}, {"idx", {2, 1}}});
+      w.emit({{"ev", "epoch_end"}, {"loader", 0}, {"iter", 0}, {"batches", 2}});
+      w.emit({{"ev", "end"}, {"code", 0}});
+    }
+    const auto r = audit::auditTrace(audit::readTrace(dir.path()));
+    const Violation& v = only(r, property::kDisjointness);
+    EXPECT_EQ(has(v.likelyCause, "Trainer(use_distributed_sampler=False) leaves the loader's "
+                                 "sampler as it is"),
+              lightning)
+        << v.likelyCause;
+    EXPECT_TRUE(has(v.likelyCause, "RandomSampler")) << v.likelyCause;
+  }
+}
+
 // Two ranks' traces written by hand with their "t": rank 0 waits 0.2 s in its first allreduce and
 // 0.3 s in two overlapping ones (counted once), computes 0.7 s between them from its first batch
 // to its last completion; its set-up broadcast before the first batch is not a step. Rank 1 never

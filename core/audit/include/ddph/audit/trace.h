@@ -124,6 +124,9 @@ struct CollectiveRecord {
   /// A DDP bucket allreduce of zeros by a rank that ran out of inputs under torch's Join,
   /// shadowing the others' backward ("shadow").
   bool shadow = false;
+  /// A program's own call ("user"): the innermost frame of its own code that made it, and the
+  /// framework the call went through from there ("lightning"), when the recorder said.
+  std::string at, via;
   bool done = false;
   std::int64_t line = 0;
   std::optional<double> t, doneT;  ///< when it was entered and completed (the lines' "t")
@@ -178,6 +181,10 @@ struct RankTrace {
   /// The lines of forwards with gradients of its DDP modules, ascending: a batch followed by none
   /// before the next batch trained nothing (a resumed job skipping what its checkpoint holds).
   std::vector<std::int64_t> gradForwardLines;
+  /// The lines of its optimizers' step() calls (`step`), ascending; empty when not recorded.
+  std::vector<std::int64_t> stepLines;
+  /// The training framework that drove its loop ("lightning 2.1.4"), or empty.
+  std::string framework;
   std::optional<std::string> errorType, errorMessage;
   /// The innermost frame of the program's own code ("train.py:28 in __getitem__"), and the error's
   /// own line when the message is a wrapped traceback (a DataLoader worker's).

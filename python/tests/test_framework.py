@@ -1,0 +1,48 @@
+"""The framework a program runs under, and where its collectives come from (docs/trace-format.md:
+``framework``, ``step``, ``coll``'s ``at`` and ``via``), recorded for a program in Lightning's shape
+over a stand-in package (tests/programs/stub_lightning: Lightning itself is not here)."""
+import os
+import tempfile
+import unittest
+
+from tests import support
+
+
+class FrameworkTest(unittest.TestCase):
+    def test_lightning_shape(self):
+        with tempfile.TemporaryDirectory() as d:
+            results = support.run_ranks(os.path.join(support.PROGRAMS, "lightning_shape.py"),
+                                        world_size=2, trace_dir=d)
+            for code, out, err in results:
+                self.assertEqual(code, 0, err)
+            lines = list(support.read_trace(os.path.join(d, "rank-0.jsonl")))
+        frameworks = [e for e in lines if e["ev"] == "framework"]
+        self.assertEqual(frameworks, [dict(frameworks[0], name="lightning", version="0.0-stub")])
+        self.assertEqual(len(frameworks), 1)
+        self.assertEqual([e["optimizer"] for e in lines if e["ev"] == "step"], ["SGD", "SGD"])
+        colls = [e for e in lines if e["ev"] == "coll"]
+        gathers = [e for e in colls if e["op"] == "all_gather"]
+        barriers = [e for e in colls if e["op"] == "barrier"]
+        self.assertEqual(len(gathers), 2)
+        for e in gathers:  # the program's own line, through the framework
+            self.assertEqual((e["at"], e["via"]), ("lightning_shape.py:24 in training_epoch",
+                                                   "lightning"))
+        for e in barriers:  # the framework's own: placed at the program's fit()
+            self.assertEqual((e["at"], e["via"]), ("lightning_shape.py:29 in main", "lightning"))
+
+    def test_a_plain_call_has_no_via(self):
+        with tempfile.TemporaryDirectory() as d:
+            results = support.run_ranks(os.path.join(support.PROGRAMS, "ddp_train.py"),
+                                        ["--hook", "user"], world_size=2, trace_dir=d)
+            for code, out, err in results:
+                self.assertEqual(code, 0, err)
+            lines = list(support.read_trace(os.path.join(d, "rank-0.jsonl")))
+        users = [e for e in lines if e["ev"] == "coll" and e.get("src") == "user"]
+        for e in users:
+            self.assertNotIn("via", e)
+            self.assertTrue(e.get("at", "").startswith("ddp_train.py:"), e)
+        self.assertNotIn("framework", {e["ev"] for e in lines})
+
+
+if __name__ == "__main__":
+    unittest.main()
