@@ -365,6 +365,19 @@ TEST(AuditPattern, ACycledLoaderReplaysItsFirstPassAndItsSetEpochReachesNothing)
   EXPECT_TRUE(has(text(v, "likely_cause"), "it = iter(loader)")) << shown(a);
 }
 
+TEST(AuditPattern, ShardsDrawnAfterAPerRankSeedOverlapOverTheirBase) {
+  // NOTE [Shards that are Subsets of one base]: each rank's Subset indices, counted over the base.
+  const auto a = launchAudited(4, python("subset_per_rank_permutation.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_TRUE(has(text(v, "detail"), "the ranks' datasets are Subsets of one base of 400 samples, "
+                                     "400 samples together as a split of it would be, but "))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "after a per-rank seed")) << shown(a);
+  EXPECT_FALSE(has(a.report["notes"].dump(), "no epoch's partition could be checked")) << shown(a);
+}
+
 TEST(AuditPattern, AModelCalledAroundItsDdpWrapperIsNamed) {
   const auto a = launchAudited(4, python("module_forward_bypass.py"));
   EXPECT_EQ(a.command.exitCode, 1) << shown(a);

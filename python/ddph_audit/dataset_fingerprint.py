@@ -18,7 +18,7 @@ the same parts in another order, or of parts of other lengths can be told apart 
 import hashlib
 import os
 
-from . import dataset_items
+from . import dataset_items, index_codec
 
 _LISTINGS = ("samples", "imgs", "files", "file_list", "filenames", "file_names", "paths",
              "image_paths", "img_paths", "image_files", "items")
@@ -150,4 +150,26 @@ def describe(dataset):
         value = _read(read, dataset)
         if value is not None:
             fields[key] = value
+    split = _read(subset_split, dataset)
+    if split is not None:
+        fields["subset_of"], fields["subset_indices"] = split
     return fields
+
+
+_SUBSET_LIMIT = 1 << 22
+
+
+def subset_split(dataset):
+    """(length of the base, the indices' index list) of a ``Subset`` whose indices are integers
+    (up to 2^22 of them), else None: what tells a rank's shard of one base from another's."""
+    inner = getattr(dataset, "dataset", None)
+    indices = getattr(dataset, "indices", None)
+    if inner is None or indices is None:
+        return None
+    base = _sized(inner)
+    if base is None or _sized(indices) is None or len(indices) > _SUBSET_LIMIT:
+        return None
+    values = index_codec.to_int_list(indices)
+    if values is None:
+        return None
+    return base, index_codec.encode(values)

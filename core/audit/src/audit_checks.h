@@ -127,6 +127,12 @@ std::string datasetIdentity(const LoaderRecord& l);
 /// class alone and tells nothing).
 bool datasetHashed(const LoaderRecord& l);
 
+/// Ranks whose datasets are Subsets of one base, of the sizes that split it across the ranks,
+/// whose indices overlap or leave samples out (each drew its own split): the coverage finding, or
+/// nothing (NOTE [Shards that are Subsets of one base]).
+std::optional<verify::Violation> overlappingSubsets(const std::vector<const RankTrace*>& traces,
+                                                    std::int64_t loader);
+
 /// Ranks that each hold a dataset of their own, where some hold the same one (their listing, rows
 /// and parts agree): the disjointness finding naming them (LOCAL_RANK when they pair across
 /// nodes), or nothing.

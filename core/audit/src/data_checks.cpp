@@ -304,7 +304,9 @@ class DataChecker {
       checkEvaluation(loader, k, ranks);
       previous = std::move(ranks);
     }
-    if (!judged && iters > 0) {
+    const bool found = std::any_of(findings_.begin(), findings_.end(),
+                                   [&](const auto& f) { return std::get<0>(f.first) == loader; });
+    if (!judged && !found && iters > 0) {
       notes_.push_back(fmt::format(
           "{}: no epoch's partition could be checked (its sampler's order is known only from a "
           "pass run to its end on every rank)",
@@ -634,6 +636,15 @@ class DataChecker {
     for (const auto& rp : ranks) traces.push_back(rp.trace);
     if (auto v = sharedOwnDatasets(traces, loader)) {
       judged(property::kDisjointness);
+      v->epoch = k;
+      record(loader, *v, "own-data");
+      return;
+    }
+    const bool training = std::any_of(ranks[0].pass->batches.begin(), ranks[0].pass->batches.end(),
+                                      [](const BatchRecord& b) { return b.grad; });
+    if (!training) return;  // a validation Subset per rank is no evaluation across ranks
+    if (auto v = overlappingSubsets(traces, loader)) {
+      judged(property::kCoverage);
       v->epoch = k;
       record(loader, *v, "own-data");
     }

@@ -363,4 +363,55 @@ std::optional<Violation> sharedOwnDatasets(const std::vector<const RankTrace*>& 
   return v;
 }
 
+// NOTE [Shards that are Subsets of one base] (docs/audit.md, "Ranks that share a dataset of
+// their own"): each rank trains on a Subset of one base dataset, the Subsets of sizes that split
+// it (N / W each, give or take one), yet their indices overlap or leave samples out: each rank
+// drew its own split (a permutation or random_split after a per-rank seed). Counted over the base.
+std::optional<Violation> overlappingSubsets(const std::vector<const RankTrace*>& traces,
+                                            std::int64_t loader) {
+  std::int64_t base = -1, total = 0;
+  const auto w = static_cast<std::int64_t>(traces.size());
+  for (const RankTrace* t : traces) {
+    const auto l = t->loaders.find(loader);
+    if (l == t->loaders.end() || !l->second.subsetIndices) return std::nullopt;
+    if (base >= 0 && l->second.subsetOf != base) return std::nullopt;
+    base = l->second.subsetOf;
+    total += static_cast<std::int64_t>(l->second.subsetIndices->size());
+  }
+  if (base <= 0 || w < 2) return std::nullopt;
+  std::vector<std::int64_t> count(static_cast<std::size_t>(base), 0);
+  for (const RankTrace* t : traces) {
+    const auto& indices = *t->loaders.at(loader).subsetIndices;
+    const auto len = static_cast<std::int64_t>(indices.size());
+    if (len < base / w || len > (base + w - 1) / w) return std::nullopt;  // not a split of N / W
+    for (verify::Index i : indices) {
+      if (i < 0 || i >= base) return std::nullopt;
+      ++count[static_cast<std::size_t>(i)];
+    }
+  }
+  std::vector<verify::Index> shared, none;
+  for (std::int64_t i = 0; i < base; ++i) {
+    if (count[static_cast<std::size_t>(i)] > 1) shared.push_back(i);
+    if (count[static_cast<std::size_t>(i)] == 0) none.push_back(i);
+  }
+  // Chunks of N / W leave the N mod W tail out by design.
+  if (shared.empty() && static_cast<std::int64_t>(none.size()) <= base - total) return std::nullopt;
+  Violation v;
+  v.property = std::string(verify::property::kCoverage);
+  v.detail = fmt::format(
+      "{}: the ranks' datasets are Subsets of one base of {} samples, {} samples together as a "
+      "split of it would be, but {} of the base's samples are in more than one rank's Subset "
+      "({}) and {} in none ({})",
+      describeLoader(*traces.front(), loader), base, total, shared.size(),
+      shared.empty() ? std::string("none") : describeIndices(shared), none.size(),
+      none.empty() ? std::string("none") : describeIndices(none));
+  v.likelyCause =
+      "each rank drew its own split of the base: a permutation (torch.randperm, random.shuffle) "
+      "or random_split after a per-rank seed (torch.manual_seed(seed + rank)), so the shards "
+      "overlap and leave samples out; draw the split with a generator seeded alike on every rank "
+      "(torch.randperm(n, generator=torch.Generator().manual_seed(0))) and take "
+      "indices[rank::world_size], or use DistributedSampler";
+  return v;
+}
+
 }  // namespace ddph::audit

@@ -302,6 +302,11 @@ class RankTraceBuilder {
       for (const auto& p : *parts) l.datasetParts.push_back(datasetPart(p));
     }
     l.numWorkers = optionalField<std::int64_t>(e, f::kNumWorkers).value_or(0);
+    if (auto it = e.find(f::kSubsetIndices); it != e.end()) {
+      l.subsetIndices = decodeIndexList(*it);
+      l.subsetOf = field<std::int64_t>(e, f::kSubsetOf);
+      DDPH_CHECK(l.subsetOf >= 0, "\"subset_of\" {} is not a length", l.subsetOf);
+    }
     t_.loaders[l.id] = l;
   }
 

@@ -74,6 +74,10 @@ struct LoaderRecord {
   std::string datasetItems;    ///< a TensorDataset's first, middle and last rows, hashed (may be empty)
   std::string datasetContent;  ///< a TensorDataset's rows hashed in no order (may be empty)
   std::vector<DatasetPart> datasetParts;  ///< a ConcatDataset's parts in order (empty: not one)
+  /// A Subset's indices into its base dataset of `subsetOf` samples (the loader line's
+  /// subset_indices): which samples of the base this rank's dataset holds.
+  std::optional<std::vector<verify::Index>> subsetIndices;
+  std::int64_t subsetOf = 0;
   /// Iterators that yielded batches no training step used (`next(iter(loader))` for the batch
   /// size): not epochs, and not among the passes (docs/audit.md, "Passes and epochs").
   std::int64_t peeks = 0;
