@@ -212,6 +212,19 @@ TEST(MultiNode, GradientsAveragedWithinANodeGroupOnlyAreNamed) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(MultiNode, ADeviceChosenByRankPassesOnOneNodeAndIsNamedOnTwo) {
+  const auto one = auditNodes(1, 4, "device_from_rank.py");
+  EXPECT_EQ(one.command.exitCode, 0) << shown(one);
+  const auto two = auditNodes(2, 2, "device_from_rank.py");
+  EXPECT_EQ(two.command.exitCode, 1) << shown(two);
+  const auto failures = violationsOf(two, "rank-failure");
+  ASSERT_FALSE(failures.empty()) << shown(two);
+  EXPECT_TRUE(has(failures[0]["likely_cause"].get<std::string>(),
+                  "rank 2 (local rank 0 on node 1) asked for device 2, but its node has 2"))
+      << shown(two);
+  EXPECT_TRUE(has(failures[0]["likely_cause"].get<std::string>(), "LOCAL_RANK")) << shown(two);
+}
+
 // A port below the kernel's ephemeral range (no connection takes it by chance) that binds on
 // 127.0.0.1 now: the static rendezvous both torchrun agents meet at.
 int unusedFixedPort() {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <regex>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -143,8 +144,36 @@ std::string noDownloadCause(const Trace& trace, const RankTrace& t) {
                      rerunCommand(trace, with));
 }
 
+// A device ordinal beyond the node's devices: on a second node RANK passes the node's device
+// count, so set_device(RANK) (or .to(rank), device_ids=[rank]) fails there and only there.
+std::string deviceOrdinalCause(const RankTrace& t) {
+  const std::string& m = *t.errorMessage;
+  if (m.find("invalid device ordinal") == std::string::npos) return {};
+  static const std::regex kOrdinal(R"(device (\d+) of the (\d+) stand-in devices)");
+  std::smatch match;
+  std::optional<long> asked, devices;
+  if (std::regex_search(m, match, kOrdinal)) {
+    asked = std::stol(match[1].str());
+    devices = std::stol(match[2].str());
+  }
+  const std::string where =
+      t.localRank && t.node ? fmt::format(" (local rank {} on node {})", *t.localRank, *t.node) : "";
+  if (asked && t.localRank && *asked == t.rank && t.rank != *t.localRank) {
+    return fmt::format(
+        "rank {}{} asked for device {}, but its node has {}: the program picks its device with "
+        "the global RANK (torch.cuda.set_device(rank), .to(rank), device_ids=[rank]), which passes "
+        "the node's devices from the second node on; use the node-local LOCAL_RANK "
+        "(int(os.environ[\"LOCAL_RANK\"])) for devices",
+        t.rank, where, *asked, *devices);
+  }
+  return fmt::format("rank {}{} asked for a device beyond its node's{}: the program's device index "
+                     "is not the node-local LOCAL_RANK (or the node has fewer devices than ranks)",
+                     t.rank, where, devices ? fmt::format(" {} devices", *devices) : "");
+}
+
 std::string knownErrorCause(const Trace& trace, const RankTrace& t) {
   if (!t.errorMessage) return {};
+  if (std::string cause = deviceOrdinalCause(t); !cause.empty()) return cause;
   if (std::string cause = noCudaCause(trace, t); !cause.empty()) return cause;
   if (std::string cause = noDownloadCause(trace, t); !cause.empty()) return cause;
   for (const auto& known : kKnownErrors) {
