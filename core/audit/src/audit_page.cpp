@@ -255,6 +255,12 @@ std::vector<report::CoverageEpoch> coverageOf(const Trace& trace, std::vector<st
 }
 
 report::Timeline timelineOf(const Trace& trace, const std::vector<Violation>& violations) {
+  // The ranks' nodes, when they ran on more than one (their headers' node).
+  std::set<int> nodes;
+  for (const auto& t : trace.ranks) {
+    if (t && t->node) nodes.insert(*t->node);
+  }
+  const bool multiNode = nodes.size() > 1;
   std::set<std::int64_t> failed;
   for (const auto& v : violations) {
     if (v.property == property::kRankFailure) failed.insert(v.ranks.begin(), v.ranks.end());
@@ -268,6 +274,11 @@ report::Timeline timelineOf(const Trace& trace, const std::vector<Violation>& vi
       for (const auto& p : t->passes) row.steps += static_cast<std::int64_t>(p.batches.size());
       for (const auto& [g, list] : t->collectives) row.collectives += static_cast<std::int64_t>(list.size());
       row.stoodAt = stoodAt(*t);
+      if (multiNode) {
+        row.node = t->node;
+        if (t->localRank) row.localRank = *t->localRank;
+        row.host = t->hostname;
+      }
       if (const auto times = stepTimesOf(*t)) {
         row.computeMs = times->computeMs;
         row.waitMs = times->waitMs;

@@ -16,6 +16,7 @@ namespace {
 constexpr int kLabel = 64;
 constexpr int kColumn = 300;  // each bar column
 constexpr int kColumnGap = 24;
+constexpr int kNodeLabel = 60;  // the nodes' names right of the rows, when the run had nodes
 constexpr int kHeader = 16;
 
 double median(std::vector<double> v) {
@@ -24,8 +25,17 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// " (local rank 0 on node 1, node1)" when the run had nodes, else empty.
+std::string nodeOf(const RankTimeline& r) {
+  if (!r.node) return {};
+  return fmt::format(" ({}node {}{})",
+                     r.localRank ? fmt::format("local rank {} on ", *r.localRank) : std::string(),
+                     *r.node, r.host.empty() ? std::string() : ", " + r.host);
+}
+
 std::string rowTitle(const RankTimeline& r) {
-  std::string t = fmt::format("rank {}: {} steps, {} collectives", r.rank, r.steps, r.collectives);
+  std::string t = fmt::format("rank {}{}: {} steps, {} collectives", r.rank, nodeOf(r), r.steps,
+                              r.collectives);
   if (r.computeMs) t += fmt::format(", compute {} ms", shortNumber(*r.computeMs));
   if (r.waitMs) t += fmt::format(", wait {} ms per step", shortNumber(*r.waitMs));
   if (!r.stoodAt.empty()) t += fmt::format("; last seen {}", r.stoodAt);
@@ -112,10 +122,13 @@ std::string rankRow(const RankTimeline& r, int i, const TimelineScale& k) {
 // The chart: a header over the columns and a row per rank.
 std::string timelineSvg(const Timeline& timeline, const TimelineScale& k) {
   const int height = kHeader + k.world * k.rowH + 4;
+  const bool nodes = std::any_of(timeline.ranks.begin(), timeline.ranks.end(),
+                                 [](const RankTimeline& r) { return r.node.has_value(); });
+  const int width = k.width + (nodes ? kNodeLabel : 0);  // the nodes' names right of the rows
   std::string svg = fmt::format(
       "<svg class=\"chart timeline\" width=\"{}\" height=\"{}\" "
       "viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"rank timeline\">\n",
-      k.width, height, k.width, height);
+      width, height, width, height);
   svg += fmt::format("<text x=\"{}\" y=\"11\">steps done (max {})</text>", k.x1, k.maxSteps);
   svg += fmt::format("<text x=\"{}\" y=\"11\">collectives entered (max {})</text>", k.x2,
                      k.maxCollectives);
@@ -125,7 +138,16 @@ std::string timelineSvg(const Timeline& timeline, const TimelineScale& k) {
         shortNumber(k.maxMs));
   }
   for (int i = 0; i < k.world; ++i) {
-    svg += rankRow(timeline.ranks[static_cast<std::size_t>(i)], i, k);
+    const RankTimeline& r = timeline.ranks[static_cast<std::size_t>(i)];
+    // Rows grouped by node: a rule and the node's name where a node's ranks begin.
+    if (r.node && (i == 0 || timeline.ranks[static_cast<std::size_t>(i - 1)].node != r.node)) {
+      const int y = kHeader + i * k.rowH;
+      svg += fmt::format("<g class=\"node\"><line x1=\"0\" y1=\"{}\" x2=\"{}\" y2=\"{}\" "
+                         "stroke=\"#888\" stroke-dasharray=\"3 2\"/><text x=\"{}\" y=\"{}\">"
+                         "node {}</text></g>",
+                         y, width, y, k.width + 6, y + std::min(k.rowH, 12), *r.node);
+    }
+    svg += rankRow(r, i, k);
   }
   return svg + "</svg>\n";
 }
@@ -133,7 +155,11 @@ std::string timelineSvg(const Timeline& timeline, const TimelineScale& k) {
 // The ranks worth a look: failed, straggler, divergent, behind the others (every rank while
 // W <= 16; at most 64 rows).
 std::string notableRanksTable(const Timeline& timeline, const TimelineScale& k) {
-  std::string table = "<table class=\"ranks\"><tr><th>rank</th><th>steps</th><th>collectives</th>";
+  const bool nodes = std::any_of(timeline.ranks.begin(), timeline.ranks.end(),
+                                 [](const RankTimeline& r) { return r.node.has_value(); });
+  std::string table = nodes ? "<table class=\"ranks\"><tr><th>rank</th><th>node</th><th>steps</th>"
+                              "<th>collectives</th>"
+                            : "<table class=\"ranks\"><tr><th>rank</th><th>steps</th><th>collectives</th>";
   if (k.timed) table += "<th>compute ms/step</th><th>wait ms/step</th>";
   table += "<th>last seen</th><th>how it ended</th></tr>\n";
   std::size_t shown = 0;
@@ -143,9 +169,16 @@ std::string notableRanksTable(const Timeline& timeline, const TimelineScale& k) 
                          r.collectives != k.maxCollectives;
     if (!notable || shown == 64) continue;
     ++shown;
-    table += fmt::format(
-        "<tr><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>", r.rank,
-        r.steps, r.collectives);
+    table += fmt::format("<tr><td class=\"num\">{}</td>", r.rank);
+    if (nodes) {
+      table += fmt::format("<td>{}</td>", r.node ? fmt::format("{}{}", *r.node,
+                                                               r.localRank ? fmt::format(
+                                                                   " (local {})", *r.localRank)
+                                                                           : std::string())
+                                                 : std::string("-"));
+    }
+    table += fmt::format("<td class=\"num\">{}</td><td class=\"num\">{}</td>", r.steps,
+                         r.collectives);
     if (k.timed) {
       table += fmt::format("<td class=\"num\">{}</td><td class=\"num\">{}</td>",
                            r.computeMs ? shortNumber(*r.computeMs) : "-",

@@ -148,6 +148,32 @@ TEST(HtmlReportParts, TimelineNamesTheRanksBehindAndTheFirstDivergence) {
             std::string::npos);
 }
 
+TEST(HtmlReportParts, TimelineGroupsTheRanksByNode) {
+  // Two nodes of two ranks: a rule and the node's name where each node's rows begin, the node
+  // in each row's title and a node column in the ranks' table; none without nodes.
+  Page page;
+  Timeline t;
+  for (std::int64_t r = 0; r < 4; ++r) {
+    RankTimeline row{r, 26, 26, {}, {}, "", "", false, false};
+    row.node = r / 2;
+    row.localRank = r % 2;
+    row.host = "node" + std::to_string(r / 2);
+    t.ranks.push_back(row);
+  }
+  page.timeline = t;
+  const std::string html = renderHtml(page);
+  std::size_t groups = 0;
+  for (auto at = html.find("<g class=\"node\">"); at != std::string::npos;
+       at = html.find("<g class=\"node\">", at + 1))
+    ++groups;
+  EXPECT_EQ(groups, 2u);
+  EXPECT_NE(html.find(">node 1</text>"), std::string::npos);
+  EXPECT_NE(html.find("rank 3 (local rank 1 on node 1, node1): 26 steps"), std::string::npos);
+  EXPECT_NE(html.find("<th>rank</th><th>node</th>"), std::string::npos);
+  for (auto& row : page.timeline->ranks) row.node.reset();
+  EXPECT_EQ(renderHtml(page).find("<g class=\"node\">"), std::string::npos);
+}
+
 // Rank 0 computes 1 s then waits 3 s in an allreduce that never completes; rank 1 computes, waits
 // 16 ms straddling the 1.00-1.02 s bins, and fails at 3 s. 400 bins of 10 ms over 4 s, 2 px each
 // from x = 64: a bin takes what covers most of it (1.00-1.01: 4 ms compute, 6 ms wait: wait).

@@ -71,6 +71,10 @@ struct RankTimeline {
   std::string outcome;  ///< how it ended ("exited 0", "killed by signal 9", …)
   bool failed = false;     ///< it ended badly on its own
   bool straggler = false;  ///< the run's straggler
+  /// The node it ran on and its local rank there, when the run had more than one node: the chart
+  /// groups its rows by node.
+  std::optional<std::int64_t> node, localRank;
+  std::string host;  ///< the node's host name, or empty
 };
 
 /// The first collective that did not match across ranks.
