@@ -44,6 +44,25 @@ def load_class(spec):
     return cls
 
 
+_AS_DISTRIBUTED = ("num_replicas", "rank", "seed", "shuffle", "drop_last")
+
+
+def unbuildable(cls):
+    """The parameters ``cls``'s constructor requires beyond DistributedSampler's (its first, the
+    dataset, aside): a sampler that needs them cannot be built from a request; [] when none, or
+    when its signature cannot be read."""
+    try:
+        params = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    required = [p for p in params if p.default is inspect.Parameter.empty
+                and p.kind in positional + (inspect.Parameter.KEYWORD_ONLY,)]
+    if required and required[0].kind in positional:
+        required = required[1:]  # the dataset
+    return [p.name for p in required if p.name not in _AS_DISTRIBUTED]
+
+
 def build(cls, request, shuffle, drop_last):
     """``cls`` built for one request, as DistributedSampler is; set to the request's epoch."""
     wanted = {"num_replicas": request["num_replicas"], "rank": request["rank"],
@@ -79,6 +98,13 @@ def main(argv=None):
         cls = load_class(args.spec)
     except Exception as e:
         print("serve_sampler: error: cannot load %s: %s" % (args.spec, e), file=sys.stderr)
+        return 2
+    missing = unbuildable(cls)
+    if missing:
+        print("serve_sampler: error: %s cannot be built as DistributedSampler is "
+              "(dataset, num_replicas, rank, seed, shuffle, drop_last): its constructor also needs "
+              "%s; serve it from your own code over the line protocol (docs/check-sampler.md)"
+              % (cls.__name__, ", ".join(missing)), file=sys.stderr)
         return 2
     serve(cls, sys.stdin, sys.stdout, shuffle=not args.no_shuffle, drop_last=args.drop_last)
     return 0

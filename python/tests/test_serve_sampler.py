@@ -65,5 +65,28 @@ class ServeSamplerTest(unittest.TestCase):
         self.assertIn("nosuch.py does not exist", p.stderr)
 
 
+    def test_a_class_not_built_as_distributed_sampler_is_is_one_line_and_exit_2(self):
+        # A batch sampler that needs lengths and a batch size cannot be built from a request: said
+        # at once, not as every property failing on a TypeError.
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "bucket.py")
+            with open(path, "w") as f:
+                f.write(textwrap.dedent("""
+                    class BucketBatchSampler:
+                        def __init__(self, lengths, batch_size, rank, world_size, seed=0):
+                            pass
+                    """))
+            self.assertEqual(serve_sampler.unbuildable(serve_sampler.load_class(
+                path + ":BucketBatchSampler")), ["batch_size", "world_size"])
+            env = support.base_env()
+            env["PYTHONPATH"] = support.PYTHON_DIR
+            p = subprocess.run([support.PYTHON, "-m", "ddph_audit.serve_sampler",
+                                path + ":BucketBatchSampler"],
+                               env=env, input="", capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        self.assertIn("BucketBatchSampler cannot be built as DistributedSampler is", p.stderr)
+        self.assertIn("its constructor also needs batch_size, world_size", p.stderr)
+
 if __name__ == "__main__":
     unittest.main()
