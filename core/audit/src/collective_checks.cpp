@@ -275,10 +275,15 @@ std::optional<Violation> unevenSteps(const Trace& trace) {
   if (ranks.size() < 2) return std::nullopt;
   const auto parted = firstUnevenPass(trace, ranks, /*wholePassesOnly=*/true);
   if (!parted) return std::nullopt;
+  // Collectives between the pass's batches (one after its last batch, a barrier after the loop,
+  // waits for nothing the pass's length decides).
   bool collectivesInside = false;
+  const PassRecord* pass0 = trace.ranks[0]->findPass(parted->first, parted->second);
+  const auto lastSeq = pass0 ? static_cast<std::int64_t>(pass0->batches.size()) - 1 : -1;
   for (const auto& [group, list] : trace.ranks[0]->collectives) {
     for (const auto& c : list) {
-      collectivesInside = collectivesInside || (c.loader == parted->first && c.iter == parted->second);
+      collectivesInside = collectivesInside || (c.loader == parted->first &&
+                                                c.iter == parted->second && c.batchSeq < lastSeq);
     }
   }
   if (!collectivesInside) return std::nullopt;

@@ -44,6 +44,15 @@ const SamplerRecord* samplerOf(const RankTrace& t, std::int64_t loader) {
   return s == t.samplers.end() ? nullptr : &s->second;
 }
 
+// Whether two passes trained the same model: their DDP modules at the start share one (or either
+// pass names none). A trial run's model (Lightning's learning-rate finder: a DDP module of its own,
+// thrown away) is not the one trained after it.
+bool sameModels(const PassRecord& p, const PassRecord& q) {
+  if (p.params.empty() || q.params.empty()) return true;
+  return std::any_of(p.params.begin(), p.params.end(),
+                     [&](const auto& m) { return q.params.count(m.first) > 0; });
+}
+
 // NOTE [A run that ends inside a pass] (docs/audit.md): the loader's last pass on this rank, after
 // which the program trained on nothing else: the run (this job of it) ended inside the epoch, by a
 // step budget (max_steps, a time limit) or a stop to be resumed. Its rest is not left out by the
@@ -52,7 +61,8 @@ bool runEndsInside(const RankTrace& t, const PassRecord& p) {
   for (const auto& q : t.passes) {
     if (q.startLine <= p.startLine) continue;
     if (q.loader == p.loader) return false;
-    if (std::any_of(q.batches.begin(), q.batches.end(), [](const BatchRecord& b) { return b.grad; }))
+    if (std::any_of(q.batches.begin(), q.batches.end(), [](const BatchRecord& b) { return b.grad; }) &&
+        sameModels(p, q))
       return false;
   }
   return true;
@@ -162,8 +172,11 @@ namespace {
 const PassRecord* exhaustedPartner(const RankTrace& t, const PassRecord& p) {
   if (p.batches.empty()) return nullptr;
   for (const auto& q : t.passes) {
-    if (q.loader != p.loader && q.ended && q.startLine > p.startLine &&
-        q.startLine < p.batches.back().line && q.endLine < p.endLine) {
+    // Drawn from in turns with p: a batch of q after p's first (a loader run to its end before
+    // p's first batch, Lightning's sanity check, is none).
+    if (q.loader != p.loader && q.ended && q.startLine > p.startLine && !q.batches.empty() &&
+        q.batches.back().line > p.batches.front().line && q.startLine < p.batches.back().line &&
+        q.endLine < p.endLine) {
       return &q;
     }
   }
@@ -944,11 +957,26 @@ class DataChecker {
     return nullptr;
   }
 
+  // NOTE [A loader cycled inside an epoch] (docs/audit.md, "Across epochs"): the shorter loader
+  // of two trained together is restarted when it runs out (Lightning's CombinedLoader
+  // max_size_cycle, a hand-written cycle), inside one pass of the longer one: its restarts are
+  // not epochs, and the same order again within one epoch is how its sampler was asked (its epoch
+  // is set once an epoch). Its reshuffle is judged across the longer loader's epochs.
+  static bool restartedInsideOnePass(const RankTrace& t, const PassRecord& a, const PassRecord& b) {
+    return std::any_of(t.passes.begin(), t.passes.end(), [&](const PassRecord& q) {
+      return q.loader != a.loader && a.endLine > q.startLine && q.startLine < b.startLine &&
+             b.startLine < q.endLine &&
+             std::any_of(q.batches.begin(), q.batches.end(),
+                         [](const BatchRecord& x) { return x.grad; });
+    });
+  }
+
   void checkNewOrder(std::int64_t loader, const std::vector<RankPass>& before,
                       const std::vector<RankPass>& after) {
     // The order of an evaluation does not matter: the same order every epoch harms nothing.
     if (isEvaluation(*before[0].pass) || isEvaluation(*after[0].pass)) return;
     if (!allKnown(before, false) || !allKnown(after, false)) return;
+    if (restartedInsideOnePass(*before[0].trace, *before[0].pass, *after[0].pass)) return;
     const SamplerRecord* s = samplerOf(*before[0].trace, loader);
     const auto shuffle = before[0].pass->shuffle ? before[0].pass->shuffle
                                                  : (s ? s->shuffle : std::nullopt);
@@ -1029,7 +1057,7 @@ class DataChecker {
                                               [](const BatchRecord& b) { return b.grad; }))
           passes.push_back(&p);
       }
-      if (passes.empty()) return false;
+      if (passes.size() < 2) return false;  // one cut pass: the run (or a trial) ended inside it
       const std::size_t budget = passes.front()->batches.size();
       std::set<std::int64_t> epochs;
       for (std::size_t i = 0; i < passes.size(); ++i) {

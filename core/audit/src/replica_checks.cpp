@@ -278,6 +278,20 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
   }
 }
 
+// NOTE [A trial's model, restored] (docs/audit.md): a module whose optimizer stepped between two
+// points (the `step` lines) and whose parameters are the same at both, while the program went on
+// to train another DDP module: a trial run restored its weights (Lightning's learning-rate finder
+// and batch-size scaler do, then fit builds the module it trains). Not updates that never landed.
+bool restoredForAnother(const RankTrace& t, std::int64_t ddp, std::int64_t from, std::int64_t to) {
+  const bool stepped = std::any_of(t.stepLines.begin(), t.stepLines.end(),
+                                   [&](std::int64_t l) { return l > from && l < to; });
+  if (!stepped) return false;
+  return std::any_of(t.passes.begin(), t.passes.end(), [&](const PassRecord& q) {
+    return q.startLine > from && !q.params.empty() && q.params.count(ddp) == 0 &&
+           std::any_of(q.batches.begin(), q.batches.end(), [](const BatchRecord& b) { return b.grad; });
+  });
+}
+
 void checkUpdates(const Trace& trace, std::int64_t ddp, std::vector<Violation>& out) {
   std::vector<std::int64_t> ranks;
   std::optional<Violation> first;
@@ -290,6 +304,7 @@ void checkUpdates(const Trace& trace, std::int64_t ddp, std::vector<Violation>& 
     for (std::size_t i = 0; i + 1 < judged; ++i) {
       const std::int64_t backwards = points[i + 1].params.backwards - points[i].params.backwards;
       if (backwards <= 0 || points[i].params.hash != points[i + 1].params.hash) continue;
+      if (restoredForAnother(*t, ddp, points[i].line, points[i + 1].line)) continue;
       ranks.push_back(t->rank);
       if (!first) {
         Violation v;
