@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "audited_launch.h"
+#include "ddph/common/environment.h"
 #include "test_support.h"
 
 using namespace std::chrono_literals;
@@ -86,7 +87,7 @@ TEST(AuditLaunch, DdpTrainAfterATorchrunRestartWritesItsAttemptFolder) {
   const std::string traces = dir.path() + "/trace";
   fs::create_directory(traces);
   const auto run = runCommand(trainArgs("cycle", 1), 300s, "",
-                              {{"DDPH_AUDIT_DIR", traces}, {"TORCHELASTIC_RESTART_COUNT", "1"}});
+                              {{common::env::kAuditDir, traces}, {"TORCHELASTIC_RESTART_COUNT", "1"}});
   ASSERT_EQ(run.exitCode, 0) << run.out << run.err;
   const std::string second = traces + "/attempt-1";
   const std::string text = readFile(second + "/rank-0.jsonl");

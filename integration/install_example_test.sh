@@ -41,7 +41,7 @@ if [ -n "$python" ]; then
     echo "install_example_test: pip install wrote into $packages (above)" >&2
     exit 1
   fi
-  where=$(cd "$tmp" && "$tmp/venv/bin/python" -c "import ddph_audit, ddph_launch; print(ddph_audit.__file__)")
+  where=$(cd "$tmp" && "$tmp/venv/bin/python" -c "import ddph_audit, ddph_emulation, ddph_launch; print(ddph_audit.__file__)")
   case "$where" in
     "$tmp/venv/"*) ;;
     *) echo "install_example_test: ddph_audit imported from $where, not the venv" >&2; exit 1 ;;

@@ -6,4 +6,7 @@ exec'd rank runs), then forks each rank into the user's unmodified program. It i
 (``python3 [the program's interpreter options] fork_server.py``), imports nothing from this
 package, and speaks to the launcher over its standard input (a Unix socket). docs/ddp-sim.md,
 "How ranks start".
+
+``world_stop.py`` is the rule by which ``ddp-sim launch``'s supervisor stops a world of ranks,
+ported once for the ranks a Python launcher starts (the pytest plugin's: ddph_pytest/world.py).
 """

@@ -220,7 +220,8 @@ def run_distributed(item, marker):
         _prepare_shared_fixtures(item)
         outcome = world.run(item, spec)
         _forward_output(spec)
-        audit_result = audit_run.audit(sim, spec.trace_dir) if spec.audit else None
+        audit_result = (audit_run.audit(sim, spec.trace_dir, spec.report_path()) if spec.audit
+                        else None)
         result = verdict.judge(spec, outcome, audit_result)
         _keep_trace(item, spec)
     if result.outcome == "skipped":

@@ -6,9 +6,12 @@ exits); one selector waits on all of them until every rank has exited or the dea
 a rank fails (a failed body, an exit without a result), the others are stopped at once, as PyTorch's
 MultiProcessTestCase does: a peer waiting for it in a collective would otherwise wait until the
 deadline. Before a rank is stopped its Python stacks are dumped (SIGUSR1, faulthandler) so the
-failure can say where it was blocked. Every rank is killed with its process group (its DataLoader
-workers) and reaped before ``run`` returns, whatever happens (a KeyboardInterrupt, pytest-timeout's
-exception); ``launch.json`` then tells the audit how each rank ended (docs/trace-format.md).
+failure can say where it was blocked; then the ranks are stopped by the one rule of the harness's
+supervisor (ddph_launch/world_stop.py: SIGTERM and SIGCONT to each rank's process group, SIGKILL
+after the grace), each rank named by how it ended. Every rank is reaped, and its process group
+(its DataLoader workers) killed, before ``run`` returns, whatever happens (a KeyboardInterrupt,
+pytest-timeout's exception); ``launch.json`` then tells the audit how each rank ended
+(ddph_audit/launch_record.py, docs/trace-format.md).
 """
 
 import fcntl
@@ -19,6 +22,9 @@ import selectors
 import signal
 import sys
 import time
+
+from ddph_audit.launch_record import launch_record, rank_entry, write_launch_record
+from ddph_launch import world_stop
 
 from . import rank_process
 
@@ -48,6 +54,10 @@ class WorldSpec:
     def stack_path(self, rank):
         return os.path.join(self.folder, "rank-%d.stacks" % rank)
 
+    def report_path(self):
+        """Where ddp-sim audit writes its JSON report (audit_run.py)."""
+        return os.path.join(self.folder, "audit.json")
+
 
 class RankProcess:
     """A forked rank as the parent sees it: outcome is running, exited, signaled, timed-out or
@@ -65,6 +75,8 @@ class RankProcess:
         self.outcome = "running"
         self.code = 0
         self.signal = 0
+        self.running_at_stop = False  # not reaped yet when the world's stop began
+        self.was_stopped = False  # in the stop state (T) then
 
     @property
     def running(self):
@@ -121,11 +133,15 @@ def _fork(item, spec, rank, port, others):
             os.close(other.pidfd)
         rank_process.run(item, spec, rank, port, pipe_w)  # never returns
     os.close(pipe_w)
+    try:
+        os.setpgid(pid, pid)  # as the rank does itself: its group exists from here on
+    except OSError:
+        pass  # it made its group first, or is gone
     fcntl.fcntl(pipe_r, fcntl.F_SETFL, fcntl.fcntl(pipe_r, fcntl.F_GETFL) | os.O_NONBLOCK)
     return RankProcess(rank, pid, pipe_r, os.pidfd_open(pid))
 
 
-def _reap(r, outcome=None):
+def _reap(r):
     """Waits for an exited (or killed) rank and sets how it ended."""
     _, status = os.waitpid(r.pid, 0)
     r.read_messages()
@@ -133,7 +149,22 @@ def _reap(r, outcome=None):
         r.signal = os.WTERMSIG(status)
     else:
         r.code = os.waitstatus_to_exitcode(status)
-    r.outcome = outcome or ("signaled" if os.WIFSIGNALED(status) else "exited")
+    r.outcome = "signaled" if os.WIFSIGNALED(status) else "exited"
+
+
+def _reap_by(ranks, deadline):
+    """Reaps the ranks that end before ``deadline`` (time.monotonic); the others run on."""
+    with selectors.DefaultSelector() as sel:
+        for r in ranks:
+            if r.running:
+                sel.register(r.pidfd, selectors.EVENT_READ, r)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            for key, _ in sel.select(timeout=left):
+                sel.unregister(key.fileobj)
+                _reap(key.data)
 
 
 def _dump_stacks(spec, ranks):
@@ -160,32 +191,35 @@ def _dump_stacks(spec, ranks):
                 sizes[rank] = size
 
 
-def _signal(r, sig):
-    try:
-        os.killpg(r.pid, sig)  # the rank and its DataLoader workers
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        os.kill(r.pid, sig)  # in case it had not made its group yet
-    except ProcessLookupError:
-        pass
+def _groups(ranks):
+    """The ranks' process groups (each rank leads its own, with its DataLoader workers): while
+    the world's pidfds are open, no group id is another process's."""
+    return [r.pid for r in ranks]
 
 
-def _kill(ranks, outcome):
-    """Freezes every rank first, then kills them: a rank killed alone would make its peers
-    raise "Connection closed by peer" into the trace before their own kill."""
-    for sig in (signal.SIGSTOP, signal.SIGKILL):
-        for r in ranks:
-            _signal(r, sig)
-    for r in ranks:
-        _reap(r, outcome)
-
-
-def _stop(spec, ranks, outcome):
+def _stop(spec, ranks, timed_out, stacks=True):
+    """Stops the ranks still running by the one rule (world_stop.py), after asking each for its
+    stacks, and names each by how it ended: ``timed-out`` (the deadline) or ``stopped`` when the
+    stop ended it, as it ended otherwise."""
     running = [r for r in ranks if r.running]
-    if running:
+    if not running:
+        return
+    for r in running:  # before the stop's SIGCONT
+        r.running_at_stop = True
+        r.was_stopped = world_stop.in_stop_state(r.pid)
+    if stacks:
         _dump_stacks(spec, running)
-        _kill(running, outcome)
+    stop = world_stop.WorldStop()
+    stop.begin(_groups(ranks))
+    _reap_by(running, stop.kill_at)
+    if any(r.running for r in running):
+        stop.kill(_groups(ranks))
+        for r in running:
+            if r.running:
+                _reap(r)
+    for r in running:
+        if stop.stopped(r.running_at_stop, r.signal):
+            r.outcome = "timed-out" if timed_out else "stopped"
 
 
 def _wait(spec, ranks, deadline, until_port=False):
@@ -216,17 +250,12 @@ def _wait(spec, ranks, deadline, until_port=False):
     return "done"
 
 
-def write_launch_record(spec, ranks, timed_out):
+def _write_launch_record(spec, ranks, timed_out):
     """launch.json, as ddp-sim launch writes it: the audit reads how each rank ended."""
     failed = any(r.failed for r in ranks) or timed_out
-    record = {"launcher": "ddph_pytest", "world_size": spec.world_size,
-              "exit_code": 1 if failed else 0, "timed_out": timed_out, "interrupted_by_signal": 0,
-              "ranks": [{"rank": r.rank, "pid": r.pid, "outcome": r.outcome, "code": r.code,
-                         "signal": r.signal} for r in ranks]}
-    os.makedirs(spec.trace_dir, exist_ok=True)
-    with open(os.path.join(spec.trace_dir, "launch.json"), "w") as f:
-        json.dump(record, f, indent=2)
-        f.write("\n")
+    write_launch_record(spec.trace_dir, launch_record(
+        "ddph_pytest", spec.world_size, 1 if failed else 0, timed_out,
+        [rank_entry(r.rank, r.pid, r.outcome, r.code, r.signal, r.was_stopped) for r in ranks]))
 
 
 def run(item, spec):
@@ -254,11 +283,13 @@ def _run(item, spec):
                 ranks.append(_fork(item, spec, rank, ranks[0].port, ranks))
             state = _wait(spec, ranks, deadline)
         timed_out = state == "timeout"
-        _stop(spec, ranks, "timed-out" if timed_out else "stopped")
+        _stop(spec, ranks, timed_out)
     finally:
-        _kill([r for r in ranks if r.running], "stopped")
+        _stop(spec, ranks, False, stacks=False)  # an exception's way out: nothing left running
+        # Every rank reaped: what is left of their groups (a worker) goes, as the supervisor's.
+        world_stop.signal_groups(_groups(ranks), signal.SIGKILL)
         for r in ranks:
             os.close(r.pipe_r)
             os.close(r.pidfd)
-    write_launch_record(spec, ranks, timed_out)
+    _write_launch_record(spec, ranks, timed_out)
     return WorldOutcome(ranks, timed_out, time.monotonic() - start)

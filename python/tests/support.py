@@ -62,6 +62,20 @@ def run_ranks(script, args=(), world_size=2, trace_dir=None, mode="site", timeou
                 p.communicate()
 
 
+def saved_environment(*names):
+    """{name: its value, or None when unset}, for ``restore_environment``."""
+    return {name: os.environ.get(name) for name in names}
+
+
+def restore_environment(saved):
+    """Puts the variables of ``saved_environment`` back as they were."""
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def read_trace(path):
     """The whole lines of a rank's file, up to its first NUL byte (docs/trace-format.md)."""
     with open(path, "rb") as f:

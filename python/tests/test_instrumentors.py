@@ -59,7 +59,7 @@ class InstrumentorCase(unittest.TestCase):
 
     def setUp(self):
         self.folder = tempfile.TemporaryDirectory()
-        self.env = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", AUDIT_RANK_PID)}
+        self.env = support.saved_environment("RANK", "WORLD_SIZE", AUDIT_RANK_PID)
         os.environ.update(RANK="0", WORLD_SIZE="1")
         self.session = Session(self.folder.name)
         self.session.start()
@@ -73,11 +73,7 @@ class InstrumentorCase(unittest.TestCase):
             dist.destroy_process_group()
         self.session.recorder.writer.close()
         self.session.recorder.stop()
-        for key, value in self.env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        support.restore_environment(self.env)
         self.folder.cleanup()
 
     def instrumented(self, instrumentor):

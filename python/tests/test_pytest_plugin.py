@@ -146,6 +146,28 @@ def test_a_hang_ends_at_the_timeout_naming_where_each_rank_is_blocked(inner, pyt
     assert [pid for pid in _pids(pids) if _alive(pid)] == []
 
 
+def test_a_rank_in_the_stop_state_is_woken_stopped_and_named(inner, pytester):
+    """The stop rule's SIGCONT: a rank frozen by SIGSTOP ends at the stop's SIGTERM, and
+    launch.json's was_stopped lets the audit say it was stopped, not crashed."""
+    pytester.makepyfile(test_frozen="""
+        import os, signal, pytest, torch, torch.distributed as dist
+
+        @pytest.mark.distributed(world_size=2, timeout=15)
+        def test_frozen(rank):
+            if rank == 1:
+                os.kill(os.getpid(), signal.SIGSTOP)
+            dist.all_reduce(torch.zeros(1))
+        """)
+    result = inner()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "timed out after 15 s: ranks 0, 1 still running",
+        "ddp-sim audit of the ranks' trace: FAILED",
+        "  FAIL rank-failure*rank 1 never reached the collective the others waited in*(rank 1 was "
+        "stopped, not crashed: state T*",
+    ])
+
+
 def test_an_audit_finding_fails_the_test_with_its_text(inner, pytester):
     pytester.makepyfile(test_epochs="""
         import pytest, torch, torch.distributed as dist

@@ -12,6 +12,7 @@ import unittest
 
 from ddph_audit import environment, registry
 from ddph_audit.instrumentor import Instrumentor
+from tests import support
 
 FAKE = "ddph_registry_test_module"  # imported by the tests below, never by anything else
 made = []  # (class name, session) of every fake instrumentor made, in order
@@ -63,19 +64,14 @@ class RegistryTest(unittest.TestCase):
         made.clear()
         sys.modules.pop(FAKE, None)
         self.folder = tempfile.TemporaryDirectory()
-        self.env = {k: os.environ.get(k)
-                    for k in ("RANK", "WORLD_SIZE", environment.AUDIT_RANK_PID)}
+        self.env = support.saved_environment("RANK", "WORLD_SIZE", environment.AUDIT_RANK_PID)
         os.environ.update(RANK="0", WORLD_SIZE="1")
         self.instrumentation = registry.Instrumentation(ENTRIES)
 
     def tearDown(self):
         self.instrumentation.stop_recording()
         sys.modules.pop(FAKE, None)
-        for key, value in self.env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        support.restore_environment(self.env)
         self.folder.cleanup()
 
     def import_fake(self):
