@@ -1,6 +1,6 @@
 #pragma once
 // The on-demand LibTorch module (libddph_libtorch.so, built from core/libtorch/): every call the
-// torch-free libraries (verify, comm) make into LibTorch goes through this interface, so that a
+// torch-free libraries (sampler, comm) make into LibTorch goes through this interface, so that a
 // program pays LibTorch's start-up (about 0.7 s of dynamic loading) only when it asks for
 // something only LibTorch has: c10d's stores and its ProcessGroupGloo engine, torch::randperm
 // itself, LibTorch's C++ samplers.
@@ -9,7 +9,7 @@
 // running program (<bin>/../<libdir>), then in the install's libdir, then through the program's
 // RUNPATH, and loaded with dlopen once per process; a program that links LibTorch itself
 // (ddp-train, the DDP tests) loads the same libtorch.so, not a second one. This header is
-// torch-free and names the types of verify and comm only by declaration: the module, which
+// torch-free and names the types of sampler and comm only by declaration: the module, which
 // implements it, sits above both.
 
 #include <chrono>
