@@ -1,4 +1,4 @@
-// bench-sampler: how fast ddph::verify::DistributedSampler produces every rank's indices for one
+// bench-sampler: how fast ddph::sampler::DistributedSampler produces every rank's indices for one
 // epoch.
 //
 // Not a test: it prints timings (median of --repeats runs) as JSON for
@@ -26,12 +26,12 @@
 #include <vector>
 
 #include "ddph/common/error.h"
-#include "ddph/verify/distributed_sampler.h"
-#include "ddph/verify/randperm.h"
+#include "ddph/sampler/distributed_sampler.h"
+#include "ddph/sampler/randperm.h"
 
 namespace {
 
-using ddph::verify::Index;
+using ddph::sampler::Index;
 using Clock = std::chrono::steady_clock;
 
 // Order-sensitive checksum of a rank's indices, computed identically (uint64 wrap-around) by the
@@ -70,10 +70,10 @@ nlohmann::ordered_json measure(int repeats, Body body) {
   return {{"seconds", times}, {"median_s", median(times)}, {"checksums", sums}};
 }
 
-ddph::verify::RandpermImpl parseImpl(const std::string& name) {
-  if (name == "auto") return ddph::verify::RandpermImpl::kAuto;
-  if (name == "libtorch") return ddph::verify::RandpermImpl::kLibTorch;
-  if (name == "replica") return ddph::verify::RandpermImpl::kReplica;
+ddph::sampler::RandpermImpl parseImpl(const std::string& name) {
+  if (name == "auto") return ddph::sampler::RandpermImpl::kAuto;
+  if (name == "libtorch") return ddph::sampler::RandpermImpl::kLibTorch;
+  if (name == "replica") return ddph::sampler::RandpermImpl::kReplica;
   throw ddph::common::ConfigError(
       fmt::format("--randperm must be auto, libtorch or replica, got '{}'", name));
 }
@@ -103,9 +103,9 @@ int main(int argc, char** argv) {
 
   try {
     DDPH_CHECK(n >= 0 && w > 0, "need N >= 0 and W > 0, got N={} W={}", n, w);
-    ddph::verify::DistributedSamplerOptions options;
+    ddph::sampler::DistributedSamplerOptions options;
     options.randperm = parseImpl(impl);
-    ddph::verify::DistributedSampler sampler(options);
+    ddph::sampler::DistributedSampler sampler(options);
 
     if (oneRank) {
       const auto indices = sampler.indices({n, w, 0, epoch, seed});
@@ -126,11 +126,11 @@ int main(int argc, char** argv) {
     const auto generatorSeed = static_cast<std::uint64_t>(seed) + static_cast<std::uint64_t>(epoch);
     out["randperm_libtorch"] = measure(repeats, [&] {
       return std::vector<std::vector<Index>>{
-          ddph::verify::torchRandperm(n, generatorSeed, ddph::verify::RandpermImpl::kLibTorch)};
+          ddph::sampler::torchRandperm(n, generatorSeed, ddph::sampler::RandpermImpl::kLibTorch)};
     });
     out["randperm_replica"] = measure(repeats, [&] {
       return std::vector<std::vector<Index>>{
-          ddph::verify::torchRandperm(n, generatorSeed, ddph::verify::RandpermImpl::kReplica)};
+          ddph::sampler::torchRandperm(n, generatorSeed, ddph::sampler::RandpermImpl::kReplica)};
     });
     fmt::print("{}\n", out.dump());
     return ddph::common::kExitOk;

@@ -1,10 +1,10 @@
-# Install and export the ddph package: every library of core/ (ddph::common, ddph::verify, …,
+# Install and export the ddph package: every library of core/ (ddph::common, ddph::sampler, …,
 # ddph::train: the global property DDPH_LIBRARIES, cmake/DdphLibrary.cmake) with its headers,
 # the on-demand LibTorch module, ddph::ddp-sim, the CMake config with DdphSamplerChecks.cmake, the
 # Python line-protocol examples and the audit recorder (python/).
 # Consumers:
-#   find_package(ddph 0.2 REQUIRED)                 # every library; or COMPONENTS verify ddp …
-#   target_link_libraries(my_tests PRIVATE ddph::verify)   # or ddph::ddp, ddph::train, …
+#   find_package(ddph 0.2 REQUIRED)                 # every library; or COMPONENTS sampler verify …
+#   target_link_libraries(my_tests PRIVATE ddph::verify)   # or ddph::sampler, ddph::ddp, …
 include(CMakePackageConfigHelpers)
 
 set(DDPH_INSTALL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ddph)

@@ -2,8 +2,9 @@
 # it) and used in this project's own tree.
 #
 #   ddph_add_sampler_test(<name> SOURCES … [LIBS …] [LABELS …] [TIMEOUT s])
-#     A GoogleTest executable of C++ sampler checks, linked to ddph::verify and GoogleTest, each
-#     TEST registered with ctest (gtest_discover_tests). In a test, one call checks a contract:
+#     A GoogleTest executable of C++ sampler checks, linked to ddph::verify (and so ddph::sampler)
+#     and GoogleTest, each TEST registered with ctest (gtest_discover_tests). In a test, one call
+#     checks a contract:
 #       EXPECT_TRUE(ddph::verify::testing::satisfiesContract(mySampler, "pytorch"));
 #
 #   ddph_add_sampler_check(<name> (COMMAND <cmd> [args…] | BUILTIN <name>)

@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "ddph/common/error.h"
-#include "ddph/verify/line_protocol_sampler.h"
+#include "ddph/sampler/line_protocol_sampler.h"
 #include "fuzz_target.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string_view line = out.substr(0, nl);
     out.remove_prefix(nl == std::string_view::npos ? out.size() : nl + 1);
     try {
-      const ddph::verify::LineProtocolAnswer answer = ddph::verify::parseLineProtocolAnswer(line);
+      const ddph::sampler::LineProtocolAnswer answer = ddph::sampler::parseLineProtocolAnswer(line);
       // An answer is either the sampler's error or indices (and maybe a length), never both.
       if (answer.error && (!answer.indices.empty() || answer.length)) __builtin_trap();
     } catch (const ddph::common::ProtocolError&) {

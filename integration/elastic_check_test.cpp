@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "ddph/common/error.h"
-#include "ddph/verify/elastic_sampler.h"
-#include "ddph/verify/line_protocol_sampler.h"
-#include "ddph/verify/sampler_checks.h"
+#include "ddph/sampler/elastic_sampler.h"
+#include "ddph/sampler/line_protocol_sampler.h"
+#include "ddph/sampler/sampler_checks.h"
 #include "test_support.h"
 
-namespace ddph::verify {
+namespace ddph::sampler {
 
 using common::ConfigError;
 
@@ -130,4 +130,4 @@ TEST(ElasticCheck, BuiltinCounterexamplesReplayWithResume) {
 }
 
 }  // namespace
-}  // namespace ddph::verify
+}  // namespace ddph::sampler

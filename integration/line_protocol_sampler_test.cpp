@@ -11,14 +11,16 @@
 
 #include "ddph/common/error.h"
 #include "ddph/verify/contract.h"
-#include "ddph/verify/distributed_sampler.h"
-#include "ddph/verify/line_protocol_sampler.h"
+#include "ddph/sampler/distributed_sampler.h"
+#include "ddph/sampler/line_protocol_sampler.h"
 #include "test_support.h"
 
-namespace ddph::verify {
+namespace ddph::sampler {
 
 using common::ConfigError;
 using common::ProtocolError;
+using verify::checkContract;
+using verify::SearchOptions;
 
 namespace {
 
@@ -269,4 +271,4 @@ TEST(LineProtocolSampler, NameIsTheShellQuotedCommand) {
 }
 
 }  // namespace
-}  // namespace ddph::verify
+}  // namespace ddph::sampler

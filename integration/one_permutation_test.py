@@ -5,7 +5,7 @@ Runs `bench-sampler --one-rank` (DistributedSampler::indices for rank 0) in a fr
 randperm implementation and compares its peak RSS with an empty run of the same implementation
 (N = 0: the libraries alone, LibTorch included where the implementation loads it on demand).
 The increase must stay below 1.5 permutations of N (8 N bytes each; the shard adds 8 N / W). Before
-the fix in core/verify/src/sampler/randperm.cpp, RandpermImpl::kLibTorch copied torch::randperm's tensor
+the fix in core/sampler/src/randperm.cpp, RandpermImpl::kLibTorch copied torch::randperm's tensor
 into a vector and peaked at two permutations, which this test reports.
 
 Exit codes: 0 within bounds, 1 over, 2 failure to run.

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "ddph/verify/batching.h"
-#include "ddph/verify/distributed_sampler.h"
-#include "ddph/verify/libtorch_samplers.h"
+#include "ddph/sampler/batching.h"
+#include "ddph/sampler/distributed_sampler.h"
+#include "ddph/sampler/libtorch_samplers.h"
 #include "test_support.h"
 
 namespace {
@@ -57,7 +57,7 @@ TEST(SamplerCommand, LibTorchSamplersLoadItOnDemand) {
   ASSERT_EQ(r.exitCode, 0) << r.err.substr(0, 2000);
   EXPECT_TRUE(opened(r, "libddph_libtorch.so"));
   EXPECT_TRUE(opened(r, "libtorch_cpu"));
-  ddph::verify::LibTorchSampler sampler(ddph::verify::LibTorchSamplerKind::kRandom);
+  ddph::sampler::LibTorchSampler sampler(ddph::sampler::LibTorchSamplerKind::kRandom);
   const auto rank1 = sampler.indices({10, 2, 1, 0, 0});
   EXPECT_NE(r.out.find(fmt::format("rank   1: 5 indices [{}]", fmt::join(rank1, ", "))),
             std::string::npos)
@@ -72,15 +72,15 @@ TEST(SamplerCommand, JsonHoldsTheSamplersIndicesAndBatches) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("dataset_size"), 23);
   EXPECT_EQ(j.at("world_size"), 3);
-  ddph::verify::DistributedSampler sampler;
+  ddph::sampler::DistributedSampler sampler;
   ASSERT_EQ(j.at("ranks").size(), 3u);
   for (int rank = 0; rank < 3; ++rank) {
     const auto& jr = j.at("ranks").at(rank);
     const auto expected = sampler.indices({23, 3, rank, 2, 7});
     EXPECT_EQ(jr.at("rank"), rank);
-    EXPECT_EQ(jr.at("indices").get<std::vector<ddph::verify::Index>>(), expected);
-    EXPECT_EQ(jr.at("batches").get<std::vector<std::vector<ddph::verify::Index>>>(),
-              ddph::verify::makeBatches(expected, {4, false}));
+    EXPECT_EQ(jr.at("indices").get<std::vector<ddph::sampler::Index>>(), expected);
+    EXPECT_EQ(jr.at("batches").get<std::vector<std::vector<ddph::sampler::Index>>>(),
+              ddph::sampler::makeBatches(expected, {4, false}));
   }
   EXPECT_TRUE(j.at("violations").empty());
 }

@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 namespace ddph::test_support {
 
 using common::ChildProcess;
-using verify::Index;
+using sampler::Index;
 
 namespace {
 

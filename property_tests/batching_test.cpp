@@ -3,9 +3,9 @@
 #include <rapidcheck/gtest.h>
 
 #include "ddph/common/error.h"
-#include "ddph/verify/batching.h"
+#include "ddph/sampler/batching.h"
 
-namespace ddph::verify {
+namespace ddph::sampler {
 
 using common::ConfigError;
 
@@ -34,4 +34,4 @@ TEST(Batching, rejectsNonPositiveBatchSize) {
 }
 
 }  // namespace
-}  // namespace ddph::verify
+}  // namespace ddph::sampler

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "ddph/verify/property.h"
-#include "ddph/verify/distributed_sampler.h"
+#include "ddph/sampler/property.h"
+#include "ddph/sampler/distributed_sampler.h"
 
-namespace ddph::verify::testing {
+namespace ddph::sampler::testing {
 
 /// A DistributedSampler whose shard computation is replaced by `shard`, which gets the request
 /// (possibly altered) and the epoch order PyTorch would build.
@@ -176,4 +176,4 @@ inline std::vector<BrokenCase> brokenSamplers() {
   };
 }
 
-}  // namespace ddph::verify::testing
+}  // namespace ddph::sampler::testing

@@ -7,12 +7,20 @@
 #include "ddph/common/error.h"
 #include "ddph/verify/contract.h"
 #include "ddph/verify/gtest.h"
-#include "ddph/verify/distributed_sampler.h"
+#include "ddph/sampler/distributed_sampler.h"
 
 namespace ddph::verify {
 
 using common::ConfigError;
 using common::ProtocolError;
+using sampler::DistributedSampler;
+using sampler::Expectations;
+using sampler::formatCase;
+using sampler::Index;
+using sampler::Sampler;
+using sampler::ShardRequest;
+using sampler::Violation;
+namespace property = sampler::property;
 
 namespace {
 

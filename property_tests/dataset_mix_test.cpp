@@ -19,15 +19,15 @@
 #include <vector>
 
 #include "ddph/common/error.h"
-#include "ddph/verify/distributed_sampler.h"
+#include "ddph/sampler/distributed_sampler.h"
 
 namespace ddph::data {
 
 using common::ConfigError;
 using common::Error;
-using verify::DistributedSampler;
-using verify::Index;
-using verify::Partition;
+using sampler::DistributedSampler;
+using sampler::Index;
+using sampler::Partition;
 
 namespace {
 

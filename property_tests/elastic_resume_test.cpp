@@ -16,12 +16,15 @@
 #include "ddph/verify/case_gen.h"
 #include "ddph/verify/contract.h"
 #include "ddph/verify/counterexample_search.h"
-#include "ddph/verify/elastic_sampler.h"
-#include "ddph/verify/resume_checks.h"
+#include "ddph/sampler/elastic_sampler.h"
+#include "ddph/sampler/resume_checks.h"
 
-namespace ddph::verify {
+namespace ddph::sampler {
 
 using common::ConfigError;
+using verify::findContract;
+using verify::searchCounterexample;
+using verify::SearchOptions;
 
 namespace {
 
@@ -233,4 +236,4 @@ TEST(NaiveResumes, EveryResumePropertyHasANegativeControl) {
 }
 
 }  // namespace
-}  // namespace ddph::verify
+}  // namespace ddph::sampler

@@ -21,15 +21,15 @@
 
 #include "ddph/ddp/gradient_equivalence.h"
 #include "ddph/ddp/negative_controls.h"
-#include "ddph/verify/property.h"
+#include "ddph/sampler/property.h"
 
 namespace ddph::ddp {
 
-using verify::findProperty;
-using verify::formatViolation;
-using verify::PropertyInfo;
-using verify::Violation;
-namespace property = verify::property;
+using sampler::findProperty;
+using sampler::formatViolation;
+using sampler::PropertyInfo;
+using sampler::Violation;
+namespace property = sampler::property;
 
 namespace {
 

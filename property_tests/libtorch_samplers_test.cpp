@@ -8,9 +8,13 @@
 #include <set>
 
 #include "ddph/verify/counterexample_search.h"
-#include "ddph/verify/libtorch_samplers.h"
+#include "ddph/sampler/libtorch_samplers.h"
 
-namespace ddph::verify {
+namespace ddph::sampler {
+
+using verify::searchCounterexample;
+using verify::SearchOptions;
+
 namespace {
 
 struct Finding {
@@ -62,4 +66,4 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
-}  // namespace ddph::verify
+}  // namespace ddph::sampler

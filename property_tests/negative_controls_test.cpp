@@ -8,9 +8,14 @@
 
 #include "broken_samplers.h"
 #include "ddph/verify/counterexample_search.h"
-#include "ddph/verify/sampler_checks.h"
+#include "ddph/sampler/sampler_checks.h"
 
-namespace ddph::verify {
+namespace ddph::sampler {
+
+using verify::searchCounterexample;
+using verify::SearchOptions;
+using verify::SearchResult;
+
 namespace {
 
 class NegativeControls : public ::testing::TestWithParam<testing::BrokenCase> {};
@@ -94,4 +99,4 @@ TEST(CounterexampleSearch, passesForThePort) {
 }
 
 }  // namespace
-}  // namespace ddph::verify
+}  // namespace ddph::sampler

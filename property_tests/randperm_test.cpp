@@ -2,9 +2,9 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "ddph/verify/randperm.h"
+#include "ddph/sampler/randperm.h"
 
-namespace ddph::verify {
+namespace ddph::sampler {
 namespace {
 
 RC_GTEST_PROP(Randperm, replicaMatchesLibTorch, ()) {
@@ -30,4 +30,4 @@ TEST(Randperm, seedsWrapLikePythonManualSeed) {
 }
 
 }  // namespace
-}  // namespace ddph::verify
+}  // namespace ddph::sampler

@@ -6,10 +6,10 @@
 
 #include "ddph/verify/case_gen.h"
 #include "ddph/common/error.h"
-#include "ddph/verify/sampler_checks.h"
-#include "ddph/verify/distributed_sampler.h"
+#include "ddph/sampler/sampler_checks.h"
+#include "ddph/sampler/distributed_sampler.h"
 
-namespace ddph::verify {
+namespace ddph::sampler {
 
 using common::ConfigError;
 
@@ -101,4 +101,4 @@ TEST(DistributedSamplerEdges, emptyDatasetAndMoreRanksThanSamples) {
 }
 
 }  // namespace
-}  // namespace ddph::verify
+}  // namespace ddph::sampler

@@ -24,11 +24,11 @@
 #include "ddph/common/progress_line.h"
 #include "ddph/launch/python_program.h"
 #include "ddph/verify/contract.h"
-#include "ddph/verify/elastic_sampler.h"
+#include "ddph/sampler/elastic_sampler.h"
 #include "ddph/report/html_report.h"
-#include "ddph/verify/property.h"
-#include "ddph/verify/builtin_samplers.h"
-#include "ddph/verify/line_protocol_sampler.h"
+#include "ddph/sampler/property.h"
+#include "ddph/sampler/builtin_samplers.h"
+#include "ddph/sampler/line_protocol_sampler.h"
 
 namespace ddph::sim {
 
@@ -38,32 +38,32 @@ using common::kExitUsage;
 using common::kExitViolation;
 using common::ProgressLine;
 using common::ProtocolError;
+using sampler::findProperty;
+using sampler::formatCase;
+using sampler::formatResumePoints;
+using sampler::formatViolation;
+using sampler::Index;
+using sampler::likelyCauseOf;
+using sampler::LineProtocolOptions;
+using sampler::LineProtocolSampler;
+using sampler::makeBuiltinSampler;
+using sampler::PropertyInfo;
+using sampler::requestJson;
+using sampler::responseJson;
+using sampler::Sampler;
+using sampler::SamplerCase;
+using sampler::samplerProperties;
+using sampler::shellQuote;
+using sampler::Violation;
 using verify::builtinContracts;
 using verify::Contract;
 using verify::Exchange;
 using verify::findContract;
-using verify::findProperty;
-using verify::formatCase;
-using verify::formatResumePoints;
-using verify::formatViolation;
-using verify::Index;
-using verify::likelyCauseOf;
-using verify::LineProtocolOptions;
-using verify::LineProtocolSampler;
-using verify::makeBuiltinSampler;
-using verify::PropertyInfo;
 using verify::recordCase;
-using verify::requestJson;
-using verify::responseJson;
-using verify::Sampler;
-using verify::SamplerCase;
-using verify::samplerProperties;
 using verify::searchCounterexample;
 using verify::SearchOptions;
 using verify::SearchResult;
-using verify::shellQuote;
 using verify::validateContract;
-using verify::Violation;
 
 namespace {
 

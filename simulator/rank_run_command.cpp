@@ -16,13 +16,13 @@
 #include "ddph/scenario/builtin_scenarios.h"
 #include "ddph/scenario/rank_program.h"
 #include "ddph/scenario/scenario_file.h"
-#include "ddph/verify/property.h"
+#include "ddph/sampler/property.h"
 
 namespace ddph::sim {
 
 using common::kExitOk;
 using common::kExitViolation;
-using verify::formatViolation;
+using sampler::formatViolation;
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include "ddph/common/timeouts.h"
 #include "ddph/common/error.h"
 #include "ddph/common/progress_line.h"
-#include "ddph/verify/property.h"
+#include "ddph/sampler/property.h"
 #include "ddph/common/atomic_file.h"
 #include "ddph/comm/gloo_communicator.h"
 #include "ddph/audit/launch_record.h"

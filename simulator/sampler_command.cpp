@@ -14,32 +14,32 @@
 
 #include "commands.h"
 #include "ddph/common/error.h"
-#include "ddph/verify/elastic_sampler.h"
-#include "ddph/verify/sampler_checks.h"
-#include "ddph/verify/batching.h"
-#include "ddph/verify/builtin_samplers.h"
-#include "ddph/verify/distributed_sampler.h"
+#include "ddph/sampler/elastic_sampler.h"
+#include "ddph/sampler/sampler_checks.h"
+#include "ddph/sampler/batching.h"
+#include "ddph/sampler/builtin_samplers.h"
+#include "ddph/sampler/distributed_sampler.h"
 
 namespace ddph::sim {
 
 using common::kExitOk;
 using common::kExitViolation;
-using verify::BatchOptions;
-using verify::checkSampler;
-using verify::distributedNumSamples;
-using verify::distributedSamplerPropertyNames;
-using verify::elasticNumSamples;
-using verify::elasticRunStart;
-using verify::Expectations;
-using verify::findProperty;
-using verify::formatCase;
-using verify::Index;
-using verify::makeBatches;
-using verify::makeBuiltinSampler;
-using verify::parseResumePoints;
-using verify::Partition;
-using verify::ResumePoint;
-using verify::Violation;
+using sampler::BatchOptions;
+using sampler::checkSampler;
+using sampler::distributedNumSamples;
+using sampler::distributedSamplerPropertyNames;
+using sampler::elasticNumSamples;
+using sampler::elasticRunStart;
+using sampler::Expectations;
+using sampler::findProperty;
+using sampler::formatCase;
+using sampler::Index;
+using sampler::makeBatches;
+using sampler::makeBuiltinSampler;
+using sampler::parseResumePoints;
+using sampler::Partition;
+using sampler::ResumePoint;
+using sampler::Violation;
 
 namespace {
 

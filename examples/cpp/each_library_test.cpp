@@ -15,9 +15,10 @@
 #include "ddph/common/error.h"
 #include "ddph/data/dataset_mix.h"
 #include "ddph/launch/launcher.h"
+#include "ddph/sampler/distributed_sampler.h"
 #include "ddph/scenario/builtin_scenarios.h"
 #include "ddph/train/train_config.h"
-#include "ddph/verify/distributed_sampler.h"
+#include "ddph/verify/contract.h"
 
 namespace fs = std::filesystem;
 
@@ -31,11 +32,18 @@ TEST(InstalledLibraries, CommonWritesAFileAtomically) {  // ddph::common
   EXPECT_EQ(text, "{}\n");
 }
 
-TEST(InstalledLibraries, VerifyKnowsPyTorchsPadding) {  // ddph::verify
-  ddph::verify::DistributedSampler sampler;
+TEST(InstalledLibraries, SamplerKnowsPyTorchsPadding) {  // ddph::sampler
+  ddph::sampler::DistributedSampler sampler;
   const auto p = sampler.partition({10, 3, 0, 0});
   ASSERT_EQ(p.ranks.size(), 3u);
   for (const auto& shard : p.ranks) EXPECT_EQ(shard.size(), 4u);  // 12 slots: 2 padded
+}
+
+TEST(InstalledLibraries, VerifySearchesThePortsCoverage) {  // ddph::verify (RapidCheck inside)
+  ddph::sampler::DistributedSampler sampler;
+  const auto r = ddph::verify::searchCounterexample(sampler, "coverage", {}, {});
+  EXPECT_TRUE(r.passed);
+  EXPECT_EQ(r.casesPassed, 100);
 }
 
 TEST(InstalledLibraries, CommGivesEachRankItsLoopbackAddress) {  // ddph::comm

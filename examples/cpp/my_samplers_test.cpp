@@ -1,7 +1,7 @@
-// Two user samplers, written against ddph::verify::Sampler, each checked against the contract it
+// Two user samplers, written against ddph::sampler::Sampler, each checked against the contract it
 // promises in one call. Nothing here needs LibTorch.
+#include <ddph/sampler/sampler.h>
 #include <ddph/verify/gtest.h>
-#include <ddph/verify/sampler.h>
 
 #include <algorithm>
 #include <numeric>
@@ -11,16 +11,16 @@ namespace {
 
 // A training sampler with DistributedSampler's contract but its own shuffle (std::mt19937_64
 // seeded with seed + epoch, not torch.randperm): pad with the head of the order, then stride.
-class MyShuffleSampler : public ddph::verify::Sampler {
+class MyShuffleSampler : public ddph::sampler::Sampler {
  public:
   std::string name() const override { return "my-shuffle"; }
-  std::vector<ddph::verify::Index> indices(const ddph::verify::ShardRequest& r) override {
-    std::vector<ddph::verify::Index> order(static_cast<std::size_t>(r.datasetSize));
+  std::vector<ddph::sampler::Index> indices(const ddph::sampler::ShardRequest& r) override {
+    std::vector<ddph::sampler::Index> order(static_cast<std::size_t>(r.datasetSize));
     std::iota(order.begin(), order.end(), 0);
     std::mt19937_64 gen(static_cast<std::uint64_t>(r.seed + r.epoch));
     std::shuffle(order.begin(), order.end(), gen);
     const std::int64_t perRank = (r.datasetSize + r.numReplicas - 1) / r.numReplicas;
-    std::vector<ddph::verify::Index> shard;
+    std::vector<ddph::sampler::Index> shard;
     for (std::int64_t k = 0; k < perRank; ++k) {
       const std::int64_t pos = k * r.numReplicas + r.rank;
       shard.push_back(order[static_cast<std::size_t>(pos % r.datasetSize)]);
@@ -30,15 +30,15 @@ class MyShuffleSampler : public ddph::verify::Sampler {
 };
 
 // An evaluation sampler: contiguous blocks, the N % W leftovers one each to the first ranks.
-class MyEvalSampler : public ddph::verify::Sampler {
+class MyEvalSampler : public ddph::sampler::Sampler {
  public:
   std::string name() const override { return "my-eval"; }
-  std::vector<ddph::verify::Index> indices(const ddph::verify::ShardRequest& r) override {
+  std::vector<ddph::sampler::Index> indices(const ddph::sampler::ShardRequest& r) override {
     const std::int64_t base = r.datasetSize / r.numReplicas;
     const std::int64_t extra = r.datasetSize % r.numReplicas;
     const std::int64_t begin = r.rank * base + std::min(r.rank, extra);
     const std::int64_t length = base + (r.rank < extra ? 1 : 0);
-    std::vector<ddph::verify::Index> shard(static_cast<std::size_t>(length));
+    std::vector<ddph::sampler::Index> shard(static_cast<std::size_t>(length));
     std::iota(shard.begin(), shard.end(), begin);
     return shard;
   }
@@ -65,7 +65,7 @@ TEST(MySamplers, ComposedContract) {
   const ddph::verify::Contract inOrder{"in-order-eval",
                                        "evaluation in dataset order",
                                        {"valid-range", "no-duplicates", "coverage"},
-                                       ddph::verify::Expectations{}};
+                                       ddph::sampler::Expectations{}};
   EXPECT_TRUE(ddph::verify::testing::satisfiesContract(sampler, inOrder));
 }
 

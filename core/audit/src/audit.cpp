@@ -13,8 +13,8 @@
 
 namespace ddph::audit {
 
-using verify::Violation;
-namespace property = verify::property;
+using sampler::Violation;
+namespace property = sampler::property;
 
 namespace {
 

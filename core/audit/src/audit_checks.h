@@ -11,44 +11,44 @@
 #include <vector>
 
 #include "ddph/audit/trace.h"
-#include "ddph/verify/distributed_sampler.h"
-#include "ddph/verify/property.h"
+#include "ddph/sampler/distributed_sampler.h"
+#include "ddph/sampler/property.h"
 
 namespace ddph::audit {
 
 /// rank_checks.cpp: rank-failure (no trace, crashed, killed, hung, raised).
-void checkRanks(const Trace& trace, std::vector<verify::Violation>& out);
+void checkRanks(const Trace& trace, std::vector<sampler::Violation>& out);
 
 /// collective_checks.cpp: collective-mismatch (uneven steps, desynchronised collectives).
-void checkCollectives(const Trace& trace, std::vector<verify::Violation>& out);
+void checkCollectives(const Trace& trace, std::vector<sampler::Violation>& out);
 
 /// data_checks.cpp: the samplers' partitions (coverage, disjointness, reshuffle), what was
 /// consumed (coverage), evaluation duplicates (no-duplicates).
 /// `judged` gets the name of every property some loader's pass was judged by.
-void checkData(const Trace& trace, std::vector<verify::Violation>& out,
+void checkData(const Trace& trace, std::vector<sampler::Violation>& out,
                std::vector<std::string>& notes, std::set<std::string>& judged);
 
 /// replica_checks.cpp: replica-consistency and parameter-updates.
-void checkReplicas(const Trace& trace, std::vector<verify::Violation>& out);
+void checkReplicas(const Trace& trace, std::vector<sampler::Violation>& out);
 
 // --- what each rank's sampler yields and what it consumed (data_checks.cpp) --------------------
 
 // The epoch orders of torch's DistributedSampler, built once per (N, seed, epoch, shuffle).
 class OrderCache {
  public:
-  const std::vector<verify::Index>& order(std::int64_t n, std::int64_t seed, std::int64_t epoch,
+  const std::vector<sampler::Index>& order(std::int64_t n, std::int64_t seed, std::int64_t epoch,
                                           bool shuffle) {
     auto key = std::make_tuple(n, seed, epoch, shuffle);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
-    verify::DistributedSamplerOptions options;
+    sampler::DistributedSamplerOptions options;
     options.shuffle = shuffle;
-    return cache_.emplace(key, verify::distributedEpochOrder(n, seed, epoch, options))
+    return cache_.emplace(key, sampler::distributedEpochOrder(n, seed, epoch, options))
         .first->second;
   }
 
  private:
-  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>, std::vector<verify::Index>>
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>, std::vector<sampler::Index>>
       cache_;
 };
 
@@ -57,7 +57,7 @@ const SamplerRecord* samplerOf(const RankTrace& t, std::int64_t loader);
 
 /// Everything the sampler of pass `p` yields on rank `t`, when it is known: torch's
 /// DistributedSampler recomputed, SequentialSampler, or a recorded pass that ran to its end.
-std::optional<std::vector<verify::Index>> samplerOrder(const RankTrace& t, const PassRecord& p,
+std::optional<std::vector<sampler::Index>> samplerOrder(const RankTrace& t, const PassRecord& p,
                                                        OrderCache& cache);
 
 /// A pass that ran to StopIteration, or handed out len(loader) batches (NOTE [Passes and epochs]).
@@ -69,9 +69,9 @@ bool runEndsInside(const RankTrace& t, const PassRecord& p);
 
 /// The indices of the batches of `p` the program used (zip's discarded last batch left out), or
 /// nothing when they are unknown.
-std::optional<std::vector<verify::Index>> consumedIndices(
+std::optional<std::vector<sampler::Index>> consumedIndices(
     const RankTrace& t, const PassRecord& p,
-    const std::optional<std::vector<verify::Index>>& order);
+    const std::optional<std::vector<sampler::Index>>& order);
 
 // --- a run of several jobs (resumed_job_checks.cpp) ----------------------------------------------
 
@@ -79,7 +79,7 @@ std::optional<std::vector<verify::Index>> consumedIndices(
 /// left unfinished, notes, and the loaders whose unfinished epoch was judged across the two
 /// jobs (or could not be), whose per-job coverage findings and notes that judgement replaces.
 struct ResumedJobJudgement {
-  std::vector<verify::Violation> violations;
+  std::vector<sampler::Violation> violations;
   std::vector<std::string> notes;
   std::set<std::int64_t> loaders;
 };
@@ -93,25 +93,25 @@ ResumedJobJudgement checkResumedJob(const Trace& before, const Trace& after, int
 
 /// Every complete training pass of `loader` left out the same samples of one dataset split across
 /// the ranks (two epochs at least): the coverage finding naming them and why, or nothing.
-std::optional<verify::Violation> neverTrainedInAnyEpoch(const Trace& trace, std::int64_t loader,
+std::optional<sampler::Violation> neverTrainedInAnyEpoch(const Trace& trace, std::int64_t loader,
                                                         OrderCache& cache);
 
 /// `loader`'s sampler was given new epochs after the loader's last pass ran out, while training
 /// went on over another loader: its batches came from a cache (itertools.cycle). The reshuffle
 /// finding, or nothing.
-std::optional<verify::Violation> replayedFromACache(const Trace& trace, std::int64_t loader);
+std::optional<sampler::Violation> replayedFromACache(const Trace& trace, std::int64_t loader);
 
 // --- whether the ranks' loaders hold one dataset (dataset_identity.cpp) --------------------------
 
 /// Ranks whose ConcatDatasets differ (other parts, the same parts in another order, parts of other
 /// lengths or items): the coverage finding naming what differs and the likely causes, or nothing
 /// (also when they differ only in a part's file listing, which the listing check names).
-std::optional<verify::Violation> differentComposition(const std::vector<const RankTrace*>& traces,
+std::optional<sampler::Violation> differentComposition(const std::vector<const RankTrace*>& traces,
                                                       std::int64_t loader);
 
 /// Ranks whose TensorDatasets hold other first, middle or last rows: the coverage finding (the
 /// same samples in another order when their content digests agree), or nothing.
-std::optional<verify::Violation> differentItems(const std::vector<const RankTrace*>& traces,
+std::optional<sampler::Violation> differentItems(const std::vector<const RankTrace*>& traces,
                                                 std::int64_t loader);
 
 /// The likely causes of data that differ across ranks by `kind`: "order", "length", "items" or
@@ -130,13 +130,13 @@ bool datasetHashed(const LoaderRecord& l);
 /// Ranks whose datasets are Subsets of one base, of the sizes that split it across the ranks,
 /// whose indices overlap or leave samples out (each drew its own split): the coverage finding, or
 /// nothing (NOTE [Shards that are Subsets of one base]).
-std::optional<verify::Violation> overlappingSubsets(const std::vector<const RankTrace*>& traces,
+std::optional<sampler::Violation> overlappingSubsets(const std::vector<const RankTrace*>& traces,
                                                     std::int64_t loader);
 
 /// Ranks that each hold a dataset of their own, where some hold the same one (their listing, rows
 /// and parts agree): the disjointness finding naming them (LOCAL_RANK when they pair across
 /// nodes), or nothing.
-std::optional<verify::Violation> sharedOwnDatasets(const std::vector<const RankTrace*>& traces,
+std::optional<sampler::Violation> sharedOwnDatasets(const std::vector<const RankTrace*>& traces,
                                                    std::int64_t loader);
 
 // --- node topology (node_topology.cpp) -------------------------------------------------------------
@@ -187,7 +187,7 @@ const PassRecord* lastBatchPass(const RankTrace& t);
 std::string whereRankStood(const RankTrace& t);
 
 /// "896..999", "3, 17, 40" or "3, 17, 40, … (12 in all)": runs of consecutive indices as ranges.
-std::string describeIndices(const std::vector<verify::Index>& sorted);
+std::string describeIndices(const std::vector<sampler::Index>& sorted);
 
 /// "ranks 1, 2, 3" / "rank 1".
 std::string rankList(const std::vector<std::int64_t>& ranks);

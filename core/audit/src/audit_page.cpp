@@ -13,11 +13,11 @@
 
 namespace ddph::audit {
 
-using verify::findProperty;
-using verify::likelyCauseOf;
-using verify::PropertyInfo;
-using verify::Violation;
-namespace property = verify::property;
+using sampler::findProperty;
+using sampler::likelyCauseOf;
+using sampler::PropertyInfo;
+using sampler::Violation;
+namespace property = sampler::property;
 
 namespace {
 

@@ -4,13 +4,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ddph/verify/violation_report.h"
+#include "ddph/sampler/violation_report.h"
 #include "ddph/audit/audit.h"
 
 namespace ddph::audit {
 
-using verify::violationJson;
-using verify::violationsText;
+using sampler::violationJson;
+using sampler::violationsText;
 
 std::string auditReportJson(const AuditReport& r) {
   nlohmann::ordered_json j;

@@ -15,8 +15,8 @@
 
 namespace ddph::audit {
 
-using verify::Violation;
-namespace property = verify::property;
+using sampler::Violation;
+namespace property = sampler::property;
 
 namespace {
 

@@ -15,27 +15,27 @@
 #include <set>
 
 #include "audit_checks.h"
-#include "ddph/verify/partition_checks.h"
-#include "ddph/verify/distributed_sampler.h"
-#include "ddph/verify/line_protocol_sampler.h"
+#include "ddph/sampler/partition_checks.h"
+#include "ddph/sampler/distributed_sampler.h"
+#include "ddph/sampler/line_protocol_sampler.h"
 
 namespace ddph::audit {
 
-using verify::checkCoverage;
-using verify::checkDisjointness;
-using verify::checkNoDuplicates;
-using verify::checkRanksAgree;
-using verify::checkReshuffle;
-using verify::checkValidRange;
-using verify::distributedNumSamples;
-using verify::distributedShard;
-using verify::Expectations;
-using verify::Index;
-using verify::Partition;
-using verify::samplerName;
-using verify::ShardRequest;
-using verify::Violation;
-namespace property = verify::property;
+using sampler::checkCoverage;
+using sampler::checkDisjointness;
+using sampler::checkNoDuplicates;
+using sampler::checkRanksAgree;
+using sampler::checkReshuffle;
+using sampler::checkValidRange;
+using sampler::distributedNumSamples;
+using sampler::distributedShard;
+using sampler::Expectations;
+using sampler::Index;
+using sampler::Partition;
+using sampler::samplerName;
+using sampler::ShardRequest;
+using sampler::Violation;
+namespace property = sampler::property;
 
 const SamplerRecord* samplerOf(const RankTrace& t, std::int64_t loader) {
   const auto l = t.loaders.find(loader);
@@ -909,7 +909,7 @@ class DataChecker {
         "(built as DistributedSampler is, with num_replicas, rank and seed), which shrinks a "
         "failure to a minimal request",
         known.empty() ? "the samplers' own parameters agree" : fmt::format("{}", fmt::join(known, ", ")),
-        candidates, verify::shellQuote(interpreter), serveSpec(ranks[0]));
+        candidates, sampler::shellQuote(interpreter), serveSpec(ranks[0]));
   }
 
   // What serve_sampler takes for the sampler's class: "train.py:ShardSampler" for a class of the
@@ -988,7 +988,7 @@ class DataChecker {
     const std::int64_t k = before[0].pass->iter;
     const Partition a = partitionOf(before, before[0].pass->datasetLen, k, false);
     const Partition b = partitionOf(after, after[0].pass->datasetLen, k + 1, false);
-    auto v = ddph::verify::checkReshuffle(a, b, e);
+    auto v = ddph::sampler::checkReshuffle(a, b, e);
     if (!v) return;
     const auto e0 = before[0].pass->samplerEpoch, e1 = after[0].pass->samplerEpoch;
     std::string why;

@@ -16,8 +16,8 @@
 
 namespace ddph::audit {
 
-using verify::Violation;
-namespace property = verify::property;
+using sampler::Violation;
+namespace property = sampler::property;
 
 namespace {
 
@@ -384,12 +384,12 @@ std::optional<Violation> overlappingSubsets(const std::vector<const RankTrace*>&
     const auto& indices = *t->loaders.at(loader).subsetIndices;
     const auto len = static_cast<std::int64_t>(indices.size());
     if (len < base / w || len > (base + w - 1) / w) return std::nullopt;  // not a split of N / W
-    for (verify::Index i : indices) {
+    for (sampler::Index i : indices) {
       if (i < 0 || i >= base) return std::nullopt;
       ++count[static_cast<std::size_t>(i)];
     }
   }
-  std::vector<verify::Index> shared, none;
+  std::vector<sampler::Index> shared, none;
   for (std::int64_t i = 0; i < base; ++i) {
     if (count[static_cast<std::size_t>(i)] > 1) shared.push_back(i);
     if (count[static_cast<std::size_t>(i)] == 0) none.push_back(i);
@@ -397,7 +397,7 @@ std::optional<Violation> overlappingSubsets(const std::vector<const RankTrace*>&
   // Chunks of N / W leave the N mod W tail out by design.
   if (shared.empty() && static_cast<std::int64_t>(none.size()) <= base - total) return std::nullopt;
   Violation v;
-  v.property = std::string(verify::property::kCoverage);
+  v.property = std::string(sampler::property::kCoverage);
   v.detail = fmt::format(
       "{}: the ranks' datasets are Subsets of one base of {} samples, {} samples together as a "
       "split of it would be, but {} of the base's samples are in more than one rank's Subset "

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "audit_checks.h"
-#include "ddph/verify/line_protocol_sampler.h"
+#include "ddph/sampler/line_protocol_sampler.h"
 
 namespace ddph::audit {
 
@@ -115,20 +115,20 @@ std::string rerunCommand(const Trace& trace, RerunWith with) {
   }
   words.emplace_back("--");
   if (launch) {
-    for (const auto& a : launch->command) words.push_back(verify::shellQuote(a));
+    for (const auto& a : launch->command) words.push_back(sampler::shellQuote(a));
   } else {
     words.push_back(interpreterOf(trace));
     const auto first = std::find_if(trace.ranks.begin(), trace.ranks.end(),
                                     [](const auto& t) { return t.has_value(); });
     if (first != trace.ranks.end()) {
-      for (const auto& a : (*first)->argv) words.push_back(verify::shellQuote(a));
+      for (const auto& a : (*first)->argv) words.push_back(sampler::shellQuote(a));
     }
   }
   return fmt::format("{}", fmt::join(words, " "));
 }
 
 // "896..999", "3, 17, 40" or "3, 17, 40, … (12 in all)": runs of consecutive indices as ranges.
-std::string describeIndices(const std::vector<verify::Index>& sorted) {
+std::string describeIndices(const std::vector<sampler::Index>& sorted) {
   std::vector<std::string> runs;
   for (const auto& [first, last] : consecutiveRuns(sorted)) {
     runs.push_back(last - first >= 2  ? fmt::format("{}..{}", first, last)

@@ -15,7 +15,7 @@
 namespace ddph::audit {
 
 using common::ConfigError;
-using verify::Index;
+using sampler::Index;
 
 namespace {
 

@@ -5,15 +5,15 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "ddph/verify/sampler.h"
+#include "ddph/sampler/sampler.h"
 
 namespace ddph::audit {
 
 /// Throws ConfigError (without file context; the caller adds it) on a malformed list.
-std::vector<verify::Index> decodeIndexList(const nlohmann::json& value);
+std::vector<sampler::Index> decodeIndexList(const nlohmann::json& value);
 
 /// The shortest of the three forms for `indices` (an array for a few, runs when they compress,
 /// else base64 int64).
-nlohmann::ordered_json encodeIndexList(const std::vector<verify::Index>& indices);
+nlohmann::ordered_json encodeIndexList(const std::vector<sampler::Index>& indices);
 
 }  // namespace ddph::audit

@@ -20,8 +20,8 @@
 namespace ddph::audit {
 
 using common::signalName;
-using verify::Violation;
-namespace property = verify::property;
+using sampler::Violation;
+namespace property = sampler::property;
 
 namespace {
 

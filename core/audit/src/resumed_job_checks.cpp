@@ -10,9 +10,9 @@
 
 namespace ddph::audit {
 
-using verify::Index;
-using verify::Violation;
-namespace property = verify::property;
+using sampler::Index;
+using sampler::Violation;
+namespace property = sampler::property;
 
 namespace {
 

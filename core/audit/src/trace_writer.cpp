@@ -18,7 +18,7 @@
 
 namespace ddph::audit {
 
-using verify::Index;
+using sampler::Index;
 
 namespace ts = trace_schema;
 using nlohmann::ordered_json;

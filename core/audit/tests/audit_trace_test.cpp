@@ -18,16 +18,16 @@
 #include "ddph/audit/trace.h"
 #include "ddph/audit/trace_progress.h"
 #include "ddph/common/error.h"
-#include "ddph/verify/distributed_sampler.h"
+#include "ddph/sampler/distributed_sampler.h"
 #include "test_support.h"
 
 namespace ddph::test_support {
 
 using common::ConfigError;
-using verify::distributedNumSamples;
-using verify::likelyCauseOf;
-using verify::Violation;
-namespace property = verify::property;
+using sampler::distributedNumSamples;
+using sampler::likelyCauseOf;
+using sampler::Violation;
+namespace property = sampler::property;
 
 namespace {
 using nlohmann::json;

@@ -61,7 +61,7 @@ void writeEveryEvent(const std::filesystem::path& dir) {
   const auto loader = w.addLoader({sampler, "Tensors", 8, 2, false, false, "samples:ab12"});
   w.startPass({loader, 0, 0, 7, 2, 0, 1, true, false, 8, {{0, "00ff"}}});
   const auto ddp = w.addDdp("Linear", 4);
-  const std::vector<ddph::verify::Index> indices{3, 5};
+  const std::vector<ddph::sampler::Index> indices{3, 5};
   w.batch(loader, 0, 0, 2, true, &indices);
   w.forward(ddp, 0, true, true);
   const auto seq = w.enterCollective({"all_reduce", "float32", 4, true, ddp, 0, 0});

@@ -3,14 +3,14 @@
 #include <algorithm>
 
 #include "ddph/common/error.h"
-#include "ddph/verify/batching.h"
+#include "ddph/sampler/batching.h"
 
 namespace ddph::data {
 
 using common::ConfigError;
 using common::Error;
-using verify::Index;
-using verify::makeBatches;
+using sampler::Index;
+using sampler::makeBatches;
 
 Mix parseMix(std::string_view name) {
   if (name == "zip") return Mix::kZip;

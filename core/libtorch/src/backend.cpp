@@ -7,9 +7,9 @@
 
 namespace ddph::libtorch {
 
-using verify::Index;
-using verify::LibTorchSamplerKind;
-using verify::ShardRequest;
+using sampler::Index;
+using sampler::LibTorchSamplerKind;
+using sampler::ShardRequest;
 
 namespace {
 

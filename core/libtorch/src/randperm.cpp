@@ -7,7 +7,7 @@
 
 namespace ddph::libtorch {
 
-using verify::Index;
+using sampler::Index;
 
 // torch::randperm writes straight into the returned vector (a tensor over its memory), so the
 // permutation exists once: returning a copy of a tensor would hold two permutations of n at the

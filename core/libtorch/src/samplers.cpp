@@ -1,4 +1,4 @@
-// LibTorch's own distributed samplers, drained into index lists (ddph/verify/libtorch_samplers.h).
+// LibTorch's own distributed samplers, drained into index lists (ddph/sampler/libtorch_samplers.h).
 #include <torch/data/samplers/distributed.h>
 
 #include <algorithm>
@@ -7,9 +7,9 @@
 
 namespace ddph::libtorch {
 
-using verify::Index;
-using verify::LibTorchSamplerKind;
-using verify::ShardRequest;
+using sampler::Index;
+using sampler::LibTorchSamplerKind;
+using sampler::ShardRequest;
 
 namespace {
 

@@ -13,15 +13,15 @@
 #include "ddph/comm/gloo_communicator.h"
 #include "ddph/comm/rendezvous_store.h"
 #include "ddph/common/libtorch_module.h"
-#include "ddph/verify/libtorch_samplers.h"
-#include "ddph/verify/sampler.h"
+#include "ddph/sampler/libtorch_samplers.h"
+#include "ddph/sampler/sampler.h"
 
 namespace ddph::libtorch {
 
-std::vector<verify::Index> libtorchRandperm(std::int64_t n, std::uint64_t seed);  // randperm.cpp
-std::vector<verify::Index> libtorchSamplerIndices(
-    verify::LibTorchSamplerKind kind, bool allowDuplicates,
-    const verify::ShardRequest& request);                // samplers.cpp
+std::vector<sampler::Index> libtorchRandperm(std::int64_t n, std::uint64_t seed);  // randperm.cpp
+std::vector<sampler::Index> libtorchSamplerIndices(
+    sampler::LibTorchSamplerKind kind, bool allowDuplicates,
+    const sampler::ShardRequest& request);                // samplers.cpp
 std::shared_ptr<comm::RendezvousStore> c10dHashStore();  // c10d_store.cpp
 std::shared_ptr<comm::RendezvousStore> c10dTcpStore(
     const std::string& host, std::uint16_t port, bool isServer, int worldSize,

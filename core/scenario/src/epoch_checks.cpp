@@ -6,29 +6,29 @@
 #include <set>
 
 #include "ddph/scenario/rank_program.h"
-#include "ddph/verify/builtin_samplers.h"
-#include "ddph/verify/distributed_sampler.h"
-#include "ddph/verify/partition_checks.h"
-#include "ddph/verify/property.h"
-#include "ddph/verify/resume_checks.h"
+#include "ddph/sampler/builtin_samplers.h"
+#include "ddph/sampler/distributed_sampler.h"
+#include "ddph/sampler/partition_checks.h"
+#include "ddph/sampler/property.h"
+#include "ddph/sampler/resume_checks.h"
 
 namespace ddph::scenario {
 
-using verify::checkCoverage;
-using verify::checkDisjointness;
-using verify::checkEqualLength;
-using verify::checkReshuffle;
-using verify::checkResumeBalance;
-using verify::checkResumeExactlyOnce;
-using verify::checkValidRange;
-using verify::distributedNumSamples;
-using verify::Expectations;
-using verify::Index;
-using verify::makeBuiltinSampler;
-using verify::Partition;
-using verify::ResumedEpoch;
-using verify::Violation;
-namespace property = verify::property;
+using sampler::checkCoverage;
+using sampler::checkDisjointness;
+using sampler::checkEqualLength;
+using sampler::checkReshuffle;
+using sampler::checkResumeBalance;
+using sampler::checkResumeExactlyOnce;
+using sampler::checkValidRange;
+using sampler::distributedNumSamples;
+using sampler::Expectations;
+using sampler::Index;
+using sampler::makeBuiltinSampler;
+using sampler::Partition;
+using sampler::ResumedEpoch;
+using sampler::Violation;
+namespace property = sampler::property;
 
 EpochChecks::EpochChecks(const Scenario& s, const std::vector<Checked>& checked, std::int64_t world,
                          Findings& out)

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "ddph/scenario/scenario.h"
-#include "ddph/verify/partition_checks.h"
-#include "ddph/verify/property.h"
+#include "ddph/sampler/partition_checks.h"
+#include "ddph/sampler/property.h"
 #include "pipeline_hints.h"
 #include "rank_sources.h"
 
@@ -20,7 +20,7 @@ namespace ddph::scenario {
 /// What the run's own checks found, in the order found, and the facts worth showing in the summary
 /// (the eval metric, unvisited samples per dataset).
 struct Findings {
-  std::vector<verify::Violation> violations;
+  std::vector<sampler::Violation> violations;
   std::vector<std::string> notes;
 };
 
@@ -32,7 +32,7 @@ class EpochChecks {
 
   /// `gathered[source][rank]`: the ids rank consumed from that source in `epoch`.
   void check(std::int64_t epoch,
-             const std::vector<std::vector<std::vector<verify::Index>>>& gathered);
+             const std::vector<std::vector<std::vector<sampler::Index>>>& gathered);
 
   /// What the pipeline's configuration explains: each hint becomes the likely cause of the
   /// violations of its property on its dataset.
@@ -40,20 +40,20 @@ class EpochChecks {
 
   /// [resume] (one dataset): `gathered[rank]` holds what the rank took before the stop (its first
   /// `consumed`) and after the resume; judged by resume-exactly-once and resume-balance.
-  void checkResumed(std::int64_t epoch, const std::vector<std::vector<verify::Index>>& gathered,
+  void checkResumed(std::int64_t epoch, const std::vector<std::vector<sampler::Index>>& gathered,
                     std::int64_t consumed);
 
  private:
-  void report(std::optional<verify::Violation> v, const Checked& c);
-  void noteUnvisited(const verify::Partition& p, const Checked& info);
-  std::string evalMetric(const verify::Partition& p, std::size_t dataset) const;
+  void report(std::optional<sampler::Violation> v, const Checked& c);
+  void noteUnvisited(const sampler::Partition& p, const Checked& info);
+  std::string evalMetric(const sampler::Partition& p, std::size_t dataset) const;
 
   const Scenario& s_;
   const std::vector<Checked>& checked_;
   std::int64_t world_;
   Findings& out_;
   std::vector<PipelineHint> hints_;
-  std::vector<std::optional<verify::Partition>> previous_;  ///< per checked dataset, the last epoch
+  std::vector<std::optional<sampler::Partition>> previous_;  ///< per checked dataset, last epoch
 };
 
 }  // namespace ddph::scenario

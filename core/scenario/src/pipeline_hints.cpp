@@ -2,13 +2,13 @@
 
 #include <fmt/format.h>
 
-#include "ddph/verify/distributed_sampler.h"
-#include "ddph/verify/property.h"
+#include "ddph/sampler/distributed_sampler.h"
+#include "ddph/sampler/property.h"
 
 namespace ddph::scenario {
 
-using verify::distributedNumSamples;
-namespace property = verify::property;
+using sampler::distributedNumSamples;
+namespace property = sampler::property;
 
 std::vector<PipelineHint> pipelineHints(const Scenario& s, const std::vector<DatasetSpec>& datasets,
                                         const std::vector<std::size_t>& batchesPerRank,

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "ddph/common/error.h"
-#include "ddph/verify/batching.h"
+#include "ddph/sampler/batching.h"
 #include "epoch_schedule.h"
 #include "rank_sources.h"
 #include "scenario_trace.h"
@@ -21,8 +21,8 @@ namespace ddph::scenario {
 using common::ConfigError;
 using common::ProtocolError;
 using common::TimeoutError;
-using verify::Index;
-using verify::makeBatches;
+using sampler::Index;
+using sampler::makeBatches;
 
 namespace {
 

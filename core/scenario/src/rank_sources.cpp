@@ -8,18 +8,18 @@
 #include <random>
 
 #include "ddph/common/error.h"
-#include "ddph/verify/batching.h"
-#include "ddph/verify/builtin_samplers.h"
-#include "ddph/verify/distributed_sampler.h"
+#include "ddph/sampler/batching.h"
+#include "ddph/sampler/builtin_samplers.h"
+#include "ddph/sampler/distributed_sampler.h"
 
 namespace ddph::scenario {
 
-using verify::makeBatches;
+using sampler::makeBatches;
 
-using verify::distributedEpochOrder;
-using verify::DistributedSamplerOptions;
-using verify::Index;
-using verify::makeBuiltinSampler;
+using sampler::distributedEpochOrder;
+using sampler::DistributedSamplerOptions;
+using sampler::Index;
+using sampler::makeBuiltinSampler;
 
 RankSources buildRankSources(const Scenario& s, std::int64_t rank) {
   RankSources out;

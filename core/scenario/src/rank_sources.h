@@ -9,16 +9,16 @@
 #include <vector>
 
 #include "ddph/scenario/scenario.h"
-#include "ddph/verify/sampler.h"
+#include "ddph/sampler/sampler.h"
 
 namespace ddph::scenario {
 
 /// One dataset as a rank reads it.
 struct Source {
   DatasetSpec spec;
-  std::unique_ptr<verify::Sampler> sampler;  ///< null for "strided"
+  std::unique_ptr<sampler::Sampler> sampler;  ///< null for "strided"
   /// per-rank file order (faults.per_rank_order); empty: identity
-  std::vector<verify::Index> listing;
+  std::vector<sampler::Index> listing;
 };
 
 /// A dataset the epoch-end checks are about: a slice [offset, offset + size) of a source's ids.
@@ -42,11 +42,11 @@ struct RankSources {
 RankSources buildRankSources(const Scenario& s, std::int64_t rank);
 
 /// The ids rank `rank` of `world` reads from `src` in `epoch` (its file listing applied).
-std::vector<verify::Index> shardOf(const Source& src, std::int64_t world, std::int64_t rank,
+std::vector<sampler::Index> shardOf(const Source& src, std::int64_t world, std::int64_t rank,
                                    std::int64_t epoch, std::int64_t seed);
 
 /// The batches rank `rank` of `world` draws from `src` in `epoch`, batched as the scenario says.
-std::vector<std::vector<verify::Index>> batchesOf(const Scenario& s, const Source& src,
+std::vector<std::vector<sampler::Index>> batchesOf(const Scenario& s, const Source& src,
                                                   std::int64_t world, std::int64_t rank,
                                                   std::int64_t epoch, std::int64_t seed);
 

@@ -13,7 +13,7 @@
 
 namespace ddph::scenario {
 
-namespace property = verify::property;
+namespace property = sampler::property;
 
 std::vector<std::string_view> runCheckedProperties(const Scenario& s) {
   std::vector<std::string_view> out;

@@ -12,13 +12,13 @@
 #include <numeric>
 
 #include "ddph/common/error.h"
-#include "ddph/verify/violation_report.h"
+#include "ddph/sampler/violation_report.h"
 
 namespace ddph::scenario {
 
-using verify::Violation;
-using verify::violationJson;
-using verify::violationsText;
+using sampler::Violation;
+using sampler::violationJson;
+using sampler::violationsText;
 
 std::string reportJson(const RunReport& r) {
   nlohmann::ordered_json j;

@@ -10,14 +10,14 @@
 
 #include "ddph/common/error.h"
 #include "ddph/common/timeouts.h"
-#include "ddph/verify/property.h"
+#include "ddph/sampler/property.h"
 
 namespace ddph::scenario {
 
 using common::ConfigError;
 using common::isSaneTimeout;
 using common::kMaxTimeoutSeconds;
-using verify::findProperty;
+using sampler::findProperty;
 
 namespace {
 

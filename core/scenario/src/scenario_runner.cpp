@@ -23,7 +23,7 @@
 #include "ddph/launch/own_pss.h"
 #include "ddph/scenario/rank_program.h"
 #include "ddph/scenario/scenario_file.h"
-#include "ddph/verify/randperm.h"
+#include "ddph/sampler/randperm.h"
 #include "rank_report.h"
 #include "straggler_check.h"
 #include "trace_checks.h"
@@ -35,9 +35,9 @@ using common::Error;
 using common::PrivateFolder;
 using common::ProtocolError;
 using common::TimeoutError;
-using verify::kRandpermReplicaLimit;
-using verify::Violation;
-namespace property = verify::property;
+using sampler::kRandpermReplicaLimit;
+using sampler::Violation;
+namespace property = sampler::property;
 
 namespace {
 

@@ -10,7 +10,7 @@
 
 namespace ddph::scenario {
 
-using verify::Index;
+using sampler::Index;
 
 namespace {
 

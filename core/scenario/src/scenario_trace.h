@@ -38,12 +38,12 @@ class ScenarioTrace {
 
   /// One sampler and loader per dataset; `listings[d]` is the rank's listing order (empty: 0..N-1).
   void declare(const std::vector<DatasetSpec>& datasets,
-               const std::vector<std::vector<verify::Index>>& listings, const Scenario& scenario);
+               const std::vector<std::vector<sampler::Index>>& listings, const Scenario& scenario);
   /// A pass per dataset; `samplerEpoch` empty when set_epoch is never called.
   void startEpoch(std::int64_t epoch, std::optional<std::int64_t> samplerEpoch, std::int64_t seed,
                   const std::vector<std::int64_t>& batches);
   /// One batch of dataset `d`, as the listing's ids (mapped back to positions here).
-  void batch(std::int64_t epoch, std::size_t d, const std::vector<verify::Index>& ids);
+  void batch(std::int64_t epoch, std::size_t d, const std::vector<sampler::Index>& ids);
   /// Ends the passes whose batches were all drawn.
   void endEpoch(std::int64_t epoch, const std::vector<std::int64_t>& batchesDrawn,
                 const std::vector<std::int64_t>& batches);
@@ -56,7 +56,7 @@ class ScenarioTrace {
   std::unique_ptr<audit::RecordingCommunicator> recording_;
   int rank_ = 0, worldSize_ = 1;
   std::vector<DatasetSpec> datasets_;
-  std::vector<std::vector<verify::Index>> positionOf_;  ///< [d][id] -> position in the listing
+  std::vector<std::vector<sampler::Index>> positionOf_;  ///< [d][id] -> position in the listing
   std::vector<std::int64_t> samplers_, loaders_, seq_;
   bool grad_ = true;  ///< false for an evaluation scenario (its batches are under no_grad)
 };

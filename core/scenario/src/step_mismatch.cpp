@@ -10,8 +10,8 @@
 
 namespace ddph::scenario {
 
-using verify::Violation;
-namespace property = verify::property;
+using sampler::Violation;
+namespace property = sampler::property;
 
 namespace {
 

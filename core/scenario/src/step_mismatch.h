@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ddph/scenario/scenario.h"
-#include "ddph/verify/property.h"
+#include "ddph/sampler/property.h"
 
 namespace ddph::scenario {
 
@@ -20,7 +20,7 @@ int ranksTakingStep(const Scenario& s, int world, std::int64_t epoch, std::int64
 /// ranks find it at run time (the first step whose number of ranks with a batch is neither 0 nor
 /// ranksTakingStep), or nothing when every rank ends the epoch in the same step. The violation
 /// names the ranks on each side and every rank's step count.
-std::optional<verify::Violation> findStepMismatch(const Scenario& s, std::int64_t epoch,
+std::optional<sampler::Violation> findStepMismatch(const Scenario& s, std::int64_t epoch,
                                                   const std::vector<std::int64_t>& plannedSteps,
                                                   std::int64_t stepsBeforeStop);
 

@@ -13,7 +13,7 @@
 namespace ddph::scenario {
 
 using common::ConfigError;
-using verify::Index;
+using sampler::Index;
 
 namespace {
 

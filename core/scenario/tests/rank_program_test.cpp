@@ -20,7 +20,7 @@ namespace ddph::scenario {
 
 using common::PrivateFolder;
 
-using verify::Violation;
+using sampler::Violation;
 
 namespace {
 

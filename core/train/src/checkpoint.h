@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "ddph/verify/sampler.h"
+#include "ddph/sampler/sampler.h"
 
 namespace ddph::train {
 
@@ -37,7 +37,7 @@ struct TrainingPosition {
   /// Per dataset: samples each rank consumed in `epoch` in this run (its first stepInEpoch steps).
   std::vector<std::int64_t> consumed;
   /// Per dataset: the runs of `epoch` before this one, on other world sizes, oldest first.
-  std::vector<std::vector<verify::ResumePoint>> history;
+  std::vector<std::vector<sampler::ResumePoint>> history;
 };
 
 using Fingerprint = std::map<std::string, std::string>;

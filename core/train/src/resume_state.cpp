@@ -4,11 +4,11 @@
 #include <fmt/ranges.h>
 
 #include "ddph/common/error.h"
-#include "ddph/verify/elastic_sampler.h"
+#include "ddph/sampler/elastic_sampler.h"
 
 namespace ddph::train {
 
-using verify::elasticRunStart;
+using sampler::elasticRunStart;
 
 namespace {
 

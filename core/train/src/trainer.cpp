@@ -29,8 +29,8 @@
 #include "ddph/data/dataset_mix.h"
 #include "ddph/data/image_dataset.h"
 #include "ddph/ddp/distributed_data_parallel.h"
-#include "ddph/verify/distributed_sampler.h"
-#include "ddph/verify/elastic_sampler.h"
+#include "ddph/sampler/distributed_sampler.h"
+#include "ddph/sampler/elastic_sampler.h"
 #include "ddph/train/progress.h"
 #include "ddph/train/training_page.h"
 #include "model.h"
@@ -40,13 +40,13 @@
 namespace ddph::train {
 
 using common::StopSignalScope;
-using verify::distributedEpochOrder;
-using verify::DistributedSamplerOptions;
-using verify::distributedTotalSize;
-using verify::elasticRunStart;
-using verify::ElasticSampler;
-using verify::Index;
-using verify::ResumePoint;
+using sampler::distributedEpochOrder;
+using sampler::DistributedSamplerOptions;
+using sampler::distributedTotalSize;
+using sampler::elasticRunStart;
+using sampler::ElasticSampler;
+using sampler::Index;
+using sampler::ResumePoint;
 
 namespace {
 

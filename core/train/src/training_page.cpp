@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "ddph/audit/audit_page.h"
-#include "ddph/verify/property.h"
+#include "ddph/sampler/property.h"
 
 namespace ddph::train {
 
-using verify::Violation;
-namespace property = verify::property;
+using sampler::Violation;
+namespace property = sampler::property;
 
 namespace {
 

@@ -10,7 +10,7 @@
 
 namespace ddph::train {
 
-using verify::Index;
+using sampler::Index;
 
 TrainingTrace::TrainingTrace(int rank, int worldSize, const std::string& samplesDir)
     : writer_(audit::TraceWriter::fromEnvironment(

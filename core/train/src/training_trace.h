@@ -19,7 +19,7 @@
 
 #include "ddph/audit/trace_writer.h"
 #include "ddph/comm/communicator.h"
-#include "ddph/verify/sampler.h"
+#include "ddph/sampler/sampler.h"
 
 namespace ddph::train {
 
@@ -40,7 +40,7 @@ class TrainingTrace {
   /// set_epoch and a pass per dataset; `batches[d]` is len(loader) of dataset d on this rank.
   void startEpoch(std::int64_t epoch, const std::vector<std::int64_t>& batches,
                   torch::nn::Module& model);
-  void batch(std::int64_t epoch, std::size_t dataset, const std::vector<verify::Index>& indices);
+  void batch(std::int64_t epoch, std::size_t dataset, const std::vector<sampler::Index>& indices);
   /// Ends the passes whose shard was consumed whole (`consumed[d]` indices of `shardSizes[d]`).
   void endEpoch(std::int64_t epoch, const std::vector<std::int64_t>& consumed,
                 const std::vector<std::int64_t>& shardSizes);

@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <functional>
 
-#include "ddph/verify/property.h"
+#include "ddph/sampler/property.h"
 #include "gradient_equivalence/compare.h"
 
 namespace ddph::ddp::equivalence {
 
-using verify::Violation;
-namespace property = verify::property;
+using sampler::Violation;
+namespace property = sampler::property;
 
 namespace {
 

@@ -4,6 +4,9 @@
 
 namespace ddph::verify {
 
+using sampler::ResumePoint;
+using sampler::SamplerCase;
+
 rc::Gen<SamplerCase> genSamplerCase(const CaseBounds& bounds) {
   using rc::gen::inRange;
   const std::int64_t smallN = std::min<std::int64_t>(bounds.maxDatasetSize, 40);

@@ -3,14 +3,22 @@
 #include <rapidcheck.h>
 #include <rapidcheck/detail/TestListener.h>
 
-#include "ddph/verify/case_gen.h"
-#include "ddph/verify/resume_checks.h"
 #include "ddph/common/error.h"
+#include "ddph/sampler/resume_checks.h"
+#include "ddph/verify/case_gen.h"
 
 namespace ddph::verify {
 
 using common::Error;
 using common::ProtocolError;
+using sampler::checkSamplerOrRejection;
+using sampler::Expectations;
+using sampler::findProperty;
+using sampler::formatViolation;
+using sampler::isResumeProperty;
+using sampler::Sampler;
+using sampler::SamplerCase;
+using sampler::Violation;
 
 namespace {
 

@@ -4,11 +4,25 @@
 #include <fmt/ranges.h>
 
 #include "ddph/common/error.h"
-#include "ddph/verify/property.h"
+#include "ddph/sampler/property.h"
 
 namespace ddph::verify {
 
 using common::ConfigError;
+using sampler::allSamplerPropertyNames;
+using sampler::checkSamplerOrRejection;
+using sampler::Expectations;
+using sampler::findProperty;
+using sampler::formatCase;
+using sampler::formatViolation;
+using sampler::Index;
+using sampler::likelyCauseOf;
+using sampler::Partition;
+using sampler::Sampler;
+using sampler::SamplerCase;
+using sampler::ShardRequest;
+using sampler::Violation;
+namespace property = sampler::property;
 
 namespace {
 

@@ -2,9 +2,9 @@
 // The verifier of real runs: the project's properties judged on a trace (ddph/audit/trace.h) of
 // an unmodified program, Python or C++.
 //
-// What it checks, each under the catalogue's property names (ddph/verify/property.h):
+// What it checks, each under the catalogue's property names (ddph/sampler/property.h):
 //  - the samplers' partitions of every epoch (coverage, disjointness, reshuffle), with the same
-//    definitions the property suite uses (ddph/verify/partition_checks.h);
+//    definitions the property suite uses (ddph/sampler/partition_checks.h);
 //  - what the program consumed (coverage of consumed samples: zip truncation, break);
 //  - evaluation passes that count padding duplicates (no-duplicates);
 //  - collectives across ranks (collective-mismatch: uneven steps, desynchronised calls);
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "ddph/audit/trace.h"
-#include "ddph/verify/property.h"
+#include "ddph/sampler/property.h"
 
 namespace ddph::audit {
 
@@ -38,7 +38,7 @@ struct AuditReport {
   int worldSize = 0;
   int ranksTraced = 0;
   bool passed = true;
-  std::vector<verify::Violation> violations;
+  std::vector<sampler::Violation> violations;
   std::vector<std::string> notes;
   AuditSeen seen;
   int interruptedBy = 0;  ///< the launcher was interrupted (launch --audit)
@@ -64,7 +64,7 @@ AuditReport auditRun(const std::vector<Trace>& jobs);
 
 /// The `rank-failure` findings of auditTrace alone (how each rank ended, the rank that never
 /// arrived): what `ddp-sim run` takes from the audit without judging the data again.
-std::vector<verify::Violation> auditRankFailures(const Trace& trace);
+std::vector<sampler::Violation> auditRankFailures(const Trace& trace);
 
 /// {"trace_dir":…, "program":…, "world_size":…, "passed":…, "violations":[…], "notes":[…],
 ///  "seen":{…}} — violations as in `ddp-sim run`'s report; "attempt" and "later_attempts" when

@@ -11,7 +11,7 @@
 #include "ddph/audit/audit.h"
 #include "ddph/audit/trace.h"
 #include "ddph/report/html_report.h"
-#include "ddph/verify/property.h"
+#include "ddph/sampler/property.h"
 
 namespace ddph::audit {
 
@@ -20,7 +20,7 @@ const std::vector<std::string_view>& auditedProperties();
 
 /// The verdict: `checked` with their catalogue summaries (those in `notApplicable` as "n/a"),
 /// each violation with its likely cause.
-report::Verdict verdictOf(bool passed, const std::vector<verify::Violation>& violations,
+report::Verdict verdictOf(bool passed, const std::vector<sampler::Violation>& violations,
                           const std::vector<std::string>& notes,
                           const std::vector<std::string_view>& checked,
                           const std::set<std::string>& notApplicable = {});
@@ -35,7 +35,7 @@ std::vector<report::CoverageEpoch> coverageOf(const Trace& trace,
 /// launch.json when there is one), failed when a rank-failure among `violations` names it; and the
 /// first collective whose ranks differ or that some rank never entered; the ranks' lanes over time
 /// (ddph/audit/rank_lanes.h).
-report::Timeline timelineOf(const Trace& trace, const std::vector<verify::Violation>& violations);
+report::Timeline timelineOf(const Trace& trace, const std::vector<sampler::Violation>& violations);
 
 /// The whole page of `ddp-sim audit`.
 report::Page auditPage(const Trace& trace, const AuditReport& report);

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "ddph/verify/sampler.h"
+#include "ddph/sampler/sampler.h"
 
 namespace ddph::audit {
 
@@ -76,7 +76,7 @@ struct LoaderRecord {
   std::vector<DatasetPart> datasetParts;  ///< a ConcatDataset's parts in order (empty: not one)
   /// A Subset's indices into its base dataset of `subsetOf` samples (the loader line's
   /// subset_indices): which samples of the base this rank's dataset holds.
-  std::optional<std::vector<verify::Index>> subsetIndices;
+  std::optional<std::vector<sampler::Index>> subsetIndices;
   std::int64_t subsetOf = 0;
   /// Iterators that yielded batches no training step used (`next(iter(loader))` for the batch
   /// size): not epochs, and not among the passes (docs/audit.md, "Passes and epochs").
@@ -88,7 +88,7 @@ struct BatchRecord {
   std::int64_t size = 0;
   bool grad = true;
   /// present for recorded orders / custom batching
-  std::optional<std::vector<verify::Index>> indices;
+  std::optional<std::vector<sampler::Index>> indices;
   std::string fingerprint;  ///< content hash of a batch from an iterable dataset ("fp"), or empty
   std::int64_t line = 0;
   std::optional<double> t;  ///< seconds since the rank's recorder started (the line's "t")

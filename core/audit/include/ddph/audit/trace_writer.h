@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "ddph/verify/sampler.h"
+#include "ddph/sampler/sampler.h"
 
 namespace ddph::audit {
 
@@ -82,7 +82,7 @@ class TraceWriter {
   void startPass(const PassInfo& info);
   /// `indices` is required when the loader's batching is not torch's.
   void batch(std::int64_t loader, std::int64_t iter, std::int64_t seq, std::int64_t size, bool grad,
-             const std::vector<verify::Index>* indices = nullptr);
+             const std::vector<sampler::Index>* indices = nullptr);
   void endPass(std::int64_t loader, std::int64_t iter, std::int64_t batches);
   std::int64_t addDdp(const std::string& module, std::int64_t parameters);
   void forward(std::int64_t ddp, std::int64_t n, bool training, bool grad);

@@ -1,6 +1,6 @@
 #pragma once
 // The on-demand LibTorch module (libddph_libtorch.so, built from core/libtorch/): every call the
-// torch-free libraries (verify, comm) make into LibTorch goes through this interface, so that a
+// torch-free libraries (sampler, comm) make into LibTorch goes through this interface, so that a
 // program pays LibTorch's start-up (about 0.7 s of dynamic loading) only when it asks for
 // something only LibTorch has: c10d's stores and its ProcessGroupGloo engine, torch::randperm
 // itself, LibTorch's C++ samplers.
@@ -9,7 +9,7 @@
 // running program (<bin>/../<libdir>), then in the install's libdir, then through the program's
 // RUNPATH, and loaded with dlopen once per process; a program that links LibTorch itself
 // (ddp-train, the DDP tests) loads the same libtorch.so, not a second one. This header is
-// torch-free and names the types of verify and comm only by declaration: the module, which
+// torch-free and names the types of sampler and comm only by declaration: the module, which
 // implements it, sits above both.
 
 #include <chrono>
@@ -24,11 +24,11 @@ class RendezvousStore;             // ddph/comm/rendezvous_store.h
 struct GlooOptions;                // ddph/comm/gloo_communicator.h
 }  // namespace ddph::comm
 
-namespace ddph::verify {
-struct ShardRequest;               // ddph/verify/sampler.h
-enum class LibTorchSamplerKind;    // ddph/verify/libtorch_samplers.h
-using Index = std::int64_t;        // ddph/verify/sampler.h
-}  // namespace ddph::verify
+namespace ddph::sampler {
+struct ShardRequest;               // ddph/sampler/sampler.h
+enum class LibTorchSamplerKind;    // ddph/sampler/libtorch_samplers.h
+using Index = std::int64_t;        // ddph/sampler/sampler.h
+}  // namespace ddph::sampler
 
 namespace ddph::libtorch {
 
@@ -40,12 +40,12 @@ class Backend {
   virtual std::string version() const = 0;
 
   /// torch::randperm(n) on a CPU generator seeded with `seed`.
-  virtual std::vector<verify::Index> randperm(std::int64_t n, std::uint64_t seed) const = 0;
+  virtual std::vector<sampler::Index> randperm(std::int64_t n, std::uint64_t seed) const = 0;
 
   /// The indices LibTorch's own distributed sampler of `kind` yields for `request`.
-  virtual std::vector<verify::Index> samplerIndices(verify::LibTorchSamplerKind kind,
+  virtual std::vector<sampler::Index> samplerIndices(sampler::LibTorchSamplerKind kind,
                                                     bool allowDuplicates,
-                                                    const verify::ShardRequest& request) const = 0;
+                                                    const sampler::ShardRequest& request) const = 0;
 
   /// c10d::HashStore.
   virtual std::shared_ptr<comm::RendezvousStore> inProcessStore() const = 0;

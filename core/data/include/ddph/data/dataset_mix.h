@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ddph/verify/sampler.h"
+#include "ddph/sampler/sampler.h"
 
 namespace ddph::data {
 
@@ -30,18 +30,18 @@ std::string mixName(Mix mix);
 /// One training step of one rank: batches[d] are dataset d's sample indices in this step (empty
 /// when dataset d takes no part in it).
 struct MixedStep {
-  std::vector<std::vector<verify::Index>> batches;
+  std::vector<std::vector<sampler::Index>> batches;
 };
 
 /// One rank's epoch. `shards[d]` is dataset d's shard for this rank and epoch; batchSize > 0.
-std::vector<MixedStep> planEpoch(const std::vector<std::vector<verify::Index>>& shards,
+std::vector<MixedStep> planEpoch(const std::vector<std::vector<sampler::Index>>& shards,
                                  std::int64_t batchSize, Mix mix);
 
 /// How often each sample of one dataset was visited during an epoch, summed over ranks.
 class VisitCounter {
  public:
   explicit VisitCounter(std::int64_t datasetSize);
-  void visit(const std::vector<verify::Index>& batch);  ///< throws Error for an index out of range
+  void visit(const std::vector<sampler::Index>& batch);  ///< throws Error for an index out of range
   std::vector<std::int64_t>& counts() { return counts_; }  ///< allreduce(sum) these across ranks
   const std::vector<std::int64_t>& counts() const { return counts_; }
   void reset();

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "ddph/comm/communicator.h"
-#include "ddph/verify/property.h"
+#include "ddph/sampler/property.h"
 
 namespace ddph::ddp {
 
@@ -88,7 +88,7 @@ Tolerance defaultTolerance(const TrainingSetup& setup);
 bool exactSetup(const TrainingSetup& setup);
 
 struct EquivalenceReport {
-  std::vector<verify::Violation> violations;  ///< empty: equivalent
+  std::vector<sampler::Violation> violations;  ///< empty: equivalent
   double maxGradientError = 0.0;      ///< largest |ddp - reference| / scale over all gradients
   double maxParameterError = 0.0;     ///< the same for the final parameters
   int buckets = 0;                    ///< number of DDP buckets

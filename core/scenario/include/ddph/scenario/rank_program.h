@@ -20,7 +20,7 @@
 
 #include "ddph/comm/communicator.h"
 #include "ddph/scenario/scenario.h"
-#include "ddph/verify/property.h"
+#include "ddph/sampler/property.h"
 
 namespace ddph::scenario {
 
@@ -38,7 +38,7 @@ struct RankRunStats {
   double waitSeconds = 0;       ///< time inside the gradient allreduces
   double epochSeconds = 0;      ///< wall time of the epochs
   /// The ranks disagreed on the number of steps and stopped (NOTE [Step agreement]).
-  std::optional<verify::Violation> stepMismatch;
+  std::optional<sampler::Violation> stepMismatch;
   std::string traceFailure;  ///< why its trace stops short (a full disk), or empty
 };
 

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "ddph/verify/property.h"
-#include "ddph/verify/violation_report.h"  // violationsText
+#include "ddph/sampler/property.h"
+#include "ddph/sampler/violation_report.h"  // violationsText
 
 namespace ddph::scenario {
 
@@ -22,7 +22,7 @@ struct RunReport {
   std::string description;
   int worldSize = 0;
   bool passed = true;
-  std::vector<verify::Violation> violations;
+  std::vector<sampler::Violation> violations;
   std::vector<std::string> notes;
   /// Scalar timings in seconds or MB, in the order they are shown ("total_s", …).
   std::vector<std::pair<std::string, double>> timings;

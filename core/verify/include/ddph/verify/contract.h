@@ -1,7 +1,7 @@
 #pragma once
 // Contracts: named sets of properties a sampler promises, checked in one call.
 //
-// A contract is only a list of property names from the catalogue (ddph/verify/property.h)
+// A contract is only a list of property names from the catalogue (ddph/sampler/property.h)
 // plus the Expectations those properties are judged with; the properties themselves live in
 // partition_checks.h and are driven by searchCounterexample (RapidCheck generation + shrinking).
 // Users compose their own contracts from the same names:
@@ -18,9 +18,9 @@
 #include <string_view>
 #include <vector>
 
+#include "ddph/sampler/partition_checks.h"
+#include "ddph/sampler/sampler.h"
 #include "ddph/verify/counterexample_search.h"
-#include "ddph/verify/partition_checks.h"
-#include "ddph/verify/sampler.h"
 
 namespace ddph::verify {
 
@@ -29,7 +29,7 @@ struct Contract {
   std::string name;
   std::string summary;
   std::vector<std::string> properties;  ///< catalogue names, checked in this order
-  Expectations expectations;
+  sampler::Expectations expectations;
 };
 
 /// The contracts ddp-harness defines:
@@ -68,10 +68,10 @@ struct ContractResult {
 /// Searches every property of `contract` for a minimal counterexample (options.cases cases each).
 /// Throws ProtocolError when the sampler itself fails (an external process crashed, hung or
 /// answered garbage) and ConfigError for an invalid contract.
-ContractResult checkContract(Sampler& sampler, const Contract& contract,
+ContractResult checkContract(sampler::Sampler& sampler, const Contract& contract,
                              const SearchOptions& options = {});
 /// The built-in contract `name`.
-ContractResult checkContract(Sampler& sampler, std::string_view contractName,
+ContractResult checkContract(sampler::Sampler& sampler, std::string_view contractName,
                              const SearchOptions& options = {});
 
 /// A readable multi-line report: one line a property, and for each violated one the minimal case,
@@ -80,35 +80,36 @@ std::string formatContractResult(const ContractResult& result);
 
 /// One question put to a sampler and its answer, as recorded by RecordingSampler.
 struct Exchange {
-  ShardRequest request;
-  std::vector<Index> indices;
+  sampler::ShardRequest request;
+  std::vector<sampler::Index> indices;
   std::optional<std::int64_t> declaredLength;
 };
 
 /// Wraps a sampler and records every request and answer, so a report can show what a minimal
 /// counterexample asked and got. Not thread-safe (like Sampler).
-class RecordingSampler final : public Sampler {
+class RecordingSampler final : public sampler::Sampler {
  public:
-  explicit RecordingSampler(Sampler& inner) : inner_(inner) {}
+  explicit RecordingSampler(sampler::Sampler& inner) : inner_(inner) {}
 
   std::string name() const override { return inner_.name(); }
-  std::vector<Index> indices(const ShardRequest& request) override;
-  std::optional<std::int64_t> declaredLength(const ShardRequest& request) override;
-  Partition partition(const SamplerCase& c) override;
+  std::vector<sampler::Index> indices(const sampler::ShardRequest& request) override;
+  std::optional<std::int64_t> declaredLength(const sampler::ShardRequest& request) override;
+  sampler::Partition partition(const sampler::SamplerCase& c) override;
 
   const std::vector<Exchange>& exchanges() const { return exchanges_; }
   void clear() { exchanges_.clear(); }
 
  private:
-  Sampler& inner_;
+  sampler::Sampler& inner_;
   std::vector<Exchange> exchanges_;
 };
 
 /// The exchanges a property needs for case `c`, recorded by re-checking `property` on that case
 /// alone. `violation` receives what the re-check found (nothing if the sampler does not repeat
 /// its failure, i.e. it is not deterministic).
-std::vector<Exchange> recordCase(Sampler& sampler, const SamplerCase& c,
-                                 const Expectations& expectations, const std::string& property,
-                                 std::optional<Violation>* violation = nullptr);
+std::vector<Exchange> recordCase(sampler::Sampler& sampler, const sampler::SamplerCase& c,
+                                 const sampler::Expectations& expectations,
+                                 const std::string& property,
+                                 std::optional<sampler::Violation>* violation = nullptr);
 
 }  // namespace ddph::verify

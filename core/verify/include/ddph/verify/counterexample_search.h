@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "ddph/verify/sampler_checks.h"
+#include "ddph/sampler/sampler_checks.h"
 
 namespace ddph::verify {
 
@@ -23,13 +23,14 @@ struct SearchResult {
   std::string property;
   bool passed = true;
   int casesPassed = 0;                       ///< cases that held before the first failure
-  std::optional<SamplerCase> counterexample;  ///< the minimal failing case
-  std::optional<Violation> violation;         ///< what the minimal case violates
+  std::optional<sampler::SamplerCase> counterexample;  ///< the minimal failing case
+  std::optional<sampler::Violation> violation;         ///< what the minimal case violates
 };
 
 /// Throws ProtocolError when the sampler itself fails (an external process crashed, …): that is
 /// no counterexample, and searching further would only repeat it.
-SearchResult searchCounterexample(Sampler& sampler, const std::string& property,
-                                  const Expectations& expectations, const SearchOptions& options);
+SearchResult searchCounterexample(sampler::Sampler& sampler, const std::string& property,
+                                  const sampler::Expectations& expectations,
+                                  const SearchOptions& options);
 
 }  // namespace ddph::verify

@@ -7,7 +7,7 @@
 //   }
 //
 // On failure the assertion message is formatContractResult's report: each violated property with
-// its minimal case and likely cause. Header-only, so ddph::core itself does not link GoogleTest.
+// its minimal case and likely cause. Header-only, so ddph::verify itself does not link GoogleTest.
 
 #include <gtest/gtest.h>
 
@@ -20,7 +20,8 @@ namespace ddph::verify::testing {
 
 /// Success when `sampler` keeps every property of `contract`; a failure carrying the report
 /// otherwise (also when the sampler throws instead of answering).
-inline ::testing::AssertionResult satisfiesContract(Sampler& sampler, const Contract& contract,
+inline ::testing::AssertionResult satisfiesContract(sampler::Sampler& sampler,
+                                                    const Contract& contract,
                                                     const SearchOptions& options = {}) {
   try {
     const ContractResult result = checkContract(sampler, contract, options);
@@ -35,7 +36,8 @@ inline ::testing::AssertionResult satisfiesContract(Sampler& sampler, const Cont
 
 /// The built-in contract `contractName` ("pytorch", "drop-last", "exactly-once",
 /// "with-replacement").
-inline ::testing::AssertionResult satisfiesContract(Sampler& sampler, std::string_view contractName,
+inline ::testing::AssertionResult satisfiesContract(sampler::Sampler& sampler,
+                                                    std::string_view contractName,
                                                     const SearchOptions& options = {}) {
   try {
     return satisfiesContract(sampler, findContract(contractName), options);
