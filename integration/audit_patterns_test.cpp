@@ -378,6 +378,18 @@ TEST(AuditPattern, ShardsDrawnAfterAPerRankSeedOverlapOverTheirBase) {
   EXPECT_FALSE(has(a.report["notes"].dump(), "no epoch's partition could be checked")) << shown(a);
 }
 
+TEST(AuditPattern, TwoLoadersDrivenForTheShortersLengthLeaveTheLongersRest) {
+  // CombinedLoader(mode="min_size")'s loop: the shorter loader handed out len() batches (complete,
+  // no StopIteration), the longer one was cut there every epoch: zip's truncation, not a budget.
+  const auto a = launchAudited(4, python("min_size_by_len.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_TRUE(has(text(v, "detail"), "(TensorDataset, 1280 samples): only 320 of its 1280 samples "
+                                     "were consumed in this epoch"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "zip() over loaders of different lengths")) << shown(a);
+}
+
 TEST(AuditPattern, AModelCalledAroundItsDdpWrapperIsNamed) {
   const auto a = launchAudited(4, python("module_forward_bypass.py"));
   EXPECT_EQ(a.command.exitCode, 1) << shown(a);

@@ -168,15 +168,16 @@ namespace {
 // The pass of another loader that ran out while `p` was running (zip's shorter loader), or null.
 // zip() makes both iterators before its first round, so the partner's pass began before p's last
 // batch: a loader iterated after p was left (Lightning's validation after limit_train_batches) is
-// none.
+// none. The partner ran out: StopIteration, or len(loader) batches handed out (Lightning's
+// CombinedLoader(mode="min_size") stops at the shortest's length).
 const PassRecord* exhaustedPartner(const RankTrace& t, const PassRecord& p) {
   if (p.batches.empty()) return nullptr;
   for (const auto& q : t.passes) {
     // Drawn from in turns with p: a batch of q after p's first (a loader run to its end before
     // p's first batch, Lightning's sanity check, is none).
-    if (q.loader != p.loader && q.ended && q.startLine > p.startLine && !q.batches.empty() &&
-        q.batches.back().line > p.batches.front().line && q.startLine < p.batches.back().line &&
-        q.endLine < p.endLine) {
+    if (q.loader != p.loader && completePass(q) && !q.batches.empty() &&
+        q.batches.back().line > p.batches.front().line &&
+        q.batches.front().line < p.batches.back().line && q.endLine < p.endLine) {
       return &q;
     }
   }

@@ -227,8 +227,10 @@ std::string divergedCause(const std::map<int, std::vector<Point>>& byRank, std::
       "every rank had run the same {} backward passes, whose gradients DDP averages alike, so the "
       "models were changed outside the allreduce on some ranks: an optimizer step on some ranks "
       "only (`if rank == 0: optimizer.step()`), an optimizer or learning-rate schedule that "
-      "differs per rank, or a parameter changed in place on one rank; the trace records no "
-      "optimizer step and cannot tell these apart: step the same optimizer on every rank",
+      "differs per rank, a parameter changed in place on one rank, or parameters made trainable "
+      "after DDP was built (requires_grad set after wrapping, a fine-tuning unfreeze: DDP "
+      "reduces only the gradients it registered at construction); the trace cannot tell these "
+      "apart: step the same optimizer on every rank, and unfreeze by rebuilding the DDP wrapper",
       *backwards.begin());
 }
 
