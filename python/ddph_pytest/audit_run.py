@@ -47,7 +47,7 @@ class AuditResult:
 
 def finding_text(violation):
     """"reshuffle at epoch 0 on rank 1: …": a violation's line, as the audit writes it
-    (ddph::verify::formatViolation)."""
+    (ddph::sampler::formatViolation)."""
     where = ""
     if violation.get("epoch", -1) >= 0:
         where += " at epoch %d" % violation["epoch"]
