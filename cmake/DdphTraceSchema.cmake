@@ -1,5 +1,5 @@
 # ddph_generate_trace_schema(SCHEMA <json> OUTPUT <header>)
-# Writes a C++ header of the names in the audit trace's schema (core/audit/trace_schema.json):
+# Writes a C++ header of the names in the audit trace's schema (core/trace/trace_schema.json):
 # the format's version (kFormatVersion) and name, and for each event a namespace holding its name (kEvent) and its
 # fields' names (dataset_len -> kDatasetLen; an object-list field's entries in a namespace of the
 # field's name), plus kEvents, every event's name in the schema's order. The reader and the writer
@@ -51,7 +51,7 @@ function(ddph_generate_trace_schema)
   _ddph_schema_fields("${common}" "" common_text)
   file(RELATIVE_PATH source "${PROJECT_SOURCE_DIR}" "${arg_SCHEMA}")
   string(CONCAT text "#pragma once\n// Generated from ${source} by cmake/DdphTraceSchema.cmake: edit the schema, not this.\n\n"
-           "namespace ddph::audit::trace_schema {\n\n"
+           "namespace ddph::trace::trace_schema {\n\n"
            "inline constexpr int kFormatVersion = ${version};\n"
            "inline constexpr const char* kTraceName = \"${trace}\";\n\n"
            "// Fields of every event.\n${common_text}")
@@ -71,7 +71,7 @@ function(ddph_generate_trace_schema)
   endforeach()
   string(APPEND text "\n/// Every event's name, in the schema's order.\n"
                      "inline constexpr const char* kEvents[] = {\n${names}};\n\n"
-                     "}  // namespace ddph::audit::trace_schema\n")
+                     "}  // namespace ddph::trace::trace_schema\n")
   file(WRITE "${arg_OUTPUT}.new" "${text}")
   configure_file("${arg_OUTPUT}.new" "${arg_OUTPUT}" COPYONLY)
   file(REMOVE "${arg_OUTPUT}.new")

@@ -21,7 +21,7 @@
 
 #include "ddph/audit/audit.h"
 #include "ddph/audit/audit_page.h"
-#include "ddph/audit/trace.h"
+#include "ddph/trace/trace.h"
 #include "ddph/common/error.h"
 #include "ddph/common/private_folder.h"
 #include "ddph/report/html_report.h"
@@ -59,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto files = filesOf(std::string_view(reinterpret_cast<const char*>(data), size));
   try {
     std::istringstream in{std::string(files.front().second)};
-    ddph::audit::readRankTrace(in, "rank-0.jsonl");
+    ddph::trace::readRankTrace(in, "rank-0.jsonl");
   } catch (const ddph::common::ConfigError&) {
     return 0;
   }
@@ -72,9 +72,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::ofstream out(fs::path(folder.path()) / name, std::ios::binary | std::ios::app);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
   }
-  ddph::audit::Trace trace;
+  ddph::trace::Trace trace;
   try {
-    trace = ddph::audit::readTrace(folder.path());
+    trace = ddph::trace::readTrace(folder.path());
   } catch (const ddph::common::ConfigError&) {
     return 0;
   }

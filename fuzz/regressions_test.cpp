@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "ddph/audit/trace.h"
+#include "ddph/trace/trace.h"
 #include "ddph/common/error.h"
 #include "ddph/common/private_folder.h"
 #include "ddph/scenario/scenario_file.h"
@@ -55,7 +55,7 @@ std::string verdictOf(const std::string& target, const fs::path& file) {
         std::ofstream(fs::path(folder.path()) / "launch.json", std::ios::binary)
             << text.substr(cut + separator.size());
       }
-      audit::readTrace(folder.path());
+      trace::readTrace(folder.path());
     } else if (target == "ddp_train_args") {
       const auto args = fuzz::argumentsOf(reinterpret_cast<const std::uint8_t*>(text.data()),
                                           text.size(), "ddp-train");

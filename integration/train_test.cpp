@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "ddph/audit/trace.h"
+#include "ddph/trace/trace.h"
 #include "ddph/data/image_dataset.h"
 #include "test_support.h"
 
@@ -85,7 +85,7 @@ std::string parameterMismatch(const Json& a, const Json& b, double rtol) {
 std::vector<std::string> samples(const std::string& dir, int rank) {
   const std::string file = dir + "/rank-" + std::to_string(rank) + ".jsonl";
   if (!fs::exists(file)) return {};
-  const audit::RankTrace trace = audit::readRankTrace(file);
+  const trace::RankTrace trace = trace::readRankTrace(file);
   std::vector<std::pair<std::int64_t, std::string>> batches;
   for (const auto& pass : trace.passes) {
     for (const auto& b : pass.batches) {

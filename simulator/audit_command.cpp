@@ -13,7 +13,7 @@
 #include "commands.h"
 #include "ddph/audit/audit.h"
 #include "ddph/audit/audit_page.h"
-#include "ddph/audit/trace.h"
+#include "ddph/trace/trace.h"
 #include "ddph/common/atomic_file.h"
 #include "ddph/common/environment.h"
 #include "ddph/common/error.h"
@@ -101,7 +101,7 @@ void checkAuditOutputs(const std::optional<std::string>& reportPath,
 
 int auditTraceFolders(const std::vector<fs::path>& dirs, const std::optional<std::string>& reportPath,
                       bool quiet, const std::optional<std::string>& htmlPath, std::string_view tool) {
-  const std::vector<audit::Trace> jobs = audit::readRun(dirs);
+  const std::vector<trace::Trace> jobs = trace::readRun(dirs);
   const audit::AuditReport report = audit::auditRun(jobs);
   // The verdict first: a file that cannot be written at the end (checked before the run, but a
   // disk fills, a folder goes) costs the file, never the verdict (exit 3).

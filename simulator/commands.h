@@ -47,7 +47,7 @@ void checkAuditOutputs(const std::optional<std::string>& reportPath,
                        const std::optional<std::string>& htmlPath);
 
 /// Reads and audits the trace folders of one run (a job's nodes, the jobs resumed one from
-/// another: audit::readRun), prints the summary (unless quiet), then writes the JSON report and
+/// another: trace::readRun), prints the summary (unless quiet), then writes the JSON report and
 /// the HTML page (of the last job); returns kExitOk or kExitViolation, or kExitRuntime when a file
 /// could not be written (one line "TOOL: error: cannot write '…': …" on stderr, the verdict
 /// printed all the same). Throws ConfigError for an unreadable trace or folders of different runs.

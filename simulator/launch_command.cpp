@@ -16,10 +16,10 @@
 
 #include "commands.h"
 #include "ddph/common/timeouts.h"
-#include "ddph/audit/launch_record.h"
+#include "ddph/trace/launch_record.h"
 #include "ddph/common/error.h"
 #include "ddph/common/progress_line.h"
-#include "ddph/audit/trace_progress.h"
+#include "ddph/trace/trace_progress.h"
 #include "ddph/launch/python_program.h"
 #include "ddph/launch/launcher.h"
 #include "ddph/launch/nodes.h"
@@ -39,6 +39,42 @@ using common::kExitViolation;
 using common::ProgressLine;
 
 namespace {
+
+const char* outcomeName(launch::RankOutcome::Kind kind) {
+  switch (kind) {
+    case launch::RankOutcome::Kind::kRunning:
+      return "running";
+    case launch::RankOutcome::Kind::kExited:
+      return "exited";
+    case launch::RankOutcome::Kind::kSignaled:
+      return "signaled";
+    case launch::RankOutcome::Kind::kTimedOut:
+      return "timed-out";
+    case launch::RankOutcome::Kind::kStopped:
+      return "stopped";
+  }
+  return "running";
+}
+
+// How `ddp-sim launch` saw its ranks end (launch.json); `deadlineS` its --timeout, when it had one.
+trace::LaunchRecord launchRecordOf(const launch::LaunchResult& result, int worldSize,
+                            std::optional<double> deadlineS) {
+  trace::LaunchRecord record;
+  record.launcher = "ddp-sim launch";
+  record.worldSize = worldSize;
+  record.exitCode = result.exitCode;
+  record.timedOut = result.failure && result.failure->kind == launch::RankOutcome::Kind::kTimedOut;
+  record.deadlineS = deadlineS;
+  record.interruptedBy = result.interruptedBy;
+  for (const auto& r : result.ranks) {
+    launch::RankOutcome::Kind kind = r.kind;
+    // A timeout stops every rank: those still running then are the hung ones.
+    if (record.timedOut && kind == launch::RankOutcome::Kind::kStopped)
+      kind = launch::RankOutcome::Kind::kTimedOut;
+    record.ranks.push_back({r.rank, r.pid, outcomeName(kind), r.code, r.signal, r.wasStopped});
+  }
+  return record;
+}
 
 struct LaunchArgs {
   int numRanks = 1;  ///< -n: the ranks of the one node, or of each node with --nnodes
@@ -139,7 +175,7 @@ int runLaunch(const LaunchArgs& a) {
              "--trace-dir, --report, --html and --resumes need --audit");
   // The earlier jobs' traces are read before any rank starts: a wrong folder is one line, exit 2.
   if (!a.resumes.empty()) {
-    audit::readRun({a.resumes.begin(), a.resumes.end()});
+    trace::readRun({a.resumes.begin(), a.resumes.end()});
   }
   checkAuditOutputs(a.reportPath, a.htmlPath);
   if (a.traceDir) common::checkWritableFolder(*a.traceDir, "trace");
@@ -149,7 +185,7 @@ int runLaunch(const LaunchArgs& a) {
   // Before W ranks fail alike: a missing script, one that does not compile, an interpreter
   // without torch (exit 2).
   launch::checkPythonProgram(a.command, /*needsTorch=*/a.audit || a.cpu);
-  std::optional<audit::TraceFolder> traces;
+  std::optional<trace::TraceFolder> traces;
   if (a.audit) {
     traces.emplace(a.traceDir);
     options.extraEnv = auditEnvironment(traces->path());
@@ -167,7 +203,7 @@ int runLaunch(const LaunchArgs& a) {
   }
   // On a terminal: ranks running, (with --audit) joined and epochs done, elapsed; nothing when
   // stderr is a log or a pipe.
-  std::optional<audit::TraceProgress> traced;
+  std::optional<trace::TraceProgress> traced;
   if (traces) traced.emplace(traces->path(), worldSize);
   const auto start = std::chrono::steady_clock::now();
   // The supervisor's count: a forked rank is the fork server's child, not this process's.
@@ -210,12 +246,12 @@ int runLaunch(const LaunchArgs& a) {
     fmt::print(stderr, "ddp-sim launch: error: {}\n", result.summary);
   }
   if (!traces) return result.exitCode;
-  audit::LaunchRecord record = audit::launchRecordOf(result, worldSize, a.timeoutS);
+  trace::LaunchRecord record = launchRecordOf(result, worldSize, a.timeoutS);
   record.command = a.command;  // the audit's hints repeat it (the user's own interpreter)
   record.cpu = a.cpu;
   record.gpus = a.gpus;
   record.standInData = a.standInData;
-  audit::writeLaunchRecord(traces->path(), record);
+  trace::writeLaunchRecord(traces->path(), record);
   int audited = kExitOk;
   try {
     std::vector<std::filesystem::path> run(a.resumes.begin(), a.resumes.end());

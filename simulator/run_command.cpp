@@ -15,8 +15,8 @@
 #include "ddph/sampler/property.h"
 #include "ddph/common/atomic_file.h"
 #include "ddph/comm/gloo_communicator.h"
-#include "ddph/audit/launch_record.h"
-#include "ddph/audit/trace.h"
+#include "ddph/trace/launch_record.h"
+#include "ddph/trace/trace.h"
 #include "ddph/report/html_report.h"
 #include "ddph/scenario/run_page.h"
 #include "ddph/scenario/run_report.h"
@@ -57,7 +57,7 @@ int runRun(const RunArgs& a) {
   if (a.traceDir) common::checkWritableFolder(*a.traceDir, "trace");
   // Every run's ranks write their trace (ScenarioTrace), which the audit judges rank failures on:
   // into --trace-dir (kept, for `ddp-sim audit`), else a private folder removed at the end.
-  const audit::TraceFolder traces(a.traceDir);
+  const trace::TraceFolder traces(a.traceDir);
   options.trace = {traces.path(), fmt::format("run-{}", ::getpid())};
   scenario::Scenario scenario = scenario::resolveScenario(a.scenario);
   if (a.worldSize) scenario.worldSize = *a.worldSize;
@@ -87,9 +87,9 @@ int runRun(const RunArgs& a) {
   };
   if (a.reportPath) write([&] { writeFileAtomically(*a.reportPath, scenario::reportJson(report)); });
   if (a.htmlPath) {
-    std::optional<audit::Trace> trace;
+    std::optional<trace::Trace> trace;
     try {
-      trace = audit::readTrace(traces.path());
+      trace = trace::readTrace(traces.path());
     } catch (const ConfigError&) {
       // A run stopped before any rank wrote its trace: the page says so (runPage's note).
     }

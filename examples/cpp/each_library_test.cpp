@@ -4,12 +4,14 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
-#include "ddph/audit/trace.h"
+#include "ddph/audit/audit_page.h"
+#include "ddph/trace/trace.h"
 #include "ddph/comm/gloo_communicator.h"
 #include "ddph/common/atomic_file.h"
 #include "ddph/common/error.h"
@@ -67,8 +69,13 @@ TEST(InstalledLibraries, DataZipStopsAtTheShorterDataset) {  // ddph::data
   EXPECT_THROW(ddph::data::parseMix("interleave"), ddph::common::ConfigError);
 }
 
-TEST(InstalledLibraries, AuditRefusesAMissingTraceFolder) {  // ddph::audit
-  EXPECT_THROW(ddph::audit::readTrace("/nonexistent/ddph-trace"), ddph::common::Error);
+TEST(InstalledLibraries, TraceRefusesAMissingTraceFolder) {  // ddph::trace
+  EXPECT_THROW(ddph::trace::readTrace("/nonexistent/ddph-trace"), ddph::common::Error);
+}
+
+TEST(InstalledLibraries, AuditJudgesTheCatalogueProperties) {  // ddph::audit
+  const auto& judged = ddph::audit::auditedProperties();
+  EXPECT_NE(std::find(judged.begin(), judged.end(), "coverage"), judged.end());
 }
 
 TEST(InstalledLibraries, ScenarioCatalogueHasTheClassicBugs) {  // ddph::scenario

@@ -1,6 +1,6 @@
 """``launch.json``, Python's one writer of it: how each rank process of a run ended, as its
 launcher saw it (docs/trace-format.md, "launch.json"; the C++ writer is
-core/audit/src/launch_record.cpp, which writes the same keys in the same order).
+core/trace/src/launch_record.cpp, which writes the same keys in the same order).
 
 The pytest plugin's world (ddph_pytest/world.py) writes it beside its ranks' trace, so that
 ``ddp-sim audit`` tells a rank its launcher stopped from one that died. The file is written whole

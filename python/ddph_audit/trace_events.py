@@ -1,5 +1,5 @@
 """The trace's name, version and event names, as the schema defines them
-(core/audit/trace_schema.json; docs/trace-format.md). tests/test_trace_schema.py fails when this
+(core/trace/trace_schema.json; docs/trace-format.md). tests/test_trace_schema.py fails when this
 module and the schema disagree: a new event is added to both (docs/trace-format.md, "Adding a
 trace event")."""
 

@@ -1,8 +1,8 @@
-"""The trace schema (core/audit/trace_schema.json) against what spells it elsewhere: the recorder's
+"""The trace schema (core/trace/trace_schema.json) against what spells it elsewhere: the recorder's
 constants (ddph_audit.trace_events), the format page (docs/trace-format.md), and the lines the
 recorder really writes (every line of two audited programs is an event of the schema, with the
 schema's fields and types). The C++ side is generated from the schema (cmake/DdphTraceSchema.cmake)
-and its writer checked by core/audit/tests/trace_schema_test.cpp."""
+and its writer checked by core/trace/tests/trace_schema_test.cpp."""
 import json
 import os
 import re
@@ -13,7 +13,7 @@ from ddph_audit import trace_events
 from tests import support
 
 ROOT = os.path.dirname(support.PYTHON_DIR)
-SCHEMA_PATH = os.path.join(ROOT, "core", "audit", "trace_schema.json")
+SCHEMA_PATH = os.path.join(ROOT, "core", "trace", "trace_schema.json")
 FORMAT_PAGE = os.path.join(ROOT, "docs", "trace-format.md")
 
 

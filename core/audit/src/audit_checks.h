@@ -10,7 +10,7 @@
 #include <tuple>
 #include <vector>
 
-#include "ddph/audit/trace.h"
+#include "ddph/audit/trace_records.h"
 #include "ddph/sampler/distributed_sampler.h"
 #include "ddph/sampler/property.h"
 

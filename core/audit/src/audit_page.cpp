@@ -9,13 +9,11 @@
 
 #include "ddph/audit/rank_lanes.h"
 #include "ddph/audit/step_times.h"
+#include "ddph/report/verdict.h"
 #include "audit_checks.h"
 
 namespace ddph::audit {
 
-using sampler::findProperty;
-using sampler::likelyCauseOf;
-using sampler::PropertyInfo;
 using sampler::Violation;
 namespace property = sampler::property;
 
@@ -165,25 +163,6 @@ const std::vector<std::string_view>& auditedProperties() {
   return kProperties;
 }
 
-report::Verdict verdictOf(bool passed, const std::vector<Violation>& violations,
-                          const std::vector<std::string>& notes,
-                          const std::vector<std::string_view>& checked,
-                          const std::set<std::string>& notApplicable) {
-  report::Verdict v;
-  v.passed = passed;
-  for (const auto name : checked) {
-    const PropertyInfo* info = findProperty(name);
-    v.properties.push_back({std::string(name), info ? std::string(info->summary) : std::string(),
-                            notApplicable.count(std::string(name)) == 0});
-  }
-  for (const auto& violation : violations) {
-    v.violations.push_back({violation.property, violation.ranks, violation.epoch, violation.step,
-                            violation.detail, likelyCauseOf(violation)});
-  }
-  v.notes = notes;
-  return v;
-}
-
 namespace {
 
 // The ranks' loader `loader` reads different datasets (each rank its own Subset or file): its
@@ -299,7 +278,7 @@ report::Page auditPage(const Trace& trace, const AuditReport& r) {
   page.subtitle = fmt::format("{} of {} ranks traced; {}{}", r.ranksTraced, r.worldSize,
                               r.passed ? "PASSED" : "FAILED",
                               r.emulated.empty() ? "" : "; emulated: " + r.emulated);
-  page.verdict = verdictOf(r.passed, r.violations, r.notes, auditedProperties(), r.notApplicable);
+  page.verdict = report::verdictOf(r.passed, r.violations, r.notes, auditedProperties(), r.notApplicable);
   page.coverage = coverageOf(trace, &page.coverageNotes);
   page.timeline = timelineOf(trace, r.violations);
   return page;

@@ -15,7 +15,6 @@
 
 #include "audit_checks.h"
 #include "ddph/common/child_process.h"
-#include "ddph/launch/launcher.h"
 
 namespace ddph::audit {
 

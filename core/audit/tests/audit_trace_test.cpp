@@ -15,8 +15,8 @@
 #include "ddph/audit/audit_page.h"
 #include "ddph/audit/rank_lanes.h"
 #include "ddph/audit/step_times.h"
-#include "ddph/audit/trace.h"
-#include "ddph/audit/trace_progress.h"
+#include "ddph/trace/trace.h"
+#include "ddph/trace/trace_progress.h"
 #include "ddph/common/error.h"
 #include "ddph/sampler/distributed_sampler.h"
 #include "test_support.h"
@@ -226,7 +226,7 @@ void writeLaunch(const std::string& dir, const RunSpec& s, int first, bool timed
 AuditReport auditRun(const RunSpec& s) {
   TempDir dir("ddph-audit-trace");
   for (int r = 0; r < s.world; ++r) writeRank(dir.path(), s, r);
-  return audit::auditTrace(audit::readTrace(dir.path()));
+  return audit::auditTrace(trace::readTrace(dir.path()));
 }
 
 std::string summary(const AuditReport& r) { return audit::auditReportText(r); }
@@ -357,7 +357,7 @@ TEST(AuditTrace, ARankStoppedInsideDestroyProcessGroupHadLeftTheLoopNormally) {
   TempDir dir("ddph-audit-trace");
   for (int r = 0; r < s.world; ++r) writeRank(dir.path(), s, r);
   writeLaunch(dir.path(), s, 0, /*timedOut=*/false);
-  const auto r = audit::auditTrace(audit::readTrace(dir.path()));
+  const auto r = audit::auditTrace(trace::readTrace(dir.path()));
   const Violation& m = only(r, property::kCollectiveMismatch);
   EXPECT_TRUE(has(m.detail, "ranks 1, 2, 3 ended normally after epoch 2 of loader 0")) << m.detail;
   EXPECT_EQ(r.violations.front().property, property::kCollectiveMismatch);
@@ -365,7 +365,7 @@ TEST(AuditTrace, ARankStoppedInsideDestroyProcessGroupHadLeftTheLoopNormally) {
   TempDir hung("ddph-audit-trace");
   for (int k = 0; k < s.world; ++k) writeRank(hung.path(), s, k);
   writeLaunch(hung.path(), s, 1, /*timedOut=*/true);
-  const auto h = audit::auditTrace(audit::readTrace(hung.path()));
+  const auto h = audit::auditTrace(trace::readTrace(hung.path()));
   EXPECT_FALSE(has(summary(h), "ranks 1, 2, 3 ended normally")) << summary(h);
 }
 
@@ -460,7 +460,7 @@ TEST(AuditTrace, ReservedNulTailEndsTheTrace) {
     const RunSpec s;
     for (int r = 0; r < s.world; ++r) writeRank(dir.path(), s, r);
     std::ofstream(dir.path() + "/rank-3.jsonl", std::ios::app | std::ios::binary) << c.tail;
-    const auto r = audit::auditTrace(audit::readTrace(dir.path()));
+    const auto r = audit::auditTrace(trace::readTrace(dir.path()));
     EXPECT_TRUE(r.passed) << summary(r);
     ASSERT_EQ(r.notes.size(), c.cutLine ? 1u : 0u) << summary(r);
     if (c.cutLine) {
@@ -478,7 +478,7 @@ TEST(AuditTrace, HangAtExitWithDdpAliveAtDestroyNamesTheTorchDeadlock) {
     TempDir dir("ddph-audit-trace");
     for (int r = 0; r < s.world; ++r) writeRank(dir.path(), s, r);
     writeLaunch(dir.path(), s, 1, /*timedOut=*/true);
-    const auto r = audit::auditTrace(audit::readTrace(dir.path()));
+    const auto r = audit::auditTrace(trace::readTrace(dir.path()));
     const Violation& v = only(r, property::kRankFailure);
     EXPECT_EQ(v.ranks, std::vector<std::int64_t>{1});
     EXPECT_TRUE(has(v.detail, "still running at the launcher's timeout")) << v.detail;
@@ -499,7 +499,7 @@ TEST(AuditTrace, TorchWithoutLibuvIsNamedWithItsRemedy) {
       w.emit({{"ev", "error"}, {"type", "RuntimeError"}, {"message", message}});
       w.emit({{"ev", "end"}, {"code", 1}});
     }
-    const auto report = audit::auditTrace(audit::readTrace(dir.path()));
+    const auto report = audit::auditTrace(trace::readTrace(dir.path()));
     // The same error on every rank is one finding, naming them all.
     ASSERT_EQ(report.violations.size(), 1u) << summary(report);
     const Violation& v = report.violations[0];
@@ -534,7 +534,7 @@ TEST(AuditTrace, HintsRepeatTheUsersOwnCommand) {
               {"command", {"/opt/venv/bin/python", "my train.py", "--epochs", "3"}},
               {"cpu", true}, {"stand_in_data", false}}
              .dump();
-  const auto report = audit::auditTrace(audit::readTrace(dir.path()));
+  const auto report = audit::auditTrace(trace::readTrace(dir.path()));
   std::string causes;
   for (const auto& v : report.violations) causes += likelyCauseOf(v) + "\n";
   EXPECT_TRUE(has(causes, "rerun it with --stand-in-data")) << causes;
@@ -562,7 +562,7 @@ TEST(AuditTrace, PeerLostErrorIsNamedAConsequenceOfTheOtherFailure) {
                 {"message", messages[r]}}.dump() << "\n"
         << json{{"ev", "end"}, {"t", errorT[r]}, {"code", 1}}.dump() << "\n";
   }
-  const auto report = audit::auditTrace(audit::readTrace(dir.path()));
+  const auto report = audit::auditTrace(trace::readTrace(dir.path()));
   ASSERT_EQ(report.violations.size(), 2u) << summary(report);
   for (const auto& v : report.violations) {
     EXPECT_EQ(v.property, property::kRankFailure);
@@ -605,7 +605,7 @@ TEST(AuditTrace, ARankThatNeverArrivedIsTheFailureTheOthersWaitedFor) {
             {"timed_out", false},
             {"interrupted_by_signal", interrupted},
             {"ranks", ranks}}.dump();
-        const auto r = audit::auditTrace(audit::readTrace(dir.path()));
+        const auto r = audit::auditTrace(trace::readTrace(dir.path()));
         if (interrupted != 0) {  // the launcher stopped every rank wherever it was: no such finding
           for (const auto& v : r.violations)
             EXPECT_FALSE(has(v.detail, "never reached")) << v.detail;
@@ -677,7 +677,7 @@ TEST(AuditTrace, BackwardWithoutStepIsParameterUpdates) {
 
 std::string readError(const std::string& dir) {
   try {
-    audit::readTrace(dir);
+    trace::readTrace(dir);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -714,7 +714,7 @@ TEST(AuditTraceFiles, ARankFileCutBeforeItsFirstLineIsARankThatLeftNoTrace) {
     writeRank(dir.path(), s, 0);
     std::ofstream(dir.path() + "/rank-1.jsonl", std::ios::binary) << cut;
     writeLaunch(dir.path(), s, 0, /*timedOut=*/false);
-    const audit::Trace trace = audit::readTrace(dir.path());
+    const trace::Trace trace = trace::readTrace(dir.path());
     EXPECT_FALSE(trace.ranks[1].has_value());
     ASSERT_EQ(trace.notes.size(), 1u);
     EXPECT_TRUE(has(trace.notes[0], "rank 1: rank-1.jsonl has no whole first line"))
@@ -748,32 +748,32 @@ TEST(AuditTraceFiles, TorchrunRestartsAreAttemptsAuditedOneByOne) {
   failed.killedRank = 1;
   RunSpec restarted{2};
   restarted.attempt = 1;
-  const std::string second = audit::attemptFolder(dir.path(), 1).string();
+  const std::string second = trace::attemptFolder(dir.path(), 1).string();
   ASSERT_EQ(second, dir.path() + "/attempt-1");
   fs::create_directory(second);
   for (int r = 0; r < 2; ++r) {
     writeRank(dir.path(), failed, r);
     writeRank(second, restarted, r);
   }
-  const auto first = audit::auditTrace(audit::readTrace(dir.path()));
+  const auto first = audit::auditTrace(trace::readTrace(dir.path()));
   EXPECT_FALSE(first.passed) << summary(first);
   EXPECT_EQ(only(first, property::kRankFailure).ranks, std::vector<std::int64_t>{1}) << summary(first);
   EXPECT_TRUE(has(summary(first), "this report judges the run's first attempt; torchrun restarted "
                                   "the ranks after it: audit the later attempts with ddp-sim audit " +
                                       second))
       << summary(first);
-  const auto later = audit::auditTrace(audit::readTrace(second));
+  const auto later = audit::auditTrace(trace::readTrace(second));
   EXPECT_TRUE(later.passed) << summary(later);
   EXPECT_TRUE(has(summary(later), "attempt 1 of the run (torchrun restarted its ranks 1 time(s) "
                                   "before; the first attempt is in " + dir.path() + ")"))
       << summary(later);
   // An attempt folder another run left (its run id differs) is not named.
-  const std::string stale = audit::attemptFolder(dir.path(), 2).string();
+  const std::string stale = trace::attemptFolder(dir.path(), 2).string();
   fs::create_directory(stale);
   std::ofstream(stale + "/rank-0.jsonl")
       << R"({"ev":"header","trace":"ddph-audit","version":1,"rank":0,"world_size":2,"run_id":"old"})"
       << "\n";
-  EXPECT_EQ(audit::readTrace(dir.path()).laterAttempts, std::vector<fs::path>{second});
+  EXPECT_EQ(trace::readTrace(dir.path()).laterAttempts, std::vector<fs::path>{second});
   // One folder, one attempt: a rank file of another attempt is refused.
   fs::copy_file(second + "/rank-1.jsonl", dir.path() + "/rank-1.jsonl",
                 fs::copy_options::overwrite_existing);
@@ -789,7 +789,7 @@ TEST(AuditTraceFiles, TheNodesFoldersOfOneJobAreReadAsOneRun) {
   s.samplerLocalRank = true;
   TempDir node0("ddph-audit-trace"), node1("ddph-audit-trace");
   for (int r = 0; r < 4; ++r) writeRank(r < 2 ? node0.path() : node1.path(), s, r);
-  const auto jobs = audit::readRun({node0.path(), node1.path()});
+  const auto jobs = trace::readRun({node0.path(), node1.path()});
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].folders, (std::vector<fs::path>{node0.path(), node1.path()}));
   const auto r = audit::auditRun(jobs);
@@ -803,7 +803,7 @@ TEST(AuditTraceFiles, TheNodesFoldersOfOneJobAreReadAsOneRun) {
       << R"({"ev":"header","trace":"ddph-audit","version":1,"rank":2,"world_size":4,"run_id":"x"})"
       << "\n";
   try {
-    audit::readRun({node0.path(), other.path()});
+    trace::readRun({node0.path(), other.path()});
     ADD_FAILURE() << "folders of different runs were read as one";
   } catch (const ConfigError& e) {
     EXPECT_TRUE(has(e.what(), "hold ranks of different runs (world sizes 4 and 4, run ids 'test' "
@@ -823,7 +823,7 @@ TEST(AuditTraceFiles, AFolderOfAnotherProgramIsNoJobOfTheRun) {
         << "\n";
   }
   try {
-    audit::readRun({first.path(), second.path()});
+    trace::readRun({first.path(), second.path()});
     ADD_FAILURE() << "jobs of two programs were read as one run";
   } catch (const ConfigError& e) {
     EXPECT_TRUE(has(e.what(), "are not jobs of one run: their programs differ (train.py and "
@@ -852,7 +852,7 @@ TEST(AuditTraceFiles, IndexListEncodingsDecodeAlike) {
     w.emit({{"ev", "epoch_end"}, {"loader", 0}, {"iter", 0}, {"batches", 2}});
     w.emit({{"ev", "end"}, {"code", 0}});
   }
-  const auto r = audit::auditTrace(audit::readTrace(dir.path()));
+  const auto r = audit::auditTrace(trace::readTrace(dir.path()));
   const Violation& v = only(r, property::kCoverage);
   EXPECT_TRUE(has(v.detail, "2 of 8 indices are on no rank: 4, 5")) << v.detail;
 }
@@ -875,7 +875,7 @@ TEST(AuditTrace, UnderLightningTheCauseNamesUseDistributedSamplerFalse) {
       w.emit({{"ev", "epoch_end"}, {"loader", 0}, {"iter", 0}, {"batches", 2}});
       w.emit({{"ev", "end"}, {"code", 0}});
     }
-    const auto r = audit::auditTrace(audit::readTrace(dir.path()));
+    const auto r = audit::auditTrace(trace::readTrace(dir.path()));
     const Violation& v = only(r, property::kDisjointness);
     EXPECT_EQ(has(v.likelyCause, "Trainer(use_distributed_sampler=False) leaves the loader's "
                                  "sampler as it is"),
@@ -915,9 +915,9 @@ const char* const kTimedRank1 = R"({"ev":"header","t":0.0,"trace":"ddph-audit","
 {"ev":"error","t":3.0,"type":"RuntimeError","message":"peer gone"}
 )";
 
-audit::RankTrace timedRank(const char* text) {
+trace::RankTrace timedRank(const char* text) {
   std::istringstream in(text);
-  return audit::readRankTrace(in, "rank.jsonl");
+  return trace::readRankTrace(in, "rank.jsonl");
 }
 
 std::string readRankError(const char* text) {
@@ -944,7 +944,7 @@ TEST(AuditStepTimes, TheAuditTimelineShowsThem) {
   TempDir dir("ddph-audit-trace");
   std::ofstream(dir.path() + "/rank-0.jsonl") << kTimedRank0;
   std::ofstream(dir.path() + "/rank-1.jsonl") << kTimedRank1;
-  const auto trace = audit::readTrace(dir.path());
+  const auto trace = trace::readTrace(dir.path());
   const auto timeline = audit::timelineOf(trace, {});
   ASSERT_EQ(timeline.ranks.size(), 2u);
   ASSERT_TRUE(timeline.ranks[0].computeMs && timeline.ranks[0].waitMs);
@@ -986,7 +986,7 @@ TEST(AuditRankLanes, WaitInsideCollectivesComputeBetweenAndHowEachEnds) {
   TempDir dir("ddph-audit-trace");
   std::ofstream(dir.path() + "/rank-0.jsonl") << kTimedRank0;
   std::ofstream(dir.path() + "/rank-1.jsonl") << kTimedRank1;
-  const auto timeline = audit::timelineOf(audit::readTrace(dir.path()), {});
+  const auto timeline = audit::timelineOf(trace::readTrace(dir.path()), {});
   ASSERT_EQ(timeline.lanes.size(), 2u);
   const auto& r0 = timeline.lanes[0];
   const auto& r1 = timeline.lanes[1];
@@ -1026,7 +1026,7 @@ TEST(AuditRankLanes, HeaderClocksPutTheLanesOnOneTimeLine) {
   TempDir dir("ddph-audit-trace");
   std::ofstream(dir.path() + "/rank-0.jsonl") << withClock(kTimedRank0, "1000.5");
   std::ofstream(dir.path() + "/rank-1.jsonl") << withClock(kTimedRank1, "1000.75");
-  const auto timeline = audit::timelineOf(audit::readTrace(dir.path()), {});
+  const auto timeline = audit::timelineOf(trace::readTrace(dir.path()), {});
   ASSERT_EQ(timeline.lanes.size(), 2u);
   EXPECT_EQ(spansText(timeline.lanes[0]),
             "c 0.000-0.200 w 0.200-0.500 c 0.500-1.300 w 1.300-1.500 c 1.500-1.900 w 1.900-2.200 c 2.200-2.500");
@@ -1037,7 +1037,7 @@ TEST(AuditRankLanes, HeaderClocksPutTheLanesOnOneTimeLine) {
   TempDir partly("ddph-audit-trace");
   std::ofstream(partly.path() + "/rank-0.jsonl") << withClock(kTimedRank0, "1000.5");
   std::ofstream(partly.path() + "/rank-1.jsonl") << kTimedRank1;
-  const auto unaligned = audit::timelineOf(audit::readTrace(partly.path()), {});
+  const auto unaligned = audit::timelineOf(trace::readTrace(partly.path()), {});
   ASSERT_EQ(unaligned.lanes.size(), 2u);
   EXPECT_EQ(spansText(unaligned.lanes[1]), "c 0.000-1.100 w 1.100-1.500 c 1.500-2.000 w 2.000-3.000");
 }
@@ -1051,7 +1051,7 @@ TEST(AuditRankLanes, HowATraceWithoutAnEndStops) {
   std::string between = kTimedRank1;
   between.erase(between.find("{\"ev\":\"coll\",\"t\":2.0"));
   EXPECT_EQ(audit::rankLaneOf(timedRank(between.c_str()), std::nullopt)->end, report::LaneEnd::kStopped);
-  audit::LaunchedRank killed;
+  trace::LaunchedRank killed;
   killed.rank = 1;
   killed.outcome = "signaled";
   killed.signal = 9;
@@ -1065,7 +1065,7 @@ TEST(AuditRankLanes, HowATraceWithoutAnEndStops) {
 // once it is whole, joined = a completed collective, epochs = loader 0's passes ended on every rank.
 TEST(AuditTraceProgress, CountsWhatTheGrowingFilesSaySoFar) {
   TempDir dir("ddph-audit-trace");
-  audit::TraceProgress progress(dir.path(), 2);
+  trace::TraceProgress progress(dir.path(), 2);
   EXPECT_EQ(progress.read().joined, 0);  // no file yet
   std::ofstream r0(dir.path() + "/rank-0.jsonl"), r1(dir.path() + "/rank-1.jsonl");
   const auto write = [](std::ofstream& f, const std::string& text) { f << text << std::flush; };

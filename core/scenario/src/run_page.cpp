@@ -10,6 +10,7 @@
 #include <set>
 
 #include "ddph/audit/audit_page.h"
+#include "ddph/report/verdict.h"
 
 namespace ddph::scenario {
 
@@ -98,7 +99,7 @@ void markResumePadding(const Scenario& s, std::vector<report::CoverageEpoch>& co
 
 }  // namespace
 
-report::Page runPage(const RunReport& r, const audit::Trace* trace, const Scenario& scenario) {
+report::Page runPage(const RunReport& r, const trace::Trace* trace, const Scenario& scenario) {
   report::Page page;
   page.title = fmt::format("ddp-sim run {}", r.scenario);
   page.subtitle = fmt::format("{} on {} rank processes: {}{}", r.source, r.worldSize,
@@ -110,7 +111,7 @@ report::Page runPage(const RunReport& r, const audit::Trace* trace, const Scenar
   const auto notApplicable = runNotApplicable(scenario, r, &notJudged);
   if (!notJudged.empty()) notes.push_back(notJudged);
   page.verdict =
-      audit::verdictOf(r.passed, r.violations, notes, runCheckedProperties(scenario), notApplicable);
+      report::verdictOf(r.passed, r.violations, notes, runCheckedProperties(scenario), notApplicable);
   std::set<std::int64_t> stragglers, failed;
   for (const auto& v : r.violations) {
     if (v.property == property::kStraggler) stragglers.insert(v.ranks.begin(), v.ranks.end());

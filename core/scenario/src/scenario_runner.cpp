@@ -11,8 +11,8 @@
 #include <numeric>
 
 #include "ddph/audit/audit.h"
-#include "ddph/audit/launch_record.h"
-#include "ddph/audit/trace.h"
+#include "ddph/trace/launch_record.h"
+#include "ddph/trace/trace.h"
 #include "ddph/comm/gloo_communicator.h"
 #include "ddph/comm/local_store.h"
 #include "ddph/common/error.h"
@@ -42,6 +42,29 @@ namespace property = sampler::property;
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// How the forked world ended (launch.json), under a deadline of `deadlineS`.
+trace::LaunchRecord launchRecordOf(const launch::ForkedWorldResult& result, double deadlineS) {
+  trace::LaunchRecord record;
+  record.launcher = "ddp-sim run";
+  record.worldSize = static_cast<int>(result.ranks.size());
+  record.timedOut = result.deadlinePassed;
+  record.deadlineS = deadlineS;
+  record.interruptedBy = result.interruptedBy;
+  bool failed = false;
+  for (const auto& r : result.ranks) {
+    trace::LaunchedRank l{r.rank, r.pid, "exited", r.exitCode, r.signal, r.wasStopped};
+    if (r.stoppedByUs) {
+      l.outcome = result.deadlinePassed ? "timed-out" : "stopped";
+    } else if (r.signal != 0) {
+      l.outcome = "signaled";
+    }
+    failed = failed || l.outcome != "exited" || l.code != 0;
+    record.ranks.push_back(std::move(l));
+  }
+  record.exitCode = result.interruptedBy != 0 ? 128 + result.interruptedBy : (failed ? 1 : 0);
+  return record;
+}
 
 // A rank's progress, on the terminal's line.
 class ProgressObserver final : public RankObserver {
@@ -127,7 +150,7 @@ bool has(const std::vector<Violation>& violations, std::string_view property) {
 // and a straggler when every rank ran to its end. A run stopped by its deadline is reported as that
 // first: what the finished ranks found is secondary to the run not finishing; a rank's own failure
 // follows the violations (a collective mismatch explains the failure it causes).
-void judge(const Scenario& s, const audit::Trace& trace, bool deadlinePassed, RunReport& report) {
+void judge(const Scenario& s, const trace::Trace& trace, bool deadlinePassed, RunReport& report) {
   Findings found = checkRunTrace(s, trace);
   report.violations = std::move(found.violations);
   report.notes = std::move(found.notes);
@@ -212,14 +235,14 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
       throw Error(fmt::format("the run's trace: {}", ranks.back()->traceFailure));
     }
   }
-  audit::writeLaunchRecord(target.dir, audit::launchRecordOf(result, deadline));
+  trace::writeLaunchRecord(target.dir, launchRecordOf(result, deadline));
   RunReport report;
   report.scenario = s.name;
   report.source = s.source;
   report.description = s.description;
   report.worldSize = s.worldSize;
   report.interruptedBy = result.interruptedBy;
-  judge(s, audit::readTrace(target.dir), result.deadlinePassed, report);
+  judge(s, trace::readTrace(target.dir), result.deadlinePassed, report);
   report.passed = report.violations.empty() && result.interruptedBy == 0;
   addTimings(result, ranks, std::chrono::duration<double>(Clock::now() - start).count(), report);
   return report;

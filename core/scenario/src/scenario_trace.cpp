@@ -14,14 +14,14 @@ using sampler::Index;
 
 namespace {
 
-std::unique_ptr<audit::TraceWriter> writerFor(int rank, int worldSize, const RankTraceTarget& target) {
+std::unique_ptr<trace::TraceWriter> writerFor(int rank, int worldSize, const RankTraceTarget& target) {
   const std::string producer = std::string("ddp-sim rank-run ") + DDPH_VERSION;
-  if (target.dir.empty()) return audit::TraceWriter::fromEnvironment(rank, worldSize, producer);
+  if (target.dir.empty()) return trace::TraceWriter::fromEnvironment(rank, worldSize, producer);
   std::vector<std::string> argv;
   std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
   for (std::string arg; std::getline(cmdline, arg, '\0');) argv.push_back(arg);
   // `ddp-sim run`'s own folder: its supervisor says once for the run that the trace was lost.
-  return std::make_unique<audit::TraceWriter>(target.dir, rank, worldSize, target.runId,
+  return std::make_unique<trace::TraceWriter>(target.dir, rank, worldSize, target.runId,
                                               std::move(argv), producer, /*attempt=*/0,
                                               /*reportFailures=*/false);
 }
@@ -35,7 +35,7 @@ std::string ScenarioTrace::failure() { return writer_ ? writer_->failure() : std
 
 comm::Communicator& ScenarioTrace::record(comm::Communicator& comm) {
   if (!writer_) return comm;
-  recording_ = std::make_unique<audit::RecordingCommunicator>(comm, *writer_);
+  recording_ = std::make_unique<trace::RecordingCommunicator>(comm, *writer_);
   return *recording_;
 }
 
@@ -46,7 +46,7 @@ void ScenarioTrace::declare(const std::vector<DatasetSpec>& datasets,
   grad_ = s.phase != "eval";
   for (std::size_t d = 0; d < datasets.size(); ++d) {
     const DatasetSpec& spec = datasets[d];
-    audit::SamplerInfo info;
+    trace::SamplerInfo info;
     info.className = fmt::format("ddph:{}", spec.sampler);
     info.datasetLen = spec.size;
     info.order = spec.sampler == "pytorch" ? "torch-distributed" : "recorded";
@@ -56,7 +56,7 @@ void ScenarioTrace::declare(const std::vector<DatasetSpec>& datasets,
     info.shuffle = spec.shuffle;
     info.dropLast = spec.samplerDropLast;
     samplers_.push_back(writer_->addSampler(info));
-    audit::LoaderInfo loader;
+    trace::LoaderInfo loader;
     loader.sampler = samplers_.back();
     loader.dataset = spec.name;
     loader.datasetLen = spec.size;
@@ -86,7 +86,7 @@ void ScenarioTrace::startEpoch(std::int64_t epoch, std::optional<std::int64_t> s
   seq_.assign(loaders_.size(), 0);
   for (std::size_t d = 0; d < loaders_.size(); ++d) {
     if (samplerEpoch) writer_->setEpoch(samplers_[d], *samplerEpoch);
-    audit::PassInfo p;
+    trace::PassInfo p;
     p.loader = loaders_[d];
     p.iter = epoch;
     p.samplerEpoch = samplerEpoch.value_or(0);

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "ddph/audit/recording_communicator.h"
-#include "ddph/audit/trace_writer.h"
+#include "ddph/trace/recording_communicator.h"
+#include "ddph/trace/trace_writer.h"
 #include "ddph/scenario/rank_program.h"
 #include "ddph/scenario/scenario.h"
 
@@ -52,8 +52,8 @@ class ScenarioTrace {
   void end();
 
  private:
-  std::unique_ptr<audit::TraceWriter> writer_;
-  std::unique_ptr<audit::RecordingCommunicator> recording_;
+  std::unique_ptr<trace::TraceWriter> writer_;
+  std::unique_ptr<trace::RecordingCommunicator> recording_;
   int rank_ = 0, worldSize_ = 1;
   std::vector<DatasetSpec> datasets_;
   std::vector<std::vector<sampler::Index>> positionOf_;  ///< [d][id] -> position in the listing

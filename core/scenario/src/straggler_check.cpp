@@ -22,7 +22,7 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-std::optional<Violation> findStragglers(const audit::Trace& trace) {
+std::optional<Violation> findStragglers(const trace::Trace& trace) {
   std::vector<double> compute, wait, typical;
   for (const auto& rank : trace.ranks) {
     const auto times = rank ? audit::stepTimesOf(*rank) : std::nullopt;

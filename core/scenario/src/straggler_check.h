@@ -6,13 +6,13 @@
 
 #include <optional>
 
-#include "ddph/audit/trace.h"
+#include "ddph/trace/trace.h"
 #include "ddph/sampler/property.h"
 
 namespace ddph::scenario {
 
 /// A straggler computes over 3x the median rank, at least 5 ms more per step, and the excess is
 /// over a quarter of the median step. Nothing when a rank's step times are unknown.
-std::optional<sampler::Violation> findStragglers(const audit::Trace& trace);
+std::optional<sampler::Violation> findStragglers(const trace::Trace& trace);
 
 }  // namespace ddph::scenario

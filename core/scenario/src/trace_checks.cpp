@@ -20,12 +20,12 @@ namespace {
 // One rank as its trace shows it: its loaders in the order of the sources it read, and those
 // sources (their listings map a batch's positions back to the ids the rank consumed).
 struct TracedRank {
-  const audit::RankTrace* trace = nullptr;
+  const trace::RankTrace* trace = nullptr;
   RankSources data;
   std::vector<std::int64_t> loaders;  ///< [source]: the loader's id in the trace
 };
 
-TracedRank tracedRank(const Scenario& s, const audit::RankTrace& t) {
+TracedRank tracedRank(const Scenario& s, const trace::RankTrace& t) {
   TracedRank r{&t, buildRankSources(s, t.rank), {}};
   for (const auto& [id, loader] : t.loaders) r.loaders.push_back(id);
   const std::size_t n = r.data.sources.size();
@@ -45,11 +45,11 @@ TracedRank tracedRank(const Scenario& s, const audit::RankTrace& t) {
 }
 
 // The rank's passes of `epoch`, one per source, or nothing when it did not begin the epoch.
-std::optional<std::vector<const audit::PassRecord*>> passesOf(const TracedRank& r,
+std::optional<std::vector<const trace::PassRecord*>> passesOf(const TracedRank& r,
                                                               std::int64_t epoch) {
-  std::vector<const audit::PassRecord*> passes;
+  std::vector<const trace::PassRecord*> passes;
   for (const std::int64_t loader : r.loaders) {
-    const audit::PassRecord* p = r.trace->findPass(loader, epoch);
+    const trace::PassRecord* p = r.trace->findPass(loader, epoch);
     if (!p) return std::nullopt;
     passes.push_back(p);
   }
@@ -66,7 +66,7 @@ bool everyRankCompleted(const std::vector<TracedRank>& ranks, std::int64_t epoch
 }
 
 // The steps rank `r` planned for `epoch`: its schedule over the batches its passes declared.
-std::int64_t plannedSteps(const Scenario& s, const std::vector<const audit::PassRecord*>& passes,
+std::int64_t plannedSteps(const Scenario& s, const std::vector<const trace::PassRecord*>& passes,
                           std::int64_t epoch) {
   std::vector<std::size_t> counts;
   for (const auto* p : passes)
@@ -75,7 +75,7 @@ std::int64_t plannedSteps(const Scenario& s, const std::vector<const audit::Pass
 }
 
 // The ids rank `r` consumed from source `d` in the pass `p`, in the order it consumed them.
-std::vector<Index> consumedIds(const TracedRank& r, std::size_t d, const audit::PassRecord& p) {
+std::vector<Index> consumedIds(const TracedRank& r, std::size_t d, const trace::PassRecord& p) {
   const std::vector<Index>& listing = r.data.sources[d].listing;
   std::vector<Index> ids;
   for (const auto& batch : p.batches) {
@@ -101,7 +101,7 @@ class RunTraceChecks {
 
   Findings run() {
     for (std::int64_t epoch = 0; epoch < s_.epochs; ++epoch) {
-      std::vector<std::vector<const audit::PassRecord*>> passes;
+      std::vector<std::vector<const trace::PassRecord*>> passes;
       for (const auto& r : ranks_) {
         auto p = passesOf(r, epoch);
         if (!p) return std::move(out_);  // a rank never began it: the run stopped before
@@ -124,7 +124,7 @@ class RunTraceChecks {
   int world() const { return static_cast<int>(ranks_.size()); }
 
   // What the pipeline's configuration explains, from rank 0's batches per dataset in epoch 0.
-  void explainWithHints(const std::vector<const audit::PassRecord*>& rank0) {
+  void explainWithHints(const std::vector<const trace::PassRecord*>& rank0) {
     std::vector<DatasetSpec> specs;
     std::vector<std::size_t> counts;
     for (std::size_t d = 0; d < rank0.size(); ++d) {
@@ -134,7 +134,7 @@ class RunTraceChecks {
     checks_.explainWith(pipelineHints(s_, specs, counts, world()));
   }
 
-  void check(std::int64_t epoch, const std::vector<std::vector<const audit::PassRecord*>>& passes) {
+  void check(std::int64_t epoch, const std::vector<std::vector<const trace::PassRecord*>>& passes) {
     std::vector<std::vector<std::vector<Index>>> gathered(passes.front().size());
     for (std::size_t d = 0; d < gathered.size(); ++d) {
       for (std::size_t r = 0; r < ranks_.size(); ++r) {
@@ -150,7 +150,7 @@ class RunTraceChecks {
 
   // [resume]: the samples each rank took before the stop (its first steps' batches; shards are
   // equal, so rank 0's count is every rank's).
-  std::int64_t consumedBeforeStop(const audit::PassRecord& rank0) const {
+  std::int64_t consumedBeforeStop(const trace::PassRecord& rank0) const {
     std::int64_t consumed = 0;
     for (std::size_t b = 0;
          b < rank0.batches.size() && static_cast<std::int64_t>(b) < stepsBeforeStop_; ++b) {
@@ -168,7 +168,7 @@ class RunTraceChecks {
 
 }  // namespace
 
-Findings checkRunTrace(const Scenario& s, const audit::Trace& trace) {
+Findings checkRunTrace(const Scenario& s, const trace::Trace& trace) {
   std::vector<TracedRank> ranks;
   for (const auto& t : trace.ranks) {
     if (!t) return {};  // a rank that left no trace failed before its first epoch

@@ -4,7 +4,7 @@
 // rank began, the step agreement (NOTE [Step agreement], step_mismatch.h); per epoch that every
 // rank completed, the epoch checks (epoch_checks.h) over the ids each rank's batches carry.
 
-#include "ddph/audit/trace.h"
+#include "ddph/trace/trace.h"
 #include "ddph/scenario/scenario.h"
 #include "epoch_checks.h"
 
@@ -12,6 +12,6 @@ namespace ddph::scenario {
 
 /// Throws ConfigError when the trace is not one of `s` (its loaders are not the scenario's
 /// datasets).
-Findings checkRunTrace(const Scenario& s, const audit::Trace& trace);
+Findings checkRunTrace(const Scenario& s, const trace::Trace& trace);
 
 }  // namespace ddph::scenario

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ddph/audit/trace.h"
+#include "ddph/trace/trace.h"
 #include "ddph/comm/gloo_communicator.h"
 #include "ddph/common/private_folder.h"
 #include "ddph/scenario/builtin_scenarios.h"
@@ -38,7 +38,7 @@ std::vector<Violation> runInThreads(const Scenario& s) {
     }));
   }
   for (auto& f : ranks) f.get();
-  return checkRunTrace(s, audit::readTrace(folder.path())).violations;
+  return checkRunTrace(s, trace::readTrace(folder.path())).violations;
 }
 
 TEST(RankProgramThreads, HealthyHasNoViolation) {

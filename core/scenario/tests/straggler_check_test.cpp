@@ -12,8 +12,8 @@ namespace {
 
 // Rank traces of `steps` steps: a batch, then `computeMs[step]` of compute, then an allreduce
 // that every rank leaves at the same time (the slowest rank's arrival).
-audit::Trace traceOf(const std::vector<std::vector<double>>& computeMs) {
-  audit::Trace trace;
+trace::Trace traceOf(const std::vector<std::vector<double>>& computeMs) {
+  trace::Trace trace;
   trace.worldSize = static_cast<int>(computeMs.size());
   const std::size_t steps = computeMs.front().size();
   std::vector<double> stepEnd(steps + 1, 0.0);
@@ -23,19 +23,19 @@ audit::Trace traceOf(const std::vector<std::vector<double>>& computeMs) {
     stepEnd[k + 1] = stepEnd[k] + (slowest + 2.0) / 1000.0;  // 2 ms in the allreduce itself
   }
   for (int r = 0; r < trace.worldSize; ++r) {
-    audit::RankTrace t;
+    trace::RankTrace t;
     t.rank = r;
     t.worldSize = trace.worldSize;
-    audit::PassRecord pass;
+    trace::PassRecord pass;
     std::int64_t line = 1;
     for (std::size_t k = 0; k < steps; ++k) {
-      audit::BatchRecord b;
+      trace::BatchRecord b;
       b.seq = static_cast<std::int64_t>(k);
       b.size = 1;
       b.line = ++line;
       b.t = stepEnd[k];
       pass.batches.push_back(b);
-      audit::CollectiveRecord c;
+      trace::CollectiveRecord c;
       c.group = "0";
       c.seq = static_cast<std::int64_t>(k);
       c.op = "all_reduce";

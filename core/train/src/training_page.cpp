@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "ddph/audit/audit_page.h"
+#include "ddph/report/verdict.h"
 #include "ddph/sampler/property.h"
 
 namespace ddph::train {
@@ -57,7 +57,7 @@ report::Verdict verdictOf(const TrainingReport& r) {
   if (r.stoppedBySignal != 0) {
     notes.push_back(fmt::format("stopped by signal {} after step {}", r.stoppedBySignal, r.globalSteps));
   }
-  return audit::verdictOf(violations.empty(), violations, notes, {property::kCoverage});
+  return report::verdictOf(violations.empty(), violations, notes, {property::kCoverage});
 }
 
 report::Training trainingOf(const TrainingReport& r) {

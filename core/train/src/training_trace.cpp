@@ -5,7 +5,7 @@
 #include <functional>
 #include <string_view>
 
-#include "ddph/audit/recording_communicator.h"
+#include "ddph/trace/recording_communicator.h"
 #include "ddph/config.h"
 
 namespace ddph::train {
@@ -13,7 +13,7 @@ namespace ddph::train {
 using sampler::Index;
 
 TrainingTrace::TrainingTrace(int rank, int worldSize, const std::string& samplesDir)
-    : writer_(audit::TraceWriter::fromEnvironment(
+    : writer_(trace::TraceWriter::fromEnvironment(
           rank, worldSize, std::string("ddp-train ") + DDPH_VERSION, samplesDir)),
       rank_(rank),
       worldSize_(worldSize),
@@ -22,7 +22,7 @@ TrainingTrace::TrainingTrace(int rank, int worldSize, const std::string& samples
 std::unique_ptr<comm::Communicator> TrainingTrace::record(
     std::unique_ptr<comm::Communicator> comm) {
   if (!writer_ || !comm) return comm;
-  return std::make_unique<audit::RecordingCommunicator>(std::move(comm), *writer_, /*ddpModule=*/0);
+  return std::make_unique<trace::RecordingCommunicator>(std::move(comm), *writer_, /*ddpModule=*/0);
 }
 
 void TrainingTrace::declare(const std::vector<std::string>& names,
@@ -33,7 +33,7 @@ void TrainingTrace::declare(const std::vector<std::string>& names,
   seed_ = seed;
   shuffle_ = shuffle;
   for (std::size_t d = 0; d < names.size(); ++d) {
-    audit::SamplerInfo s;
+    trace::SamplerInfo s;
     s.className = "ddph::DistributedSampler";
     s.datasetLen = sizes[d];
     s.numReplicas = worldSize_;
@@ -42,7 +42,7 @@ void TrainingTrace::declare(const std::vector<std::string>& names,
     s.shuffle = shuffle;
     s.dropLast = false;
     samplers_.push_back(writer_->addSampler(s));
-    audit::LoaderInfo l;
+    trace::LoaderInfo l;
     l.sampler = samplers_.back();
     l.dataset = names[d];
     l.datasetLen = sizes[d];
@@ -64,7 +64,7 @@ void TrainingTrace::startEpoch(std::int64_t epoch, const std::vector<std::int64_
   batchSeq_.assign(loaders_.size(), 0);
   for (std::size_t d = 0; d < loaders_.size(); ++d) {
     writer_->setEpoch(samplers_[d], epoch);
-    audit::PassInfo p;
+    trace::PassInfo p;
     p.loader = loaders_[d];
     p.iter = epoch;
     p.samplerEpoch = epoch;

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "ddph/audit/trace_writer.h"
+#include "ddph/trace/trace_writer.h"
 #include "ddph/comm/communicator.h"
 #include "ddph/sampler/sampler.h"
 
@@ -50,7 +50,7 @@ class TrainingTrace {
  private:
   std::string stateHash(torch::nn::Module& model) const;
 
-  std::unique_ptr<audit::TraceWriter> writer_;
+  std::unique_ptr<trace::TraceWriter> writer_;
   int rank_ = 0, worldSize_ = 1;
   std::int64_t seed_ = 0;
   bool shuffle_ = true;

@@ -1,5 +1,5 @@
 #pragma once
-// The verifier of real runs: the project's properties judged on a trace (ddph/audit/trace.h) of
+// The verifier of real runs: the project's properties judged on a trace (ddph/trace/trace.h) of
 // an unmodified program, Python or C++.
 //
 // What it checks, each under the catalogue's property names (ddph/sampler/property.h):
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "ddph/audit/trace.h"
+#include "ddph/audit/trace_records.h"
 #include "ddph/sampler/property.h"
 
 namespace ddph::audit {

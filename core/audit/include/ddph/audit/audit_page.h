@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ddph/audit/audit.h"
-#include "ddph/audit/trace.h"
+#include "ddph/audit/trace_records.h"
 #include "ddph/report/html_report.h"
 #include "ddph/sampler/property.h"
 
@@ -17,13 +17,6 @@ namespace ddph::audit {
 
 /// The properties the audit judges, in the order the page lists them.
 const std::vector<std::string_view>& auditedProperties();
-
-/// The verdict: `checked` with their catalogue summaries (those in `notApplicable` as "n/a"),
-/// each violation with its likely cause.
-report::Verdict verdictOf(bool passed, const std::vector<sampler::Violation>& violations,
-                          const std::vector<std::string>& notes,
-                          const std::vector<std::string_view>& checked,
-                          const std::set<std::string>& notApplicable = {});
 
 /// Per loader and epoch, what each traced rank consumed (padding copies of torch's
 /// DistributedSampler marked). Loaders whose consumed indices are unknown are left out, and so are

@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "ddph/audit/trace.h"
+#include "ddph/audit/trace_records.h"
 #include "ddph/report/html_report.h"
 
 namespace ddph::audit {

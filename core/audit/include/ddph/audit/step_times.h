@@ -5,7 +5,7 @@
 
 #include <optional>
 
-#include "ddph/audit/trace.h"
+#include "ddph/audit/trace_records.h"
 
 namespace ddph::audit {
 

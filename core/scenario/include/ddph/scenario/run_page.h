@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ddph/audit/trace.h"
+#include "ddph/trace/trace.h"
 #include "ddph/report/html_report.h"
 #include "ddph/scenario/run_report.h"
 #include "ddph/scenario/scenario.h"
@@ -28,6 +28,6 @@ std::set<std::string> runNotApplicable(const Scenario& scenario, const RunReport
 /// The page: the verdict, coverage per dataset and epoch and the rank timeline from `trace` (null:
 /// none could be read; the timeline then has the measured times only), the measured compute and
 /// wait per step from `report`, the straggler and failed ranks from its violations.
-report::Page runPage(const RunReport& report, const audit::Trace* trace, const Scenario& scenario);
+report::Page runPage(const RunReport& report, const trace::Trace* trace, const Scenario& scenario);
 
 }  // namespace ddph::scenario

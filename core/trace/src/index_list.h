@@ -7,7 +7,7 @@
 
 #include "ddph/sampler/sampler.h"
 
-namespace ddph::audit {
+namespace ddph::trace {
 
 /// Throws ConfigError (without file context; the caller adds it) on a malformed list.
 std::vector<sampler::Index> decodeIndexList(const nlohmann::json& value);
@@ -16,4 +16,4 @@ std::vector<sampler::Index> decodeIndexList(const nlohmann::json& value);
 /// else base64 int64).
 nlohmann::ordered_json encodeIndexList(const std::vector<sampler::Index>& indices);
 
-}  // namespace ddph::audit
+}  // namespace ddph::trace

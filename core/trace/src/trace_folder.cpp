@@ -9,12 +9,12 @@
 #include <regex>
 #include <set>
 
-#include "ddph/audit/trace.h"
+#include "ddph/trace/trace.h"
 #include "ddph/common/error.h"
 #include "trace_reader.h"
 #include "trace_schema.h"
 
-namespace ddph::audit {
+namespace ddph::trace {
 
 using common::ConfigError;
 
@@ -326,4 +326,4 @@ std::vector<Trace> readRun(const std::vector<fs::path>& dirs) {
   return jobs;
 }
 
-}  // namespace ddph::audit
+}  // namespace ddph::trace

@@ -6,22 +6,10 @@
 #include <optional>
 #include <string>
 
-#include "ddph/audit/trace.h"
+#include "ddph/trace/trace.h"
 #include "ddph/common/private_folder.h"
 
-namespace ddph::launch {
-// The launcher's results (ddph/launch/): the audit links the launch library privately.
-struct LaunchResult;
-struct ForkedWorldResult;
-}  // namespace ddph::launch
-
-namespace ddph::audit {
-
-/// How `ddp-sim launch` saw its ranks end; `deadlineS` its --timeout, when it had one.
-LaunchRecord launchRecordOf(const launch::LaunchResult& result, int worldSize,
-                            std::optional<double> deadlineS);
-/// How `ddp-sim run`'s forked world ended, under a deadline of `deadlineS`.
-LaunchRecord launchRecordOf(const launch::ForkedWorldResult& result, double deadlineS);
+namespace ddph::trace {
 
 /// Writes `dir/launch.json` atomically (docs/trace-format.md "launch.json").
 void writeLaunchRecord(const std::filesystem::path& dir, const LaunchRecord& record);
@@ -49,4 +37,4 @@ class TraceFolder {
   std::optional<common::PrivateFolder> temporary_;  ///< the folder made when none was given
 };
 
-}  // namespace ddph::audit
+}  // namespace ddph::trace

@@ -1,4 +1,4 @@
-#include "ddph/audit/trace_progress.h"
+#include "ddph/trace/trace_progress.h"
 
 #include <algorithm>
 #include <fstream>
@@ -7,7 +7,7 @@
 
 #include "trace_schema.h"
 
-namespace ddph::audit {
+namespace ddph::trace {
 namespace ts = trace_schema;
 
 namespace {
@@ -71,4 +71,4 @@ TraceProgress::Counts TraceProgress::read() {
   return counts;
 }
 
-}  // namespace ddph::audit
+}  // namespace ddph::trace

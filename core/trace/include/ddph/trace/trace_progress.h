@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace ddph::audit {
+namespace ddph::trace {
 
 class TraceProgress {
  public:
@@ -35,4 +35,4 @@ class TraceProgress {
   std::vector<RankFile> ranks_;
 };
 
-}  // namespace ddph::audit
+}  // namespace ddph::trace

@@ -2,7 +2,7 @@
 // The C++ recorder: writes one rank's audit trace (docs/trace-format.md) from a LibTorch program,
 // the same lines the Python recorder writes, so that `ddp-sim audit` judges both alike.
 //
-//   auto trace = audit::TraceWriter::fromEnvironment(rank, worldSize, argv);  // DDPH_AUDIT_DIR
+//   auto trace = trace::TraceWriter::fromEnvironment(rank, worldSize, argv);  // DDPH_AUDIT_DIR
 //   if (trace) { auto s = trace->addSampler({...}); ... }
 //
 // Every line is written and flushed when the event happens (a killed rank keeps what it did).
@@ -22,7 +22,7 @@
 
 #include "ddph/sampler/sampler.h"
 
-namespace ddph::audit {
+namespace ddph::trace {
 
 /// A sampler as the trace declares it ("sampler" line).
 struct SamplerInfo {
@@ -120,4 +120,4 @@ class TraceWriter {
   bool reportFailures_ = true;
 };
 
-}  // namespace ddph::audit
+}  // namespace ddph::trace

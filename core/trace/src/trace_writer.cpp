@@ -1,4 +1,4 @@
-#include "ddph/audit/trace_writer.h"
+#include "ddph/trace/trace_writer.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -10,13 +10,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "ddph/audit/trace.h"
+#include "ddph/trace/trace.h"
 #include "ddph/common/environment.h"
 #include "ddph/common/error.h"
 #include "index_list.h"
 #include "trace_schema.h"
 
-namespace ddph::audit {
+namespace ddph::trace {
 
 using sampler::Index;
 
@@ -239,4 +239,4 @@ void TraceWriter::end(int code) {
   line(eventLine({{ts::kEv, f::kEvent}, {f::kCode, code}}, now()));
 }
 
-}  // namespace ddph::audit
+}  // namespace ddph::trace

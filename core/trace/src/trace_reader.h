@@ -4,12 +4,12 @@
 #include <filesystem>
 #include <optional>
 
-#include "ddph/audit/trace.h"
+#include "ddph/trace/trace.h"
 
-namespace ddph::audit {
+namespace ddph::trace {
 
 /// `launchFile` read (docs/trace-format.md, "launch.json"), or nullopt when there is none;
 /// ConfigError naming the file when it is not a launch record.
 std::optional<LaunchRecord> readLaunchRecord(const std::filesystem::path& launchFile);
 
-}  // namespace ddph::audit
+}  // namespace ddph::trace

@@ -1,4 +1,4 @@
-#include "ddph/audit/launch_record.h"
+#include "ddph/trace/launch_record.h"
 
 #include <stdlib.h>
 
@@ -7,75 +7,12 @@
 
 #include "ddph/common/atomic_file.h"
 #include "ddph/common/error.h"
-#include "ddph/launch/forked_world.h"
-#include "ddph/launch/launcher.h"
 
-namespace ddph::audit {
+namespace ddph::trace {
 
 using common::writeFileAtomically;
 
 namespace fs = std::filesystem;
-
-namespace {
-
-const char* outcomeName(launch::RankOutcome::Kind kind) {
-  switch (kind) {
-    case launch::RankOutcome::Kind::kRunning:
-      return "running";
-    case launch::RankOutcome::Kind::kExited:
-      return "exited";
-    case launch::RankOutcome::Kind::kSignaled:
-      return "signaled";
-    case launch::RankOutcome::Kind::kTimedOut:
-      return "timed-out";
-    case launch::RankOutcome::Kind::kStopped:
-      return "stopped";
-  }
-  return "running";
-}
-
-}  // namespace
-
-LaunchRecord launchRecordOf(const launch::LaunchResult& result, int worldSize,
-                            std::optional<double> deadlineS) {
-  LaunchRecord record;
-  record.launcher = "ddp-sim launch";
-  record.worldSize = worldSize;
-  record.exitCode = result.exitCode;
-  record.timedOut = result.failure && result.failure->kind == launch::RankOutcome::Kind::kTimedOut;
-  record.deadlineS = deadlineS;
-  record.interruptedBy = result.interruptedBy;
-  for (const auto& r : result.ranks) {
-    launch::RankOutcome::Kind kind = r.kind;
-    // A timeout stops every rank: those still running then are the hung ones.
-    if (record.timedOut && kind == launch::RankOutcome::Kind::kStopped)
-      kind = launch::RankOutcome::Kind::kTimedOut;
-    record.ranks.push_back({r.rank, r.pid, outcomeName(kind), r.code, r.signal, r.wasStopped});
-  }
-  return record;
-}
-
-LaunchRecord launchRecordOf(const launch::ForkedWorldResult& result, double deadlineS) {
-  LaunchRecord record;
-  record.launcher = "ddp-sim run";
-  record.worldSize = static_cast<int>(result.ranks.size());
-  record.timedOut = result.deadlinePassed;
-  record.deadlineS = deadlineS;
-  record.interruptedBy = result.interruptedBy;
-  bool failed = false;
-  for (const auto& r : result.ranks) {
-    LaunchedRank l{r.rank, r.pid, "exited", r.exitCode, r.signal, r.wasStopped};
-    if (r.stoppedByUs) {
-      l.outcome = result.deadlinePassed ? "timed-out" : "stopped";
-    } else if (r.signal != 0) {
-      l.outcome = "signaled";
-    }
-    failed = failed || l.outcome != "exited" || l.code != 0;
-    record.ranks.push_back(std::move(l));
-  }
-  record.exitCode = result.interruptedBy != 0 ? 128 + result.interruptedBy : (failed ? 1 : 0);
-  return record;
-}
 
 void writeLaunchRecord(const fs::path& dir, const LaunchRecord& record) {
   nlohmann::ordered_json j;
@@ -138,4 +75,4 @@ void TraceFolder::clear() {
   }
 }
 
-}  // namespace ddph::audit
+}  // namespace ddph::trace

@@ -8,10 +8,10 @@
 #include <memory>
 #include <string>
 
-#include "ddph/audit/trace_writer.h"
+#include "ddph/trace/trace_writer.h"
 #include "ddph/comm/communicator.h"
 
-namespace ddph::audit {
+namespace ddph::trace {
 
 class RecordingCommunicator final : public comm::Communicator {
  public:
@@ -59,4 +59,4 @@ class RecordingCommunicator final : public comm::Communicator {
   std::int64_t backward_ = -1, bucket_ = 0;
 };
 
-}  // namespace ddph::audit
+}  // namespace ddph::trace

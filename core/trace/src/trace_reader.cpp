@@ -1,4 +1,4 @@
-// Reads one rank's trace file (docs/trace-format.md) into ddph::audit::RankTrace, and launch.json.
+// Reads one rank's trace file (docs/trace-format.md) into ddph::trace::RankTrace, and launch.json.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,13 +13,13 @@
 #include <set>
 #include <string_view>
 
-#include "ddph/audit/trace.h"
+#include "ddph/trace/trace.h"
 #include "ddph/common/error.h"
 #include "index_list.h"
 #include "trace_reader.h"
 #include "trace_schema.h"
 
-namespace ddph::audit {
+namespace ddph::trace {
 
 using common::ConfigError;
 
@@ -686,4 +686,4 @@ std::optional<LaunchRecord> readLaunchRecord(const fs::path& launchFile) {
   }
 }
 
-}  // namespace ddph::audit
+}  // namespace ddph::trace

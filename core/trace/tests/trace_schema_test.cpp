@@ -1,4 +1,4 @@
-// The C++ recorder (ddph::audit::TraceWriter) against the trace schema (core/audit/trace_schema.json):
+// The C++ recorder (ddph::trace::TraceWriter) against the trace schema (core/trace/trace_schema.json):
 // every line it writes is an event of the schema with the schema's fields and types, every event and
 // field the schema says it writes ("producers": "cpp") appears, and the reader takes the trace back.
 // The Python side: python/tests/test_trace_schema.py.
@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "ddph/audit/trace.h"
-#include "ddph/audit/trace_writer.h"
+#include "ddph/trace/trace.h"
+#include "ddph/trace/trace_writer.h"
 #include "test_support.h"
 
 namespace {
 using nlohmann::json;
-namespace audit = ddph::audit;
+namespace trace = ddph::trace;
 
 json loadSchema() {
   std::ifstream in(DDPH_TRACE_SCHEMA);
@@ -54,7 +54,7 @@ bool writtenByCpp(const json& entry) {
 
 // Every event the writer knows, each optional field set: the trace of a short DDP run.
 void writeEveryEvent(const std::filesystem::path& dir) {
-  audit::TraceWriter w(dir, 0, 2, "run", {"prog", "--flag"}, "test 1.0");
+  trace::TraceWriter w(dir, 0, 2, "run", {"prog", "--flag"}, "test 1.0");
   const auto sampler = w.addSampler({"DistributedSampler", 8, "torch-distributed", 2, 0, 7, true,
                                      false});
   w.setEpoch(sampler, 0);
@@ -113,7 +113,7 @@ TEST(TraceSchema, EveryLineTheCppWriterWritesIsInTheSchema) {
     }
   }
   // And the reader takes it back.
-  const audit::RankTrace t = audit::readRankTrace(std::filesystem::path(dir.path()) / "rank-0.jsonl");
+  const trace::RankTrace t = trace::readRankTrace(std::filesystem::path(dir.path()) / "rank-0.jsonl");
   EXPECT_TRUE(t.ended);
   EXPECT_EQ(t.passes.size(), 1u);
   EXPECT_EQ(t.collectives.at("0").size(), 2u);

@@ -1,6 +1,6 @@
-#include "ddph/audit/recording_communicator.h"
+#include "ddph/trace/recording_communicator.h"
 
-namespace ddph::audit {
+namespace ddph::trace {
 namespace {
 
 // Marks the collective done when DDP waits for it (or at once, for engines that finish in start).
@@ -98,4 +98,4 @@ std::unique_ptr<comm::PendingCollective> RecordingCommunicator::allreduceBufferA
                                            seq);
 }
 
-}  // namespace ddph::audit
+}  // namespace ddph::trace

@@ -16,7 +16,7 @@
 
 #include "ddph/sampler/sampler.h"
 
-namespace ddph::audit {
+namespace ddph::trace {
 
 /// The trace format version this reader understands.
 inline constexpr int kTraceVersion = 1;
@@ -290,4 +290,4 @@ RankTrace readRankTrace(const std::filesystem::path& file);
 /// in errors and becomes RankTrace::file.
 RankTrace readRankTrace(std::istream& in, const std::filesystem::path& file);
 
-}  // namespace ddph::audit
+}  // namespace ddph::trace

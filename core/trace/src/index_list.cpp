@@ -9,10 +9,10 @@
 #include <utility>
 #include <string>
 
-#include "ddph/audit/trace.h"
+#include "ddph/trace/trace.h"
 #include "ddph/common/error.h"
 
-namespace ddph::audit {
+namespace ddph::trace {
 
 using common::ConfigError;
 using sampler::Index;
@@ -133,4 +133,4 @@ std::vector<Index> decodeIndexList(const nlohmann::json& value) {
   throw ConfigError("an index list object has neither \"runs\" nor \"i64\"");
 }
 
-}  // namespace ddph::audit
+}  // namespace ddph::trace
