@@ -2,7 +2,8 @@
 # Writes a C++ header of the names in the audit trace's schema (core/trace/trace_schema.json):
 # the format's version (kFormatVersion) and name, and for each event a namespace holding its name (kEvent) and its
 # fields' names (dataset_len -> kDatasetLen; an object-list field's entries in a namespace of the
-# field's name), plus kEvents, every event's name in the schema's order. The reader and the writer
+# field's name), plus kEvents, every event's name in the schema's order, and launch_record: launch.json's
+# file name (kFile) and fields. The reader and the writer
 # spell names through it, so a name the schema lacks does not compile. Run at configure time; an
 # edit of the schema reconfigures (CMAKE_CONFIGURE_DEPENDS), and the header is rewritten only when
 # its text changes.
@@ -69,6 +70,14 @@ function(ddph_generate_trace_schema)
                        "${fields_text}}  // namespace ${event}\n")
     string(APPEND names "    \"${event}\",\n")
   endforeach()
+  # launch.json, the launcher's record: its file name and fields.
+  string(JSON launch GET "${schema}" launch_record)
+  string(JSON launch_file GET "${launch}" file)
+  string(JSON launch_fields GET "${launch}" fields)
+  _ddph_schema_fields("${launch_fields}" "" launch_text)
+  string(APPEND text "\n// launch.json, the launcher's record beside the ranks' files.\nnamespace launch_record {\n"
+                     "inline constexpr const char* kFile = \"${launch_file}\";\n"
+                     "${launch_text}}  // namespace launch_record\n")
   string(APPEND text "\n/// Every event's name, in the schema's order.\n"
                      "inline constexpr const char* kEvents[] = {\n${names}};\n\n"
                      "}  // namespace ddph::trace::trace_schema\n")

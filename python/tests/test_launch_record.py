@@ -1,7 +1,8 @@
-"""launch.json as Python writes it (ddph_audit/launch_record.py, the pytest plugin's) is what
-docs/trace-format.md's "launch.json" section specifies: only its keys, each of the example's type,
-the required ones always, outcomes and the launcher among the ones it names; and it is written
-whole or not at all."""
+"""launch.json as Python writes it (ddph_audit/launch_record.py, the pytest plugin's) is what the
+trace's schema (core/trace/trace_schema.json, "launch_record") and docs/trace-format.md's
+"launch.json" section specify: only their keys, each of its type, the required ones always, every
+field the schema says Python writes, outcomes and the launcher among the ones the page names; and it
+is written whole or not at all. The C++ writer: core/trace/tests/trace_schema_test.cpp."""
 
 import json
 import os
@@ -11,6 +12,7 @@ import unittest
 
 from ddph_audit import launch_record
 from tests import support
+from tests.test_trace_schema import field_problems, load_schema
 
 FORMAT_PAGE = os.path.join(os.path.dirname(support.PYTHON_DIR), "docs", "trace-format.md")
 
@@ -80,6 +82,26 @@ class LaunchRecordTest(unittest.TestCase):
                 self.assertIs(type(value), self.doc.types[key], key)
         self.assertEqual(record["ranks"][1]["was_stopped"], True)
         self.assertNotIn("was_stopped", record["ranks"][0], "optional: only when true")
+
+    def test_the_record_is_the_schemas(self):
+        fields = load_schema()["launch_record"]["fields"]
+        record = written(self.record)
+        self.assertEqual(field_problems(fields, record, "launch.json"), [])
+        self.assertEqual(load_schema()["launch_record"]["file"], launch_record.LAUNCH_RECORD)
+        for f in fields:  # every field the schema says Python writes, once in this record
+            if "python" not in f["producers"]:
+                continue
+            self.assertIn(f["name"], record)
+            for e in f.get("entries", []):
+                if "python" in e["producers"]:
+                    self.assertTrue(any(e["name"] in r for r in record[f["name"]]), e["name"])
+        self.assertEqual(len(field_problems(fields, dict(record, world_size="3"), "x")), 1)
+
+    def test_the_page_names_every_field_of_the_schema(self):
+        fields = load_schema()["launch_record"]["fields"]
+        names = [f["name"] for f in fields] + [e["name"] for f in fields for e in f.get("entries", [])]
+        for name in names:
+            self.assertIn(name, self.doc.keys, "docs/trace-format.md's launch.json section")
 
     def test_outcomes_and_the_launcher_are_among_the_documented_ones(self):
         self.assertEqual(set(launch_record.OUTCOMES), self.doc.outcomes)

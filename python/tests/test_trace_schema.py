@@ -93,6 +93,18 @@ class SchemaTest(unittest.TestCase):
             field_names = [f["name"] for f in event["fields"]]
             self.assertEqual(len(field_names), len(set(field_names)), event["name"])
 
+    def test_launch_record_is_well_formed(self):
+        schema = load_schema()
+        record = schema["launch_record"]
+        self.assertEqual(record["file"], "launch.json")
+        fields = record["fields"] + [e for f in record["fields"] for e in f.get("entries", [])]
+        for f in fields:
+            where = "launch_record.%s" % f["name"]
+            self.assertIn(f["type"], schema["types"], where)
+            self.assertIsInstance(f["required"], bool, where)
+            self.assertTrue(f["meaning"], where)
+            self.assertLessEqual(set(f["producers"]), set(record["producers"]), where)
+
     def test_line_check_finds_each_kind_of_disagreement(self):
         schema = load_schema()
         good = {"ev": "set_epoch", "t": 0.5, "sampler": 0, "epoch": 3}

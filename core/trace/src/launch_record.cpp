@@ -3,42 +3,89 @@
 #include <stdlib.h>
 
 #include <nlohmann/json.hpp>
+#include <fstream>
 #include <regex>
 
 #include "ddph/common/atomic_file.h"
 #include "ddph/common/error.h"
+#include "json_fields.h"
+#include "trace_schema.h"
 
 namespace ddph::trace {
 
 using common::writeFileAtomically;
 
 namespace fs = std::filesystem;
+namespace lr = trace_schema::launch_record;
+using json_fields::field;
+using json_fields::optionalField;
+using nlohmann::json;
+using common::ConfigError;
 
 void writeLaunchRecord(const fs::path& dir, const LaunchRecord& record) {
   nlohmann::ordered_json j;
-  j["launcher"] = record.launcher;
-  j["world_size"] = record.worldSize;
-  j["exit_code"] = record.exitCode;
-  j["timed_out"] = record.timedOut;
-  if (record.deadlineS) j["deadline_s"] = *record.deadlineS;
-  j["interrupted_by_signal"] = record.interruptedBy;
-  auto& ranks = j["ranks"] = nlohmann::ordered_json::array();
+  j[lr::kLauncher] = record.launcher;
+  j[lr::kWorldSize] = record.worldSize;
+  j[lr::kExitCode] = record.exitCode;
+  j[lr::kTimedOut] = record.timedOut;
+  if (record.deadlineS) j[lr::kDeadlineS] = *record.deadlineS;
+  j[lr::kInterruptedBySignal] = record.interruptedBy;
+  auto& ranks = j[lr::kRanks] = nlohmann::ordered_json::array();
   for (const auto& r : record.ranks) {
-    nlohmann::ordered_json rank = {{"rank", r.rank},
-                                   {"pid", r.pid},
-                                   {"outcome", r.outcome},
-                                   {"code", r.code},
-                                   {"signal", r.signal}};
-    if (r.wasStopped) rank["was_stopped"] = true;
+    nlohmann::ordered_json rank = {{lr::ranks::kRank, r.rank},
+                                   {lr::ranks::kPid, r.pid},
+                                   {lr::ranks::kOutcome, r.outcome},
+                                   {lr::ranks::kCode, r.code},
+                                   {lr::ranks::kSignal, r.signal}};
+    if (r.wasStopped) rank[lr::ranks::kWasStopped] = true;
     ranks.push_back(std::move(rank));
   }
   if (!record.command.empty()) {
-    j["command"] = record.command;
-    j["cpu"] = record.cpu;
-    if (record.gpus) j["gpus"] = *record.gpus;
-    j["stand_in_data"] = record.standInData;
+    j[lr::kCommand] = record.command;
+    j[lr::kCpu] = record.cpu;
+    if (record.gpus) j[lr::kGpus] = *record.gpus;
+    j[lr::kStandInData] = record.standInData;
   }
-  writeFileAtomically(dir / "launch.json", j.dump(2) + "\n");
+  writeFileAtomically(dir / lr::kFile, j.dump(2) + "\n");
+}
+
+std::optional<LaunchRecord> readLaunchRecord(const fs::path& launchFile) {
+  std::error_code ec;
+  if (!fs::exists(launchFile, ec)) return std::nullopt;
+  std::ifstream in(launchFile, std::ios::binary);
+  try {
+    const json j = json::parse(in);
+    LaunchRecord l;
+    // Integral fields as in a rank's trace (valueAs): "world_size": 21474836E7 was a float
+    // converted to int, undefined behaviour.
+    l.launcher = j.value(lr::kLauncher, "");
+    l.worldSize = field<int>(j, lr::kWorldSize);
+    l.exitCode = optionalField<int>(j, lr::kExitCode).value_or(0);
+    l.timedOut = j.value(lr::kTimedOut, false);
+    l.deadlineS = optionalField<double>(j, lr::kDeadlineS);
+    l.interruptedBy = optionalField<int>(j, lr::kInterruptedBySignal).value_or(0);
+    for (const auto& r : j.at(lr::kRanks)) {
+      LaunchedRank lr;
+      lr.rank = field<int>(r, lr::ranks::kRank);
+      lr.pid = optionalField<long>(r, lr::ranks::kPid).value_or(0);
+      lr.outcome = r.at(lr::ranks::kOutcome).get<std::string>();
+      lr.code = optionalField<int>(r, lr::ranks::kCode).value_or(0);
+      lr.signal = optionalField<int>(r, lr::ranks::kSignal).value_or(0);
+      lr.wasStopped = r.value(lr::ranks::kWasStopped, false);
+      l.ranks.push_back(lr);
+    }
+    l.command = optionalField<std::vector<std::string>>(j, lr::kCommand).value_or(std::vector<std::string>{});
+    l.cpu = j.value(lr::kCpu, false);
+    l.gpus = optionalField<int>(j, lr::kGpus);
+    l.standInData = j.value(lr::kStandInData, false);
+    DDPH_CHECK(l.worldSize > 0 && l.worldSize <= kMaxTraceWorldSize,
+               "world_size {} is not between 1 and {}", l.worldSize, kMaxTraceWorldSize);
+    return l;
+  } catch (const json::exception& e) {
+    throw ConfigError(fmt::format("{}: not a launch record ({})", launchFile.string(), e.what()));
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}: {}", launchFile.string(), e.what()));
+  }
 }
 
 void prepareTraceDir(const fs::path& dir) {

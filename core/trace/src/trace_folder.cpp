@@ -11,7 +11,7 @@
 
 #include "ddph/trace/trace.h"
 #include "ddph/common/error.h"
-#include "trace_reader.h"
+#include "ddph/trace/launch_record.h"
 #include "trace_schema.h"
 
 namespace ddph::trace {
@@ -166,7 +166,7 @@ Trace readTrace(const fs::path& dir) {
   Trace trace;
   trace.dir = dir;
   trace.folders = {dir};
-  trace.launch = readLaunchRecord(dir / "launch.json");
+  trace.launch = readLaunchRecord(dir / trace_schema::launch_record::kFile);
   trace.spawners = readSpawners(dir);
   // A launched run whose ranks all died before recording anything is still a run to report.
   if (files.empty() && !trace.launch && trace.spawners.empty()) {

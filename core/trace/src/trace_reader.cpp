@@ -16,7 +16,7 @@
 #include "ddph/trace/trace.h"
 #include "ddph/common/error.h"
 #include "index_list.h"
-#include "trace_reader.h"
+#include "json_fields.h"
 #include "trace_schema.h"
 
 namespace ddph::trace {
@@ -26,50 +26,11 @@ using common::ConfigError;
 namespace fs = std::filesystem;
 namespace ts = trace_schema;
 using nlohmann::json;
+using json_fields::field;
+using json_fields::optionalField;
+using json_fields::valueAs;
 
 namespace {
-
-// One value of an event, typed, with an error naming the key. nlohmann's get<integer>() converts
-// any number with a static_cast: a float out of the type's range is undefined behaviour and a large
-// integer wraps (world_size 2^32 + 4 read as 4), so an integral field takes an integer in range.
-template <class T>
-T valueAs(const json& v, const char* key) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    DDPH_CHECK(v.is_number_integer(), "\"{}\" has the wrong type", key);
-    const bool inRange =
-        v.is_number_unsigned()
-            ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
-            : v.get<std::int64_t>() >= std::numeric_limits<T>::min() &&
-                  v.get<std::int64_t>() <= std::numeric_limits<T>::max();
-    DDPH_CHECK(inRange, "\"{}\" is out of range: {}", key, v.dump());
-    return static_cast<T>(v.get<std::int64_t>());
-  } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
-    DDPH_CHECK(v.is_array(), "\"{}\" has the wrong type", key);
-    T out;
-    for (const auto& item : v) out.push_back(valueAs<std::int64_t>(item, key));
-    return out;
-  } else {
-    try {
-      return v.get<T>();
-    } catch (const json::exception&) {
-      throw ConfigError(fmt::format("\"{}\" has the wrong type", key));
-    }
-  }
-}
-
-template <class T>
-T field(const json& j, const char* key) {
-  auto it = j.find(key);
-  DDPH_CHECK(it != j.end(), "missing \"{}\"", key);
-  return valueAs<T>(*it, key);
-}
-
-template <class T>
-std::optional<T> optionalField(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  return valueAs<T>(*it, key);
-}
 
 OrderKind orderKind(const std::string& s) {
   if (s == "torch-distributed") return OrderKind::kTorchDistributed;
@@ -645,45 +606,6 @@ RankTrace readRankTrace(std::istream& in, const fs::path& file) {
   t.lines = line;
   builder.finish(line);
   return t;
-}
-
-std::optional<LaunchRecord> readLaunchRecord(const fs::path& launchFile) {
-  std::error_code ec;
-  if (!fs::exists(launchFile, ec)) return std::nullopt;
-  std::ifstream in(launchFile, std::ios::binary);
-  try {
-    const json j = json::parse(in);
-    LaunchRecord l;
-    // Integral fields as in a rank's trace (valueAs): "world_size": 21474836E7 was a float
-    // converted to int, undefined behaviour.
-    l.launcher = j.value("launcher", "");
-    l.worldSize = field<int>(j, "world_size");
-    l.exitCode = optionalField<int>(j, "exit_code").value_or(0);
-    l.timedOut = j.value("timed_out", false);
-    l.deadlineS = optionalField<double>(j, "deadline_s");
-    l.interruptedBy = optionalField<int>(j, "interrupted_by_signal").value_or(0);
-    for (const auto& r : j.at("ranks")) {
-      LaunchedRank lr;
-      lr.rank = field<int>(r, "rank");
-      lr.pid = optionalField<long>(r, "pid").value_or(0);
-      lr.outcome = r.at("outcome").get<std::string>();
-      lr.code = optionalField<int>(r, "code").value_or(0);
-      lr.signal = optionalField<int>(r, "signal").value_or(0);
-      lr.wasStopped = r.value("was_stopped", false);
-      l.ranks.push_back(lr);
-    }
-    l.command = optionalField<std::vector<std::string>>(j, "command").value_or(std::vector<std::string>{});
-    l.cpu = j.value("cpu", false);
-    l.gpus = optionalField<int>(j, "gpus");
-    l.standInData = j.value("stand_in_data", false);
-    DDPH_CHECK(l.worldSize > 0 && l.worldSize <= kMaxTraceWorldSize,
-               "world_size {} is not between 1 and {}", l.worldSize, kMaxTraceWorldSize);
-    return l;
-  } catch (const json::exception& e) {
-    throw ConfigError(fmt::format("{}: not a launch record ({})", launchFile.string(), e.what()));
-  } catch (const ConfigError& e) {
-    throw ConfigError(fmt::format("{}: {}", launchFile.string(), e.what()));
-  }
 }
 
 }  // namespace ddph::trace

@@ -1,6 +1,7 @@
 // The C++ recorder (ddph::trace::TraceWriter) against the trace schema (core/trace/trace_schema.json):
 // every line it writes is an event of the schema with the schema's fields and types, every event and
-// field the schema says it writes ("producers": "cpp") appears, and the reader takes the trace back.
+// field the schema says it writes ("producers": "cpp") appears, and the reader takes the trace back;
+// the same for launch.json (the schema's "launch_record").
 // The Python side: python/tests/test_trace_schema.py.
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "ddph/trace/trace.h"
+#include "ddph/trace/launch_record.h"
 #include "ddph/trace/trace_writer.h"
 #include "test_support.h"
 
@@ -117,6 +119,63 @@ TEST(TraceSchema, EveryLineTheCppWriterWritesIsInTheSchema) {
   EXPECT_TRUE(t.ended);
   EXPECT_EQ(t.passes.size(), 1u);
   EXPECT_EQ(t.collectives.at("0").size(), 2u);
+}
+
+// What in `object` disagrees with the schema's `fields` (nested entries too); the names written
+// into `written` ("ranks.pid" for an entry's).
+void expectSchemaFields(const json& fields, const json& object, const std::string& where,
+                        std::set<std::string>& written, const std::string& prefix = "") {
+  std::map<std::string, json> byName;
+  for (const auto& f : fields) byName[f.at("name")] = f;
+  for (const auto& [key, value] : object.items()) {
+    const auto f = byName.find(key);
+    ASSERT_NE(f, byName.end()) << "field " << key << " is not in the schema, " << where;
+    EXPECT_TRUE(typeMatches(f->second.at("type"), value)) << key << ", " << where;
+    EXPECT_TRUE(writtenByCpp(f->second)) << key << " is not marked cpp, " << where;
+    written.insert(prefix + key);
+    if (f->second.contains("entries")) {
+      for (const auto& entry : value) {
+        expectSchemaFields(f->second.at("entries"), entry, where + " " + key, written, key + ".");
+      }
+    }
+  }
+  for (const auto& [name, f] : byName) {
+    if (f.at("required")) EXPECT_TRUE(object.contains(name)) << name << " missing, " << where;
+  }
+}
+
+TEST(TraceSchema, LaunchJsonTheCppWriterWritesIsTheSchemas) {
+  const json schema = loadSchema().at("launch_record");
+  trace::LaunchRecord record;
+  record.launcher = "ddp-sim launch";
+  record.worldSize = 2;
+  record.exitCode = 1;
+  record.deadlineS = 30.0;
+  record.ranks = {{0, 4711, "exited", 1, 0, false}, {1, 4712, "stopped", 0, 15, true}};
+  record.command = {"/usr/bin/python3", "train.py"};
+  record.cpu = true;
+  record.gpus = 4;
+  ddph::test_support::TempDir dir("ddph-launch-schema");
+  trace::writeLaunchRecord(dir.path(), record);
+  const auto file = std::filesystem::path(dir.path()) / schema.at("file").get<std::string>();
+  std::ifstream in(file);
+  ASSERT_TRUE(in) << "the writer did not write " << file;
+  std::set<std::string> written;
+  expectSchemaFields(schema.at("fields"), json::parse(in), "launch.json", written);
+  for (const auto& f : schema.at("fields")) {
+    if (writtenByCpp(f)) EXPECT_TRUE(written.count(f.at("name"))) << f.at("name");
+    for (const auto& e : f.value("entries", json::array())) {
+      const std::string name = f.at("name").get<std::string>() + "." + e.at("name").get<std::string>();
+      if (writtenByCpp(e)) EXPECT_TRUE(written.count(name)) << name;
+    }
+  }
+  // And the reader takes it back.
+  const auto back = trace::readLaunchRecord(file);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->ranks.size(), 2u);
+  EXPECT_TRUE(back->ranks[1].wasStopped);
+  EXPECT_EQ(back->gpus, std::optional<int>(4));
+  EXPECT_EQ(back->command, record.command);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #pragma once
-// The launcher's part of a trace: `launch.json` (docs/trace-format.md), how each rank process
-// ended as `ddp-sim launch --audit` saw it, and the trace folder the ranks write into.
+// The launcher's part of a trace: `launch.json` (docs/trace-format.md; its fields in the trace's
+// schema, launch_record), how each rank process ended as the launcher saw it, written and read here;
+// and the trace folder the ranks write into.
 
 #include <filesystem>
 #include <optional>
@@ -13,6 +14,10 @@ namespace ddph::trace {
 
 /// Writes `dir/launch.json` atomically (docs/trace-format.md "launch.json").
 void writeLaunchRecord(const std::filesystem::path& dir, const LaunchRecord& record);
+
+/// `launchFile` read (docs/trace-format.md, "launch.json"), or nullopt when there is none;
+/// ConfigError naming the file when it is not a launch record.
+std::optional<LaunchRecord> readLaunchRecord(const std::filesystem::path& launchFile);
 
 /// Makes `dir` ready for a new run's trace: creates it (and its parents) when missing, and refuses
 /// (ConfigError) a folder that already holds a trace, so that two runs never mix.
