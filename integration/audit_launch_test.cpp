@@ -220,7 +220,7 @@ TEST(AuditPython, UnevenStepsAreACollectiveMismatchNamingWhereRanksParted) {
   EXPECT_EQ(m["ranks"], Json::array({0})) << shown(a);
   EXPECT_TRUE(has(text(m, "detail"), "ranks 1, 2, 3 never entered")) << shown(a);
   EXPECT_TRUE(has(text(m, "detail"), "the ranks parted at epoch 0")) << shown(a);
-  EXPECT_TRUE(has(text(m, "likely_cause"), "join()")) << shown(a);
+  EXPECT_TRUE(has(text(m, "help"), "join()")) << shown(a);
   // Gloo then fails rank 0's extra allreduce when the others exit.
   const Json f = onlyViolation(a, "rank-failure");
   EXPECT_EQ(f["ranks"], Json::array({0})) << shown(a);

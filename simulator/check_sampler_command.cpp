@@ -309,10 +309,13 @@ void reportSearch(Sampler& sampler, const CheckSamplerArgs& a, const Contract& c
              formatCase(*r.counterexample), r.casesPassed);
   fmt::print("       {}\n", formatViolation(*r.violation));
   fmt::print("       likely cause: {}\n", likelyCauseOf(*r.violation));
+  for (const auto& note : r.violation->notes) fmt::print("       note: {}\n", note);
+  const std::string help = sampler::helpOf(*r.violation);
+  if (!help.empty()) fmt::print("       help: {}\n", help);
   page.counterexamples.push_back(printMinimalCase(sampler, a, contract, r));
   page.verdict.violations.push_back({r.property, r.violation->ranks, r.violation->epoch,
                                      r.violation->step, r.violation->detail,
-                                     likelyCauseOf(*r.violation)});
+                                     likelyCauseOf(*r.violation), r.violation->notes, help});
 }
 
 // Searches each property of the contract in turn, printing its line as it ends; returns the

@@ -60,15 +60,19 @@ def finding_text(violation):
 
 
 def report_blocks(report):
-    """The report's findings and notes as blocks, each finding's likely cause under it (the
-    report does not say which cause is the finding's own, which the text shows every time, and
-    which the catalogue's, shown once per property: each is shown)."""
+    """The report's findings and notes as blocks, each finding's likely cause, notes and help
+    under it (the report does not say which cause is the finding's own, which the text shows
+    every time, and which the catalogue's, shown once per property: each is shown)."""
     blocks = []
     violations = report.get("violations", [])
     for v in violations[:SHOWN]:
         text = "FAIL " + finding_text(v)
         if v.get("likely_cause"):
             text += "\n     likely cause: " + v["likely_cause"]
+        for note in v.get("notes", []):
+            text += "\n     note: " + note
+        if v.get("help"):
+            text += "\n     help: " + v["help"]
         blocks.append((v["property"], text))
     if len(violations) > SHOWN:
         prop, text = blocks[-1]

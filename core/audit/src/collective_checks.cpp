@@ -124,7 +124,8 @@ std::optional<Violation> desync(const std::string& group, const std::vector<std:
     v.likelyCause =
         "the ranks issue different collectives at the same point (rank-dependent control flow or "
         "tensor shapes); Gloo and NCCL may then hang, fail, or reduce mismatched buffers without "
-        "an error: make every rank call the same collectives with the same shapes";
+        "an error";
+    v.help = "make every rank call the same collectives with the same shapes";
     (void)group;
     return v;
   }
@@ -167,12 +168,30 @@ std::optional<Violation> loopLeftEarly(const Trace& trace, const std::vector<std
   v.likelyCause = fmt::format(
       "{} left the training loop by a decision of {} own (an early stop on {} own validation "
       "loss, a NaN check, a time limit, another number of epochs) while the others went on, so "
-      "their next collective waits forever (a hang, or a crash when {} exit{}); take the decision "
-      "on every rank together, e.g. all_reduce the stop flag (dist.all_reduce(flag, "
-      "op=dist.ReduceOp.MAX)) and break on every rank",
+      "their next collective waits forever (a hang, or a crash when {} exit{})",
       rankList(behind), behind.size() == 1 ? "its" : "their", behind.size() == 1 ? "its" : "their",
       behind.size() == 1 ? "it" : "they", behind.size() == 1 ? "s" : "");
+  v.help = "take the decision on every rank together, e.g. all_reduce the stop flag "
+           "(dist.all_reduce(flag, op=dist.ReduceOp.MAX)) and break on every rank";
   return v;
+}
+
+// The ranks `behind` drew every batch of the pass `parted` that every rank's loader declared
+// (len(loader), the same on every rank): they did not run out of data, they ran fewer steps over it.
+bool behindDrewTheWholePass(const Trace& trace, const std::vector<std::int64_t>& ranks,
+                            const std::vector<std::int64_t>& behind,
+                            const std::pair<std::int64_t, std::int64_t>& parted) {
+  std::optional<std::int64_t> declared;
+  for (auto r : ranks) {
+    const PassRecord* p = trace.ranks[static_cast<std::size_t>(r)]->findPass(parted.first, parted.second);
+    if (!p || !p->declaredBatches || (declared && *declared != *p->declaredBatches)) return false;
+    declared = p->declaredBatches;
+  }
+  for (auto r : behind) {
+    const PassRecord* p = trace.ranks[static_cast<std::size_t>(r)]->findPass(parted.first, parted.second);
+    if (static_cast<std::int64_t>(p->batches.size()) < *declared) return false;
+  }
+  return declared.has_value();
 }
 
 // More collectives on some ranks although no pass the trace follows gave the ranks different
@@ -182,8 +201,7 @@ std::string unpartneredCause(const CollectiveRecord& extra, const std::vector<st
       "the ranks' loaders handed out the same numbers of batches, so {} did not simply have more "
       "data; the trace cannot single out why {} called one more collective: {}a rank-dependent "
       "branch around a collective (`if rank == 0:` with an all_reduce, a barrier or a broadcast "
-      "inside, e.g. around logging or saving), or steps run on data the trace does not follow; "
-      "make every rank call the same collectives, or none",
+      "inside, e.g. around logging or saving), or steps run on data the trace does not follow",
       rankList(ahead), ahead.size() == 1 ? "it" : "they",
       extra.src == "user" ? "the first one without a partner is the program's own call, so most "
                             "likely "
@@ -230,14 +248,30 @@ std::optional<Violation> uneven(const Trace& trace, const std::vector<std::int64
       behind.size() == 1 ? "it" : "they", fewest, fewest == 1 ? "" : "s", counts);
   if (!parted) {
     v.likelyCause = unpartneredCause(extra, ahead);
+    v.help = "make every rank call the same collectives, or none";
+    return v;
+  }
+  if (behindDrewTheWholePass(trace, ranks, behind, *parted)) {
+    v.likelyCause = fmt::format(
+        "{} drew every batch of that pass, as many as every rank's loader holds, but ran fewer "
+        "collectives over {}: not uneven inputs but skipped steps, a per-rank condition around "
+        "backward() or the optimizer step (`if …: continue` on a loss threshold, a NaN or a bad "
+        "label; a training_step that returns None or skips manual_backward) that leaves the "
+        "others' gradient allreduce without a partner (a hang, or a crash when {} exit{})",
+        rankList(behind), behind.size() == 1 ? "it" : "them", behind.size() == 1 ? "it" : "they",
+        behind.size() == 1 ? "s" : "");
+    v.help = "decide a skip on every rank together (all_reduce the flag and skip everywhere), or "
+             "keep the step and zero its loss (loss * 0) so that every rank runs the same "
+             "collectives";
     return v;
   }
   v.likelyCause = fmt::format(
       "uneven inputs: {} ran out of batches first, and the others' next gradient allreduce waits "
-      "for them forever (a hang, or a crash when they exit); give every rank the same number of "
-      "batches (DistributedSampler pads shards to equal length, drop_last=True cuts them) or wrap "
-      "the loop in DDP's join() context manager (torch.distributed.algorithms.Join)",
+      "for them forever (a hang, or a crash when they exit)",
       rankList(behind));
+  v.help = "give every rank the same number of batches (DistributedSampler pads shards to equal "
+           "length, drop_last=True cuts them) or wrap the loop in DDP's join() context manager "
+           "(torch.distributed.algorithms.Join)";
   return v;
 }
 

@@ -57,7 +57,14 @@ std::string moduleName(const RankTrace& t, std::int64_t ddp) {
 
 // Every forward with gradients ran under no_sync() on every rank: no backward allreduced its
 // gradients, so each rank stepped on its own. The cause then, else empty (the catalogue's).
-std::string noSyncCause(const Trace& trace, std::int64_t ddp, std::string& detail) {
+// Why the replicas differ, and the remedy: a finding's likely cause and its help.
+struct Explanation {
+  std::string cause;
+  std::string help;
+  bool empty() const { return cause.empty(); }
+};
+
+Explanation noSyncCause(const Trace& trace, std::int64_t ddp, std::string& detail) {
   std::int64_t unsynced = 0, synced = 0;
   for (const auto& t : trace.ranks) {
     if (!t) continue;
@@ -69,26 +76,26 @@ std::string noSyncCause(const Trace& trace, std::int64_t ddp, std::string& detai
   if (synced > 0) {
     // Accumulation whose optimizer step follows a backward under no_sync() (a micro-batch counter
     // off by one): that step applies each rank's own gradients.
-    return fmt::format(
+    return {fmt::format(
         "{} of its {} forwards with gradients ran under model.no_sync() (gradient accumulation), "
         "and the replicas still differ: an optimizer.step() taken after a backward under "
         "no_sync() applies each rank's own, unreduced gradients (an accumulation counter off by "
-        "one, stepping before the synchronising micro-batch); run the micro-batch that precedes "
-        "each optimizer.step() outside no_sync()",
-        unsynced, unsynced + synced);
+        "one, stepping before the synchronising micro-batch)",
+        unsynced, unsynced + synced),
+        "run the micro-batch that precedes each optimizer.step() outside no_sync()"};
   }
   detail += fmt::format("; all {} of its forwards with gradients ran under no_sync(), and no "
                         "backward allreduced the gradients",
                         unsynced);
-  return "every backward runs under model.no_sync(), which skips DDP's gradient allreduce, so "
-         "each rank steps on its own gradients and the replicas drift apart; for gradient "
-         "accumulation, run the last micro-batch of each step outside no_sync() (its backward "
-         "allreduces the accumulated gradients) before optimizer.step()";
+  return {"every backward runs under model.no_sync(), which skips DDP's gradient allreduce, so "
+          "each rank steps on its own gradients and the replicas drift apart",
+          "for gradient accumulation, run the last micro-batch of each step outside no_sync() (its "
+          "backward allreduces the accumulated gradients) before optimizer.step()"};
 }
 
 // A rank whose own all_reduces all run on groups that together hold only part of the world (a
 // per-node group used as the world): its averaged gradients never reach the other ranks.
-std::optional<std::string> reducedWithinAPartOfTheWorld(const Trace& trace) {
+std::optional<Explanation> reducedWithinAPartOfTheWorld(const Trace& trace) {
   for (const auto& t : trace.ranks) {
     if (!t) continue;
     std::set<std::int64_t> reached;
@@ -109,14 +116,16 @@ std::optional<std::string> reducedWithinAPartOfTheWorld(const Trace& trace) {
       const auto& other = trace.ranks[static_cast<std::size_t>(r)];
       if (other && other->node) nodes.insert(*other->node);
     }
-    return fmt::format(
-        "rank {} all-reduces its gradients only within group{} {} ({} of the {} ranks{}), never "
-        "across the world, so each group of ranks trains its own model: a group of one node's "
-        "ranks (new_subgroups(), new_group of the node's ranks) used as the world; all-reduce "
-        "over the default group, or add the cross-node step of a hierarchical all-reduce",
-        t->rank, used.size() == 1 ? "" : "s", fmt::join(used, ", "),
-        rankList(std::vector<std::int64_t>(reached.begin(), reached.end())), trace.worldSize,
-        nodes.size() == 1 ? fmt::format(", all on node {}", *nodes.begin()) : "");
+    return Explanation{
+        fmt::format(
+            "rank {} all-reduces its gradients only within group{} {} ({} of the {} ranks{}), "
+            "never across the world, so each group of ranks trains its own model: a group of one "
+            "node's ranks (new_subgroups(), new_group of the node's ranks) used as the world",
+            t->rank, used.size() == 1 ? "" : "s", fmt::join(used, ", "),
+            rankList(std::vector<std::int64_t>(reached.begin(), reached.end())), trace.worldSize,
+            nodes.size() == 1 ? fmt::format(", all on node {}", *nodes.begin()) : ""),
+        "all-reduce over the default group, or add the cross-node step of a hierarchical "
+        "all-reduce"};
   }
   return std::nullopt;
 }
@@ -124,7 +133,7 @@ std::optional<std::string> reducedWithinAPartOfTheWorld(const Trace& trace) {
 // The program's own all_reduces that came after an optimizer step and before the next batch (the
 // `step` lines): most of them on some rank means the gradients were averaged after the step had
 // used each rank's own. The cause then, or nothing.
-std::optional<std::string> reducedAfterTheStep(const Trace& trace) {
+std::optional<Explanation> reducedAfterTheStep(const Trace& trace) {
   for (const auto& t : trace.ranks) {
     if (!t || t->stepLines.empty()) continue;
     std::vector<std::int64_t> batches;
@@ -146,12 +155,13 @@ std::optional<std::string> reducedAfterTheStep(const Trace& trace) {
       }
     }
     if (reduces == 0 || afterStep * 2 <= reduces) continue;
-    return fmt::format(
-        "the program all-reduces its gradients after optimizer.step() (rank {}: {} of its {} "
-        "all_reduces came after a step and before the next batch), so every step used each "
-        "rank's own gradients and the averaged ones are thrown away by the next zero_grad(); "
-        "average the gradients between loss.backward() and optimizer.step()",
-        t->rank, afterStep, reduces);
+    return Explanation{
+        fmt::format(
+            "the program all-reduces its gradients after optimizer.step() (rank {}: {} of its {} "
+            "all_reduces came after a step and before the next batch), so every step used each "
+            "rank's own gradients and the averaged ones are thrown away by the next zero_grad()",
+            t->rank, afterStep, reduces),
+        "average the gradients between loss.backward() and optimizer.step()"};
   }
   return std::nullopt;
 }
@@ -160,7 +170,7 @@ std::optional<std::string> reducedAfterTheStep(const Trace& trace) {
 // parameters' gradients itself. That keeps replicas equal only if they start equal (DDP
 // broadcasts rank 0's at construction; a hand-written loop must) and every rank sums the same
 // gradients in the same order. The cause then, else empty.
-std::string handWrittenCause(const Trace& trace, std::int64_t ddp) {
+Explanation handWrittenCause(const Trace& trace, std::int64_t ddp) {
   for (const auto& t : trace.ranks) {
     if (!t) continue;
     const auto d = t->ddp.find(ddp);
@@ -168,21 +178,21 @@ std::string handWrittenCause(const Trace& trace, std::int64_t ddp) {
   }
   if (auto within = reducedWithinAPartOfTheWorld(trace)) return *within;
   if (auto late = reducedAfterTheStep(trace)) return *late;
-  return "the program averages gradients itself (dist.all_reduce of each parameter's .grad, no "
-         "DDP), which keeps the replicas equal only if they start equal and every rank reduces "
-         "the same tensors in the same order: nothing broadcasts rank 0's initial parameters as "
-         "DDP does (a per-rank seed such as torch.manual_seed(rank) before building the model "
-         "gives each rank its own), or the ranks all-reduce their gradients in different orders "
-         "(iterating a set or dict whose order differs per rank) and sum unrelated tensors; "
-         "broadcast the parameters from rank 0 once before training (dist.broadcast(p.data, "
-         "src=0)), reduce in the parameters' own order, or wrap the model in "
-         "DistributedDataParallel";
+  return {"the program averages gradients itself (dist.all_reduce of each parameter's .grad, no "
+          "DDP), which keeps the replicas equal only if they start equal and every rank reduces "
+          "the same tensors in the same order: nothing broadcasts rank 0's initial parameters as "
+          "DDP does (a per-rank seed such as torch.manual_seed(rank) before building the model "
+          "gives each rank its own), or the ranks all-reduce their gradients in different orders "
+          "(iterating a set or dict whose order differs per rank) and sum unrelated tensors",
+          "broadcast the parameters from rank 0 once before training (dist.broadcast(p.data, "
+          "src=0)), reduce in the parameters' own order, or wrap the model in "
+          "DistributedDataParallel"};
 }
 
 // A DDP module that ran no forward on any rank while the program trained on batches: the model was
 // called around its wrapper (model.module(x)), so no backward all-reduced a gradient. The cause
 // then, else empty.
-std::string bypassedCause(const Trace& trace, std::int64_t ddp) {
+Explanation bypassedCause(const Trace& trace, std::int64_t ddp) {
   std::int64_t trained = 0;
   const RankTrace* first = nullptr;
   for (const auto& t : trace.ranks) {
@@ -195,43 +205,46 @@ std::string bypassedCause(const Trace& trace, std::int64_t ddp) {
     }
   }
   if (trained == 0) return {};
-  return fmt::format(
-      "{} never ran its forward on any rank while the ranks trained on {} batches: the model was "
-      "called around its DistributedDataParallel wrapper (model.module(x), or the model kept "
-      "before wrapping it), so no backward all-reduced a gradient and each rank trained its own "
-      "model; call the wrapper (ddp_model(x)) in training",
-      moduleName(*first, ddp), trained);
+  return {fmt::format(
+              "{} never ran its forward on any rank while the ranks trained on {} batches: the "
+              "model was called around its DistributedDataParallel wrapper (model.module(x), or "
+              "the model kept before wrapping it), so no backward all-reduced a gradient and each "
+              "rank trained its own model",
+              moduleName(*first, ddp), trained),
+          "call the wrapper (ddp_model(x)) in training"};
 }
 
 // The replicas differ and no_sync does not explain it: what the backward counts say, and the
 // candidates the trace cannot tell apart (it records no optimizer step).
-std::string divergedCause(const std::map<int, std::vector<Point>>& byRank, std::size_t i) {
+Explanation divergedCause(const std::map<int, std::vector<Point>>& byRank, std::size_t i) {
   std::set<std::int64_t> backwards;
   for (const auto& [rank, points] : byRank) {
     if (i < points.size()) backwards.insert(points[i].params.backwards);
   }
   if (backwards.size() == 1 && *backwards.begin() == 0) {
-    return "the replicas differ before any backward pass, although DDP broadcasts rank 0's "
-           "parameters and buffers when it is built: the model was changed on some ranks after "
-           "DDP(model) (a checkpoint loaded or weights re-initialised on one rank, a parameter "
-           "edited in place); load or change the model before wrapping it, on every rank";
+    return {"the replicas differ before any backward pass, although DDP broadcasts rank 0's "
+            "parameters and buffers when it is built: the model was changed on some ranks after "
+            "DDP(model) (a checkpoint loaded or weights re-initialised on one rank, a parameter "
+            "edited in place)",
+            "load or change the model before wrapping it, on every rank"};
   }
   if (backwards.size() > 1) {
-    return fmt::format("the ranks had run different numbers of backward passes by then ({}), "
-                       "so their models took different steps: a rank that skipped or added a "
-                       "step (a per-rank condition around backward or optimizer.step()); run the "
-                       "same steps on every rank",
-                       fmt::join(backwards, ", "));
+    return {fmt::format("the ranks had run different numbers of backward passes by then ({}), "
+                        "so their models took different steps: a rank that skipped or added a "
+                        "step (a per-rank condition around backward or optimizer.step())",
+                        fmt::join(backwards, ", ")),
+            "run the same steps on every rank"};
   }
-  return fmt::format(
+  return {fmt::format(
       "every rank had run the same {} backward passes, whose gradients DDP averages alike, so the "
       "models were changed outside the allreduce on some ranks: an optimizer step on some ranks "
       "only (`if rank == 0: optimizer.step()`), an optimizer or learning-rate schedule that "
       "differs per rank, a parameter changed in place on one rank, or parameters made trainable "
       "after DDP was built (requires_grad set after wrapping, a fine-tuning unfreeze: DDP "
       "reduces only the gradients it registered at construction); the trace cannot tell these "
-      "apart: step the same optimizer on every rank, and unfreeze by rebuilding the DDP wrapper",
-      *backwards.begin());
+      "apart",
+      *backwards.begin()),
+      "step the same optimizer on every rank, and unfreeze by rebuilding the DDP wrapper"};
 }
 
 void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violation>& out) {
@@ -271,10 +284,12 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
     v.detail = fmt::format("{} differs across ranks at {}: parameter hashes {}",
                            moduleName(*trace.ranks[static_cast<std::size_t>(byRank.begin()->first)], ddp),
                            reference[i].where, fmt::join(parts, "; "));
-    v.likelyCause = handWrittenCause(trace, ddp);
-    if (v.likelyCause.empty()) v.likelyCause = bypassedCause(trace, ddp);
-    if (v.likelyCause.empty()) v.likelyCause = noSyncCause(trace, ddp, v.detail);
-    if (v.likelyCause.empty()) v.likelyCause = divergedCause(byRank, i);
+    Explanation why = handWrittenCause(trace, ddp);
+    if (why.empty()) why = bypassedCause(trace, ddp);
+    if (why.empty()) why = noSyncCause(trace, ddp, v.detail);
+    if (why.empty()) why = divergedCause(byRank, i);
+    v.likelyCause = std::move(why.cause);
+    v.help = std::move(why.help);
     out.push_back(std::move(v));
     return;  // once diverged, every later point differs too
   }

@@ -382,7 +382,7 @@ TEST(AuditTrace, AnExtraEpochOnOneRankIsTheOthersLeavingTheLoopAndItsFailure) {
   EXPECT_TRUE(has(m.detail, "never began epoch 3, while rank 0 went on into it: #9 on the "
                             "default group"))
       << m.detail;
-  EXPECT_TRUE(has(m.likelyCause, "all_reduce the stop flag")) << m.likelyCause;
+  EXPECT_TRUE(has(m.help, "all_reduce the stop flag")) << m.help;
   EXPECT_FALSE(has(m.likelyCause, "ran out of batches")) << m.likelyCause;
   const Violation& f = only(r, property::kRankFailure);
   EXPECT_EQ(f.ranks, std::vector<std::int64_t>{0});

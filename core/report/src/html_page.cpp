@@ -30,6 +30,8 @@ th{background:#f0f2f5}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 .violation{border-left:4px solid #d62728;background:#fff6f6;padding:6px 10px;margin:8px 0}
 .violation .cause{color:#5a3b00;margin-top:4px}
+.violation .finding-note{color:#444;margin-top:2px}
+.violation .help{color:#0b5d1e;margin-top:2px}
 .note{color:#555}
 figure{margin:6px 0}
 figcaption{font-size:12px;color:#555}

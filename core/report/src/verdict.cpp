@@ -20,7 +20,8 @@ Verdict verdictOf(bool passed, const std::vector<Violation>& violations,
   }
   for (const auto& violation : violations) {
     v.violations.push_back({violation.property, violation.ranks, violation.epoch, violation.step,
-                            violation.detail, likelyCauseOf(violation)});
+                            violation.detail, likelyCauseOf(violation), violation.notes,
+                            sampler::helpOf(violation)});
   }
   v.notes = notes;
   return v;

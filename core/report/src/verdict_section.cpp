@@ -66,6 +66,10 @@ std::string verdictSection(const Verdict& verdict) {
     if (!v.likelyCause.empty()) {
       body += fmt::format("<div class=\"cause\">likely cause: {}</div>", escape(v.likelyCause));
     }
+    for (const auto& note : v.notes) {
+      body += fmt::format("<div class=\"finding-note\">note: {}</div>", escape(note));
+    }
+    if (!v.help.empty()) body += fmt::format("<div class=\"help\">help: {}</div>", escape(v.help));
     body += "</div>\n";
   }
   for (const auto& note : verdict.notes) {

@@ -114,6 +114,22 @@ TEST(HtmlReportParts, TheVerdictLineDoesNotCountNotApplicableAsHeld) {
   EXPECT_NE(renderHtml(page).find("PASSED</span>2 of 2 properties held (1 n/a)</p>"), std::string::npos);
 }
 
+TEST(HtmlReportParts, AFindingShowsItsNotesAndHelpUnderItsCause) {
+  Page page;
+  page.verdict.passed = false;
+  page.verdict.violations.push_back({"collective-mismatch", {2}, 1, 3, "no partner", "a skipped step",
+                                     {"the same in 2 epochs"}, "decide it on every rank"});
+  const std::string html = renderHtml(page);
+  const auto cause = html.find("likely cause: a skipped step");
+  const auto note = html.find("note: the same in 2 epochs");
+  const auto help = html.find("help: decide it on every rank");
+  ASSERT_NE(cause, std::string::npos);
+  ASSERT_NE(note, std::string::npos);
+  ASSERT_NE(help, std::string::npos);
+  EXPECT_LT(cause, note);
+  EXPECT_LT(note, help);
+}
+
 TEST(HtmlReportParts, LargeDatasetsAreBinned) {
   Page page;
   page.coverage.push_back(stridedEpoch(1'000'000, 512));

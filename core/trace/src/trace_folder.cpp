@@ -137,10 +137,11 @@ bool headerCutShort(const fs::path& file) {
   return in.eof() || first.find('\0') != std::string::npos;
 }
 
-// A rank whose program was destroying its default process group, with no DDP module alive, when
-// the launcher stopped it because another rank had failed: it had left its training normally
-// (destroying the group closes its connections, so its peers may fail first). Not after a
-// timeout: a rank still there then hung, in destroy_process_group or elsewhere.
+// A rank whose program had destroyed its default process group, and raised nothing, when the
+// launcher stopped it because another rank had failed: it had left its training normally
+// (destroying the group closes its connections, so its peers may fail first; the rank may still
+// be exiting, or stuck in torch 1.13's exit with a DDP module alive). Not after a timeout: a rank
+// still there then hung, in destroy_process_group or elsewhere.
 void markStoppedInDestroy(Trace& trace) {
   if (!trace.launch || trace.launch->timedOut) return;
   for (const auto& launched : trace.launch->ranks) {
@@ -148,8 +149,7 @@ void markStoppedInDestroy(Trace& trace) {
         launched.rank >= static_cast<int>(trace.ranks.size()))
       continue;
     auto& t = trace.ranks[static_cast<std::size_t>(launched.rank)];
-    if (!t || t->ended || t->errorType || !t->ddpAliveAtDestroy || !t->ddpAliveAtDestroy->empty())
-      continue;
+    if (!t || t->ended || t->errorType || !t->ddpAliveAtDestroy) continue;
     t->ended = true;
     t->endCode = 0;
     t->stoppedInDestroy = true;

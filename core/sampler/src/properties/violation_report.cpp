@@ -19,9 +19,15 @@ std::string violationsText(const std::vector<Violation>& violations,
     const bool repeated = std::any_of(violations.begin(), violations.begin() + static_cast<long>(i),
                                       [&](const Violation& w) { return w.property == v.property; });
     const std::string cause = likelyCauseOf(v);
-    if (!cause.empty() && (!v.likelyCause.empty() || !repeated)) {
+    const bool ownOrFirst = !v.likelyCause.empty() || !repeated;
+    if (!cause.empty() && ownOrFirst) {
       const bool usual = !hints.empty() && v.likelyCause.empty();
       out += fmt::format("       {}: {}\n", usual ? "usual cause" : "likely cause", cause);
+    }
+    for (const auto& note : v.notes) out += fmt::format("       note: {}\n", note);
+    const std::string help = helpOf(v);
+    if (!help.empty() && (!v.help.empty() || ownOrFirst)) {
+      out += fmt::format("       help: {}\n", help);
     }
   }
   if (violations.size() > shown) {

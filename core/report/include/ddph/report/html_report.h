@@ -32,6 +32,8 @@ struct ViolationRow {
   std::int64_t step = -1;           ///< -1: not tied to a step
   std::string detail;
   std::string likelyCause;  ///< may be empty
+  std::vector<std::string> notes;  ///< what follows from it or qualifies it
+  std::string help;                ///< the remedy; may be empty
 };
 
 struct Verdict {

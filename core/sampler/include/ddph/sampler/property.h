@@ -46,7 +46,8 @@ inline constexpr std::string_view kParameterUpdates = "parameter-updates";
 struct PropertyInfo {
   std::string_view name;
   std::string_view summary;      ///< what holds when the property holds
-  std::string_view likelyCause;  ///< the usual bug behind a violation, and its fix
+  std::string_view likelyCause;  ///< the usual bug behind a violation
+  std::string_view help;         ///< its usual fix
 };
 
 /// The sampler properties, in the order they are checked and reported.
@@ -69,12 +70,20 @@ struct Violation {
   std::int64_t epoch = -1;          ///< -1: not tied to an epoch
   std::int64_t step = -1;           ///< -1: not tied to a step
   std::string detail;               ///< one line, readable without context
-  /// This violation's own cause and fix when the checker knows it (else the catalogue's is shown).
+  /// This violation's own cause when the checker knows it (else the catalogue's is shown).
   std::string likelyCause;
+  /// What follows from it or qualifies it, one line each ("the same in 3 epochs"), shown as
+  /// `note:` lines under the finding (docs/audit.md, "Reading a finding").
+  std::vector<std::string> notes;
+  /// The remedy, one line, shown as `help:` (else the catalogue's, with the catalogue's cause).
+  std::string help;
 };
 
 /// The likely cause to show for `v`: its own, else the catalogue's, else empty.
 std::string likelyCauseOf(const Violation& v);
+
+/// The remedy to show for `v`: its own; else, when its cause is the catalogue's, the catalogue's.
+std::string helpOf(const Violation& v);
 
 /// "coverage at epoch 3 on ranks [1, 2]: …", one line.
 std::string formatViolation(const Violation& v);

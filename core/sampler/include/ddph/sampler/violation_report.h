@@ -1,7 +1,8 @@
 #pragma once
 // Violations shown the same way in every report (`ddp-sim run`, `ddp-sim audit`): as JSON,
-// {"property":…, "ranks":[…], "epoch":…, "step":…, "detail":…, "likely_cause":…}, and as the
-// "FAIL …" lines people read.
+// {"property":…, "ranks":[…], "epoch":…, "step":…, "detail":…, "likely_cause":…, "notes":[…],
+// "help":…} (the last three when there are any), and as the "FAIL …" lines people read, each
+// followed by its `likely cause:`, `note:` and `help:` lines, as a compiler prints a diagnostic.
 
 #include <nlohmann/json.hpp>
 
@@ -18,12 +19,15 @@ inline nlohmann::ordered_json violationJson(const Violation& v) {
                               {"step", v.step},         {"detail", v.detail}};
   const std::string cause = likelyCauseOf(v);
   if (!cause.empty()) j["likely_cause"] = cause;
+  if (!v.notes.empty()) j["notes"] = v.notes;
+  const std::string help = helpOf(v);
+  if (!help.empty()) j["help"] = help;
   return j;
 }
 
 /// The "FAIL …" lines of a report, each with its likely cause (the violation's own, else the
-/// catalogue's once per property; `hints`, this run's own causes, go with the first), at most
-/// `shown` of them.
+/// catalogue's once per property; `hints`, this run's own causes, go with the first), its notes
+/// and its help (the catalogue's with the catalogue's cause), at most `shown` of them.
 std::string violationsText(const std::vector<Violation>& violations,
                            const std::vector<std::string>& hints, std::size_t shown);
 
