@@ -95,7 +95,7 @@ TEST(AuditPattern, EveryBackwardUnderNoSyncIsReplicaConsistencyNamingNoSync) {
   const Json v = only(a, "replica-consistency");
   EXPECT_EQ(v["epoch"], 1) << shown(a);
   EXPECT_TRUE(has(text(v, "detail"), "ran under no_sync()")) << shown(a);
-  EXPECT_TRUE(has(text(v, "likely_cause"), "last micro-batch")) << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "last micro-batch")) << shown(a);
 }
 
 TEST(AuditPattern, WeightedSamplerSeededAlikeOnEveryRankIsRanksAgree) {
