@@ -156,27 +156,9 @@ void markStoppedInDestroy(Trace& trace) {
   }
 }
 
-}  // namespace
-
-Trace readTrace(const fs::path& dir) {
-  std::error_code ec;
-  DDPH_CHECK(fs::is_directory(dir, ec), "'{}' is not a folder", dir.string());
-  const std::map<int, fs::path> files = rankFilesIn(dir, ec);
-  DDPH_CHECK(!ec, "cannot list '{}': {}", dir.string(), ec.message());
-  Trace trace;
-  trace.dir = dir;
-  trace.folders = {dir};
-  trace.launch = readLaunchRecord(dir / trace_schema::launch_record::kFile);
-  trace.spawners = readSpawners(dir);
-  // A launched run whose ranks all died before recording anything is still a run to report.
-  if (files.empty() && !trace.launch && trace.spawners.empty()) {
-    const std::vector<int> attempts = laterAttemptsIn(dir, 0, "");
-    DDPH_CHECK(attempts.empty(),
-               "'{}' holds no trace of the run's first attempt (no rank-<R>.jsonl file), only "
-               "later attempts: audit one with ddp-sim audit {}",
-               dir.string(), attemptFolder(dir, attempts.front()).string());
-    throw ConfigError(fmt::format("'{}' holds no trace (no rank-<R>.jsonl file)", dir.string()));
-  }
+// The rank files of `dir`, read; a file whose header was cut short (its rank ended while it
+// created it) is left out with a note.
+std::vector<RankTrace> readRankFiles(const std::map<int, fs::path>& files, Trace& trace) {
   std::vector<RankTrace> read;
   for (const auto& [rank, file] : files) {
     if (headerCutShort(file)) {
@@ -190,12 +172,12 @@ Trace readTrace(const fs::path& dir) {
     DDPH_CHECK(t.rank == rank, "{} says it is rank {}", file.string(), t.rank);
     read.push_back(std::move(t));
   }
-  DDPH_CHECK(!read.empty() || trace.launch || !trace.spawners.empty(),
-             "'{}' holds no trace (every rank-<R>.jsonl file is empty)", dir.string());
-  const std::int64_t spawned = spawnedRanks(trace);
-  trace.worldSize = !read.empty()           ? read.front().worldSize
-                    : !trace.spawners.empty() ? static_cast<int>(std::max<std::int64_t>(spawned, 1))
-                                              : trace.launch->worldSize;
+  return read;
+}
+
+// Refuses rank files of different worlds, runs or attempts in one folder; notes a rank file
+// whose last line was cut short.
+void checkOneRun(const std::vector<RankTrace>& read, Trace& trace) {
   for (const auto& t : read) {
     const RankTrace& first = read.front();
     DDPH_CHECK(t.worldSize == first.worldSize, "{} has world size {} but {} has {}",
@@ -216,6 +198,15 @@ Trace readTrace(const fs::path& dir) {
                                         t.rank, t.file.filename().string()));
     }
   }
+}
+
+// The run's world size: the ranks' own, else the spawned ranks', else the launcher's; and
+// launch.json held to it (a spawners' folder: its processes are not the ranks).
+void settleWorldSize(const std::vector<RankTrace>& read, Trace& trace) {
+  const std::int64_t spawned = spawnedRanks(trace);
+  trace.worldSize = !read.empty()           ? read.front().worldSize
+                    : !trace.spawners.empty() ? static_cast<int>(std::max<std::int64_t>(spawned, 1))
+                                              : trace.launch->worldSize;
   if (!trace.spawners.empty()) {
     // launch.json's processes are the spawners, so its outcomes are not the ranks'; what stays
     // is how the launch as a whole ended.
@@ -226,6 +217,10 @@ Trace readTrace(const fs::path& dir) {
                "launch.json says {} ranks but the traces say {}",
                trace.launch ? trace.launch->worldSize : 0, trace.worldSize);
   }
+}
+
+// Which attempt of a torchrun-restarted run `dir` holds, and the later attempts' folders.
+void findAttempts(const fs::path& dir, const std::vector<RankTrace>& read, Trace& trace) {
   trace.attempt = read.empty() ? 0 : read.front().attempt;
   const fs::path base = trace.attempt == 0 ? dir : folderAbove(dir);
   for (int k : laterAttemptsIn(base, trace.attempt, read.empty() ? "" : read.front().runId)) {
@@ -234,6 +229,38 @@ Trace readTrace(const fs::path& dir) {
   if (trace.attempt > 0 || !trace.laterAttempts.empty()) {
     trace.notes.push_back(attemptsNote(trace, base));
   }
+}
+
+// A folder with no rank file, no launch record and no spawner: none of a first attempt's.
+[[noreturn]] void refuseEmptyFolder(const fs::path& dir) {
+  const std::vector<int> attempts = laterAttemptsIn(dir, 0, "");
+  DDPH_CHECK(attempts.empty(),
+             "'{}' holds no trace of the run's first attempt (no rank-<R>.jsonl file), only "
+             "later attempts: audit one with ddp-sim audit {}",
+             dir.string(), attemptFolder(dir, attempts.front()).string());
+  throw ConfigError(fmt::format("'{}' holds no trace (no rank-<R>.jsonl file)", dir.string()));
+}
+
+}  // namespace
+
+Trace readTrace(const fs::path& dir) {
+  std::error_code ec;
+  DDPH_CHECK(fs::is_directory(dir, ec), "'{}' is not a folder", dir.string());
+  const std::map<int, fs::path> files = rankFilesIn(dir, ec);
+  DDPH_CHECK(!ec, "cannot list '{}': {}", dir.string(), ec.message());
+  Trace trace;
+  trace.dir = dir;
+  trace.folders = {dir};
+  trace.launch = readLaunchRecord(dir / trace_schema::launch_record::kFile);
+  trace.spawners = readSpawners(dir);
+  // A launched run whose ranks all died before recording anything is still a run to report.
+  if (files.empty() && !trace.launch && trace.spawners.empty()) refuseEmptyFolder(dir);
+  std::vector<RankTrace> read = readRankFiles(files, trace);
+  DDPH_CHECK(!read.empty() || trace.launch || !trace.spawners.empty(),
+             "'{}' holds no trace (every rank-<R>.jsonl file is empty)", dir.string());
+  checkOneRun(read, trace);
+  settleWorldSize(read, trace);
+  findAttempts(dir, read, trace);
   trace.ranks.resize(static_cast<std::size_t>(trace.worldSize));
   for (auto& t : read) trace.ranks[static_cast<std::size_t>(t.rank)] = std::move(t);
   markStoppedInDestroy(trace);

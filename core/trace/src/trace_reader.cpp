@@ -15,8 +15,9 @@
 
 #include "ddph/trace/trace.h"
 #include "ddph/common/error.h"
-#include "index_list.h"
 #include "json_fields.h"
+#include "event_records.h"
+#include "passes_and_epochs.h"
 #include "trace_schema.h"
 
 namespace ddph::trace {
@@ -31,28 +32,6 @@ using json_fields::optionalField;
 using json_fields::valueAs;
 
 namespace {
-
-OrderKind orderKind(const std::string& s) {
-  if (s == "torch-distributed") return OrderKind::kTorchDistributed;
-  if (s == "sequential") return OrderKind::kSequential;
-  if (s == "recorded") return OrderKind::kRecorded;
-  throw ConfigError(fmt::format("unknown sampler order \"{}\"", s));
-}
-
-constexpr std::size_t kMaxDatasetParts = 4096;
-
-DatasetPart datasetPart(const json& p) {
-  namespace f = ts::loader::dataset_parts;
-  DDPH_CHECK(p.is_object(), "a \"dataset_parts\" entry must be an object");
-  DatasetPart part;
-  part.dataset = optionalField<std::string>(p, f::kDataset).value_or("");
-  part.len = optionalField<std::int64_t>(p, f::kLen).value_or(-1);
-  part.name = optionalField<std::string>(p, f::kName).value_or("");
-  part.fingerprint = optionalField<std::string>(p, f::kFingerprint).value_or("");
-  part.items = optionalField<std::string>(p, f::kItems).value_or("");
-  part.content = optionalField<std::string>(p, f::kContent).value_or("");
-  return part;
-}
 
 // The public version (trace.h) is the schema's.
 static_assert(kTraceVersion == ts::kFormatVersion, "trace.h's kTraceVersion is not trace_schema.json's");
@@ -96,147 +75,14 @@ class RankTraceBuilder {
 
   bool sawHeader() const { return sawHeader_; }
 
-  void finish(std::int64_t lastLine) {
-    for (auto& p : t_.passes) {
-      if (!lastBatchThrownAway(p)) completeAtItsLength(p);
-    }
-    for (auto& p : t_.passes) {
-      if (p.endLine == 0) p.endLine = lastLine + 1;
-    }
-    setPeeksAside();
-  }
+  /// What the whole file decides about its passes (passes_and_epochs.h).
+  void finish(std::int64_t lastLine) { settlePasses(t_, forwardLines_, lastLine); }
 
  private:
-  // A pass that handed out len(loader) batches is complete however the loop left it: Lightning
-  // and `for _ in range(len(loader)): next(it)` stop there and never see StopIteration. It ends
-  // after its last batch (a set_epoch after that is for the next pass, not too late for this one).
-  static void completeAtItsLength(PassRecord& p) {
-    if (p.ended || !p.declaredBatches || *p.declaredBatches <= 0) return;
-    if (static_cast<std::int64_t>(p.batches.size()) < *p.declaredBatches) return;
-    p.ended = true;
-    if (p.endLine == 0) p.endLine = p.batches.back().line + 1;
-  }
-
-  // zip(a, b) takes a's batch before b raises StopIteration: a's last batch, handed out on the
-  // line before another loader's pass ended, was thrown away, however many a handed out.
-  bool lastBatchThrownAway(const PassRecord& p) const {
-    if (p.ended || p.batches.empty()) return false;
-    const std::int64_t after = p.batches.back().line + 1;
-    return std::any_of(t_.passes.begin(), t_.passes.end(), [&](const PassRecord& q) {
-      return q.loader != p.loader && q.ended && q.endLine == after;
-    });
-  }
-
-  // An evaluation pass (every batch handed out without gradients) cut before its end, after which
-  // the same loader was iterated again: a sanity check (Lightning's two validation batches before
-  // training) or a preview, not an epoch.
-  static bool isCutEvaluation(const PassRecord& p) {
-    return !p.ended && !p.batches.empty() &&
-           std::none_of(p.batches.begin(), p.batches.end(), [](const BatchRecord& b) { return b.grad; });
-  }
-
-  // NOTE [Passes and epochs] (docs/audit.md): a pass that did not run to its end, after whose
-  // batches no DDP forward ran before the same loader's next pass began, fed no training step
-  // (`next(iter(loader))` to print the batch size): it is a peek, not an epoch; so is an
-  // evaluation cut short before the same loader's next pass (a sanity check). Peeks leave the
-  // passes; the loader's later passes are renumbered, and so are the collectives that name them.
-  // A trace without DDP forwards cannot tell a training peek from a pass: only cut evaluations
-  // are set aside there.
-  void setPeeksAside() {
-    std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> renumbered;  // old -> new iter
-    std::map<std::int64_t, std::int64_t> nextIter;  // loader -> the next epoch's number
-    // The start line of each pass's next pass of the same loader (0: none), in one sweep back.
-    std::vector<std::int64_t> nextStart(t_.passes.size(), 0);
-    std::map<std::int64_t, std::int64_t> laterStart;  // loader -> start of its next pass
-    for (std::size_t i = t_.passes.size(); i-- > 0;) {
-      std::int64_t& later = laterStart[t_.passes[i].loader];
-      nextStart[i] = later;
-      later = t_.passes[i].startLine;
-    }
-    std::vector<PassRecord> kept;
-    for (std::size_t i = 0; i < t_.passes.size(); ++i) {
-      PassRecord& p = t_.passes[i];
-      const auto from = p.batches.empty() ? p.startLine : p.batches.front().line;
-      const bool fedAStep =
-          forwardLines_.empty() ||
-          std::lower_bound(forwardLines_.begin(), forwardLines_.end(), from) !=
-              std::lower_bound(forwardLines_.begin(), forwardLines_.end(), nextStart[i]);
-      if (!p.ended && nextStart[i] != 0 && (!fedAStep || isCutEvaluation(p))) {
-        ++t_.loaders[p.loader].peeks;
-        renumbered[{p.loader, p.iter}] = nextIter[p.loader];  // its batches: before that epoch
-        continue;
-      }
-      renumbered[{p.loader, p.iter}] = nextIter[p.loader];
-      p.iter = nextIter[p.loader]++;
-      kept.push_back(std::move(p));
-    }
-    const bool none = kept.size() == t_.passes.size();
-    t_.passes = std::move(kept);
-    if (none) return;
-    t_.passIndex.clear();
-    for (std::size_t i = 0; i < t_.passes.size(); ++i) {
-      t_.passIndex[{t_.passes[i].loader, t_.passes[i].iter}] = i;
-    }
-    for (auto& [group, list] : t_.collectives) {
-      for (auto& c : list) {
-        const auto it = renumbered.find({c.loader, c.iter});
-        if (it == renumbered.end()) continue;
-        const PassRecord* p = t_.findPass(c.loader, it->second);
-        if (!p || p->startLine > c.line) c.batchSeq = -1;  // after a peek: before the epoch
-        c.iter = it->second;
-      }
-    }
-  }
-
-  void header(const json& e, std::int64_t) {
-    namespace f = ts::header;
-    DDPH_CHECK(optionalField<std::string>(e, f::kTrace).value_or("") == ts::kTraceName,
-               "not a ddph-audit trace (\"trace\" is not \"ddph-audit\")");
-    const auto version = field<int>(e, f::kVersion);
-    DDPH_CHECK(version == kTraceVersion, "trace format version {} (this reader knows version {})",
-               version, kTraceVersion);
-    t_.rank = field<int>(e, f::kRank);
-    t_.worldSize = field<int>(e, f::kWorldSize);
-    DDPH_CHECK(t_.worldSize > 0 && t_.rank >= 0 && t_.rank < t_.worldSize,
-               "rank {} of world size {} is not a rank", t_.rank, t_.worldSize);
-    DDPH_CHECK(t_.worldSize <= kMaxTraceWorldSize, "world size {} is above the reader's limit of {}",
-               t_.worldSize, kMaxTraceWorldSize);
-    t_.runId = optionalField<std::string>(e, f::kRunId).value_or("");
-    t_.attempt = optionalField<int>(e, f::kAttempt).value_or(0);
-    t_.startUnix = optionalField<double>(e, f::kStartUnix);
-    DDPH_CHECK(!t_.startUnix || std::isfinite(*t_.startUnix), "start_unix is not a finite number");
-    DDPH_CHECK(t_.attempt >= 0, "attempt {} is not a restart count", t_.attempt);
-    t_.producer = optionalField<std::string>(e, f::kProducer).value_or("");
-    t_.runtime = optionalField<std::string>(e, f::kRuntime).value_or("");
-    t_.argv = optionalField<std::vector<std::string>>(e, f::kArgv).value_or(std::vector<std::string>{});
-    t_.localRank = optionalField<int>(e, f::kLocalRank);
-    t_.localWorldSize = optionalField<int>(e, f::kLocalWorldSize);
-    t_.node = optionalField<int>(e, f::kNode);
-    t_.hostname = optionalField<std::string>(e, f::kHostname).value_or("");
-    DDPH_CHECK(!t_.localRank || *t_.localRank >= 0, "local_rank {} is not a rank", *t_.localRank);
-    DDPH_CHECK(!t_.localWorldSize || *t_.localWorldSize > 0, "local_world_size {} is not a size",
-               *t_.localWorldSize);
-    DDPH_CHECK(!t_.node || *t_.node >= 0, "node {} is not a node rank", *t_.node);
-  }
+  void header(const json& e, std::int64_t) { readHeader(e, t_); }
 
   void sampler(const json& e, std::int64_t) {
-    namespace f = ts::sampler;
-    SamplerRecord s;
-    s.id = field<std::int64_t>(e, f::kId);
-    s.className = optionalField<std::string>(e, f::kClass).value_or("");
-    s.datasetLen = field<std::int64_t>(e, f::kDatasetLen);
-    s.order = orderKind(field<std::string>(e, f::kOrder));
-    s.numReplicas = optionalField<std::int64_t>(e, f::kNumReplicas);
-    s.rank = optionalField<std::int64_t>(e, f::kRank);
-    s.seed = optionalField<std::int64_t>(e, f::kSeed);
-    s.shuffle = optionalField<bool>(e, f::kShuffle);
-    s.dropLast = optionalField<bool>(e, f::kDropLast);
-    s.replacement = optionalField<bool>(e, f::kReplacement);
-    DDPH_CHECK(s.datasetLen >= 0, "dataset_len {} is negative", s.datasetLen);
-    if (s.order == OrderKind::kTorchDistributed) {
-      DDPH_CHECK(s.numReplicas && s.rank && s.seed && s.shuffle && s.dropLast,
-                 "a torch-distributed sampler needs num_replicas, rank, seed, shuffle, drop_last");
-    }
+    SamplerRecord s = samplerRecord(e);
     auto [it, fresh] = t_.samplers.emplace(s.id, s);
     if (!fresh) {  // seen again: keep set_epoch calls, refresh the rest
       s.setEpochCalls = it->second.setEpochCalls;
@@ -245,30 +91,8 @@ class RankTraceBuilder {
   }
 
   void loader(const json& e, std::int64_t) {
-    namespace f = ts::loader;
-    LoaderRecord l;
-    l.id = field<std::int64_t>(e, f::kId);
-    l.sampler = optionalField<std::int64_t>(e, f::kSampler).value_or(-1);
-    l.dataset = optionalField<std::string>(e, f::kDataset).value_or("");
-    l.datasetLen = optionalField<std::int64_t>(e, f::kDatasetLen).value_or(0);
-    l.batchSize = optionalField<std::int64_t>(e, f::kBatchSize).value_or(0);
-    l.dropLast = optionalField<bool>(e, f::kDropLast).value_or(false);
-    l.torchBatching = optionalField<std::string>(e, f::kBatching).value_or("torch") == "torch";
-    l.datasetFingerprint = optionalField<std::string>(e, f::kDatasetFingerprint).value_or("");
-    l.datasetItems = optionalField<std::string>(e, f::kDatasetItems).value_or("");
-    l.datasetContent = optionalField<std::string>(e, f::kDatasetContent).value_or("");
-    if (const auto parts = e.find(f::kDatasetParts); parts != e.end() && !parts->is_null()) {
-      DDPH_CHECK(parts->is_array() && parts->size() <= kMaxDatasetParts,
-                 "\"dataset_parts\" must be an array of at most {} parts", kMaxDatasetParts);
-      for (const auto& p : *parts) l.datasetParts.push_back(datasetPart(p));
-    }
-    l.numWorkers = optionalField<std::int64_t>(e, f::kNumWorkers).value_or(0);
-    if (auto it = e.find(f::kSubsetIndices); it != e.end()) {
-      l.subsetIndices = decodeIndexList(*it);
-      l.subsetOf = field<std::int64_t>(e, f::kSubsetOf);
-      DDPH_CHECK(l.subsetOf >= 0, "\"subset_of\" {} is not a length", l.subsetOf);
-    }
-    t_.loaders[l.id] = l;
+    LoaderRecord l = loaderRecord(e);
+    t_.loaders[l.id] = std::move(l);
   }
 
   void pass(const json& e, std::int64_t line) {
@@ -310,41 +134,15 @@ class RankTraceBuilder {
   void batch(const json& e, std::int64_t line) {
     namespace f = ts::batch;
     PassRecord& p = passRef(field<std::int64_t>(e, f::kLoader), field<std::int64_t>(e, f::kIter));
-    BatchRecord b;
-    b.seq = field<std::int64_t>(e, f::kSeq);
-    b.size = field<std::int64_t>(e, f::kSize);
-    b.grad = optionalField<bool>(e, f::kGrad).value_or(true);
-    b.fingerprint = optionalField<std::string>(e, f::kFp).value_or("");
+    BatchRecord b = batchRecord(e);
     b.line = line;
     b.t = time_;
-    DDPH_CHECK(b.size >= 0, "batch size {} is negative", b.size);
-    if (auto it = e.find(f::kIdx); it != e.end()) {
-      b.indices = decodeIndexList(*it);
-      DDPH_CHECK(static_cast<std::int64_t>(b.indices->size()) == b.size,
-                 "batch {} has size {} but {} indices", b.seq, b.size, b.indices->size());
-    }
     p.batches.push_back(std::move(b));
     current_ = {p.loader, p.iter, p.batches.back().seq};
   }
 
   void collective(const json& e, std::int64_t line) {
-    namespace f = ts::coll;
-    CollectiveRecord c;
-    c.group = field<std::string>(e, f::kGroup);
-    c.seq = field<std::int64_t>(e, f::kSeq);
-    c.op = field<std::string>(e, f::kOp);
-    c.dtype = optionalField<std::string>(e, f::kDtype).value_or("");
-    c.numel = optionalField<std::int64_t>(e, f::kNumel).value_or(0);
-    c.src = optionalField<std::string>(e, f::kSrc).value_or("user");
-    c.ddp = optionalField<std::int64_t>(e, f::kDdp).value_or(-1);
-    c.bucket = optionalField<std::int64_t>(e, f::kBucket).value_or(-1);
-    c.backward = optionalField<std::int64_t>(e, f::kBackward).value_or(-1);
-    c.shadow = optionalField<bool>(e, f::kShadow).value_or(false);
-    c.at = optionalField<std::string>(e, f::kAt).value_or("");
-    c.via = optionalField<std::string>(e, f::kVia).value_or("");
-    c.peer = optionalField<std::int64_t>(e, f::kPeer).value_or(-1);
-    DDPH_CHECK(c.backward >= -1 && c.backward < std::numeric_limits<std::int64_t>::max(),
-               "\"backward\" {} is not a count", c.backward);
+    CollectiveRecord c = collectiveRecord(e);
     c.line = line;
     c.t = time_;
     c.loader = current_.loader;
