@@ -147,30 +147,18 @@ std::optional<launch::NodeLayout> nodeLayoutOf(const LaunchArgs& a) {
   return layout;
 }
 
-int runLaunch(const LaunchArgs& a) {
-  // Everything that would fail W ranks alike, or end a long run in a file it cannot write, is
-  // checked here, before any rank starts: one line, exit 2.
-  const std::optional<launch::NodeLayout> nodes = nodeLayoutOf(a);
+// Everything that would fail W ranks alike, or end a long run in a file it cannot write, checked
+// before any rank starts: one line, exit 2. The world size.
+int checkLaunchArgs(const LaunchArgs& a, const std::optional<launch::NodeLayout>& nodes) {
   if (nodes) {
     launch::checkNodeWorldSize(a.command, nodes->nodes, nodes->perNode);
   } else {
     launch::checkWorldSize(a.command, a.numRanks);
   }
-  const int worldSize = nodes ? nodes->worldSize() : a.numRanks;
   if (a.timeoutS) checkTimeoutOption("--timeout", *a.timeoutS);
   if (a.graceS != 0) checkTimeoutOption("--grace", a.graceS);  // 0: SIGKILL at once
   DDPH_CHECK(a.masterPort >= 0 && a.masterPort < 65536, "--master-port {} is not a port",
              a.masterPort);
-  launch::LaunchOptions options;
-  options.numRanks = worldSize;
-  options.nodes = nodes;
-  options.command = a.command;
-  if (a.timeoutS) options.timeout = seconds(*a.timeoutS);
-  options.grace = seconds(a.graceS);
-  options.masterPort = static_cast<std::uint16_t>(a.masterPort);
-  // A Python program's ranks are forked from one interpreter that imported torch once, unless
-  // --exec (docs/ddp-sim.md, "How ranks start").
-  if (!a.exec) options.forkServer = (pythonPackageDir() / "ddph_launch" / "fork_server.py").string();
   DDPH_CHECK(a.audit || (!a.traceDir && !a.reportPath && !a.htmlPath && a.resumes.empty()),
              "--trace-dir, --report, --html and --resumes need --audit");
   // The earlier jobs' traces are read before any rank starts: a wrong folder is one line, exit 2.
@@ -185,11 +173,25 @@ int runLaunch(const LaunchArgs& a) {
   // Before W ranks fail alike: a missing script, one that does not compile, an interpreter
   // without torch (exit 2).
   launch::checkPythonProgram(a.command, /*needsTorch=*/a.audit || a.cpu);
-  std::optional<trace::TraceFolder> traces;
-  if (a.audit) {
-    traces.emplace(a.traceDir);
-    options.extraEnv = auditEnvironment(traces->path());
-  }
+  return nodes ? nodes->worldSize() : a.numRanks;
+}
+
+// The launcher's options: the ranks, how they start, and the environment the audit and the
+// emulation add to each (`traceDir`: the trace folder, with --audit).
+launch::LaunchOptions launchOptions(const LaunchArgs& a, const std::optional<launch::NodeLayout>& nodes,
+                                    int worldSize, const std::filesystem::path* traceDir) {
+  launch::LaunchOptions options;
+  options.numRanks = worldSize;
+  options.nodes = nodes;
+  options.command = a.command;
+  if (a.timeoutS) options.timeout = seconds(*a.timeoutS);
+  options.grace = seconds(a.graceS);
+  options.masterPort = static_cast<std::uint16_t>(a.masterPort);
+  options.retryTakenPort = a.masterPort == 0;  // a port the user chose stays theirs
+  // A Python program's ranks are forked from one interpreter that imported torch once, unless
+  // --exec (docs/ddp-sim.md, "How ranks start").
+  if (!a.exec) options.forkServer = (pythonPackageDir() / "ddph_launch" / "fork_server.py").string();
+  if (traceDir) options.extraEnv = auditEnvironment(*traceDir);
   // Emulated nodes need the sitecustomize too (each node's host name and Gloo address).
   if (a.cpu || a.standInData || nodes) {
     const auto cpu = cpuEmulationEnvironment(a.cpu ? a.gpus.value_or(a.numRanks) : 0,
@@ -201,6 +203,60 @@ int runLaunch(const LaunchArgs& a) {
   if ((worldSize > 1 || a.cpu) && !std::getenv("OMP_NUM_THREADS")) {
     options.extraEnv.emplace_back("OMP_NUM_THREADS", "1");
   }
+  return options;
+}
+
+// The launcher's last line: the summary, the user's own stop and where the run was, or the error.
+void printLaunchEnd(const launch::LaunchResult& result, const std::string& elapsed,
+                    std::optional<trace::TraceProgress>& traced, int worldSize) {
+  if (result.exitCode == 0) {
+    fmt::print(stderr, "ddp-sim launch: {}\n", result.summary);
+  } else if (result.interruptedBy != 0) {
+    // The user's own stop: one line saying where the run was, not an error of the ranks'.
+    std::string where = elapsed;
+    if (traced) {
+      const auto counts = traced->read();
+      where += fmt::format(" ({} of {} ranks past a collective, {} epoch{} done)", counts.joined,
+                           worldSize, counts.epochsDone, counts.epochsDone == 1 ? "" : "s");
+    }
+    const int stopped = stoppedRanks(result);
+    fmt::print(stderr, "ddp-sim launch: interrupted by {}: stopped {} rank{} at {}\n",
+               common::signalName(result.interruptedBy), stopped, stopped == 1 ? "" : "s", where);
+  } else {
+    fmt::print(stderr, "ddp-sim launch: error: {}\n", result.summary);
+  }
+}
+
+// launch.json written beside the ranks' trace, then the audit of the run (with the jobs it
+// resumed): the exit code of `ddp-sim launch --audit`.
+int auditLaunched(const LaunchArgs& a, const launch::LaunchResult& result, int worldSize,
+                  const std::filesystem::path& traceDir) {
+  trace::LaunchRecord record = launchRecordOf(result, worldSize, a.timeoutS);
+  record.command = a.command;  // the audit's hints repeat it (the user's own interpreter)
+  record.cpu = a.cpu;
+  record.gpus = a.gpus;
+  record.standInData = a.standInData;
+  trace::writeLaunchRecord(traceDir, record);
+  int audited = kExitOk;
+  try {
+    std::vector<std::filesystem::path> run(a.resumes.begin(), a.resumes.end());
+    run.push_back(traceDir);
+    audited = auditTraceFolders(run, a.reportPath, /*quiet=*/false, a.htmlPath, "ddp-sim launch");
+  } catch (const ConfigError& e) {
+    fmt::print(stderr, "ddp-sim launch: error: cannot audit the run: {}\n", e.what());
+    return result.interruptedBy != 0 ? result.exitCode : kExitUsage;
+  }
+  if (result.interruptedBy != 0) return result.exitCode;  // 128 + N, after the audit
+  if (audited == kExitRuntime) return kExitRuntime;       // a report it could not write
+  return audited == kExitOk && result.exitCode == 0 ? kExitOk : kExitViolation;
+}
+
+int runLaunch(const LaunchArgs& a) {
+  const std::optional<launch::NodeLayout> nodes = nodeLayoutOf(a);
+  const int worldSize = checkLaunchArgs(a, nodes);
+  std::optional<trace::TraceFolder> traces;
+  if (a.audit) traces.emplace(a.traceDir);
+  launch::LaunchOptions options = launchOptions(a, nodes, worldSize, traces ? &traces->path() : nullptr);
   // On a terminal: ranks running, (with --audit) joined and epochs done, elapsed; nothing when
   // stderr is a log or a pipe.
   std::optional<trace::TraceProgress> traced;
@@ -224,46 +280,14 @@ int runLaunch(const LaunchArgs& a) {
     options.err = &err;
   }
   options.note = [&](const std::string& line) { err << "ddp-sim launch: " << line << '\n' << std::flush; };
-  options.retryTakenPort = a.masterPort == 0;  // a port the user chose stays theirs
   if (traces) options.beforeRetry = [&] { traces->clear(); };
   const launch::LaunchResult result = launch::launchRanks(options);
   progress.stop();
   std::cout << std::flush;
-  if (result.exitCode == 0) {
-    fmt::print(stderr, "ddp-sim launch: {}\n", result.summary);
-  } else if (result.interruptedBy != 0) {
-    // The user's own stop: one line saying where the run was, not an error of the ranks'.
-    std::string where = ProgressLine::formatElapsed(std::chrono::steady_clock::now() - start);
-    if (traced) {
-      const auto counts = traced->read();
-      where += fmt::format(" ({} of {} ranks past a collective, {} epoch{} done)", counts.joined,
-                           worldSize, counts.epochsDone, counts.epochsDone == 1 ? "" : "s");
-    }
-    const int stopped = stoppedRanks(result);
-    fmt::print(stderr, "ddp-sim launch: interrupted by {}: stopped {} rank{} at {}\n",
-               common::signalName(result.interruptedBy), stopped, stopped == 1 ? "" : "s", where);
-  } else {
-    fmt::print(stderr, "ddp-sim launch: error: {}\n", result.summary);
-  }
+  printLaunchEnd(result, ProgressLine::formatElapsed(std::chrono::steady_clock::now() - start),
+                 traced, worldSize);
   if (!traces) return result.exitCode;
-  trace::LaunchRecord record = launchRecordOf(result, worldSize, a.timeoutS);
-  record.command = a.command;  // the audit's hints repeat it (the user's own interpreter)
-  record.cpu = a.cpu;
-  record.gpus = a.gpus;
-  record.standInData = a.standInData;
-  trace::writeLaunchRecord(traces->path(), record);
-  int audited = kExitOk;
-  try {
-    std::vector<std::filesystem::path> run(a.resumes.begin(), a.resumes.end());
-    run.push_back(traces->path());
-    audited = auditTraceFolders(run, a.reportPath, /*quiet=*/false, a.htmlPath, "ddp-sim launch");
-  } catch (const ConfigError& e) {
-    fmt::print(stderr, "ddp-sim launch: error: cannot audit the run: {}\n", e.what());
-    return result.interruptedBy != 0 ? result.exitCode : kExitUsage;
-  }
-  if (result.interruptedBy != 0) return result.exitCode;  // 128 + N, after the audit
-  if (audited == kExitRuntime) return kExitRuntime;       // a report it could not write
-  return audited == kExitOk && result.exitCode == 0 ? kExitOk : kExitViolation;
+  return auditLaunched(a, result, worldSize, traces->path());
 }
 
 }  // namespace
