@@ -21,10 +21,6 @@ namespace property = sampler::property;
 
 namespace {
 
-bool trainsOnBatches(const PassRecord& p) {
-  return std::any_of(p.batches.begin(), p.batches.end(), [](const BatchRecord& b) { return b.grad; });
-}
-
 // The indices of [0, n) that no rank consumed in training pass `k` of `loader`, or nothing when
 // some rank has no such pass, the pass is not a complete training pass, or what it consumed is
 // not known.
