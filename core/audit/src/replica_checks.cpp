@@ -184,9 +184,7 @@ std::string handWrittenCause(const Trace& trace, std::int64_t ddp) {
 // then, else empty.
 std::string bypassedCause(const Trace& trace, std::int64_t ddp) {
   std::int64_t trained = 0;
-  const RankTrace* first = nullptr;
   for (const auto& t : trace.ranks) {
-    if (t && !first) first = &*t;
     if (!t) continue;
     const auto d = t->ddp.find(ddp);
     if (d == t->ddp.end() || d->second.forwards > 0 || !d->second.averagedBy.empty()) return {};
@@ -200,7 +198,7 @@ std::string bypassedCause(const Trace& trace, std::int64_t ddp) {
       "called around its DistributedDataParallel wrapper (model.module(x), or the model kept "
       "before wrapping it), so no backward all-reduced a gradient and each rank trained its own "
       "model; call the wrapper (ddp_model(x)) in training",
-      moduleName(*first, ddp), trained);
+      moduleName(*firstTraced(trace), ddp), trained);
 }
 
 // The replicas differ and no_sync does not explain it: what the backward counts say, and the
