@@ -21,10 +21,6 @@ namespace property = sampler::property;
 
 namespace {
 
-bool trainsOnBatches(const PassRecord& p) {
-  return std::any_of(p.batches.begin(), p.batches.end(), [](const BatchRecord& b) { return b.grad; });
-}
-
 // The indices of [0, n) that no rank consumed in training pass `k` of `loader`, or nothing when
 // some rank has no such pass, the pass is not a complete training pass, or what it consumed is
 // not known.
@@ -80,6 +76,47 @@ std::string leftOutCause(const LoaderRecord& l, const SamplerRecord& s, std::int
                      order);
 }
 
+// What one rank shows of a loader whose batches came from a cache: the epochs its sampler was
+// given after the loader's last pass ran out, each followed by training on another loader.
+struct LateEpochs {
+  std::vector<std::int64_t> epochs;  ///< the set_epoch values after the loader's last pass
+  std::int64_t passes = 0;           ///< the loader's passes
+  std::int64_t otherLoader = -1;     ///< the loader training went on over
+  std::int64_t laterPasses = 0;      ///< its passes after the loader's last
+};
+
+// Nothing unless the loader's sampler shuffles, every pass of it trained and the last ran to its
+// end, and its sampler was given an epoch afterwards that training on another loader followed.
+std::optional<LateEpochs> lateEpochsOn(const RankTrace& t, std::int64_t loader) {
+  const SamplerRecord* s = samplerOf(t, loader);
+  if (!s || !s->shuffle.value_or(s->order == OrderKind::kTorchDistributed)) return std::nullopt;
+  LateEpochs out;
+  const PassRecord* last = nullptr;
+  for (const auto& p : t.passes) {
+    if (p.loader != loader) continue;
+    if (!trainsOnBatches(p)) return std::nullopt;  // an evaluation's order harms nothing
+    last = &p;
+    ++out.passes;
+  }
+  if (!last || !last->ended) return std::nullopt;
+  // set_epoch calls after the last pass ran out, each followed by training on another loader.
+  for (const auto& c : s->setEpochCalls) {
+    if (c.line < last->endLine) continue;
+    for (const auto& q : t.passes) {
+      if (q.loader != loader && q.startLine > c.line && trainsOnBatches(q)) {
+        out.epochs.push_back(c.epoch);
+        out.otherLoader = q.loader;
+        break;
+      }
+    }
+  }
+  for (const auto& q : t.passes) {
+    if (q.loader == out.otherLoader && q.startLine > last->endLine) ++out.laterPasses;
+  }
+  if (out.epochs.empty()) return std::nullopt;
+  return out;
+}
+
 }  // namespace
 
 std::optional<Violation> neverTrainedInAnyEpoch(const Trace& trace, std::int64_t loader,
@@ -129,61 +166,32 @@ std::optional<Violation> neverTrainedInAnyEpoch(const Trace& trace, std::int64_t
 
 std::optional<Violation> replayedFromACache(const Trace& trace, std::int64_t loader) {
   const RankTrace* first = nullptr;
-  std::vector<std::int64_t> lateEpochs;
-  std::int64_t passes = 0, laterPasses = 0, otherLoader = -1;
+  LateEpochs late;
   for (const auto& t : trace.ranks) {
     if (!t || !t->endedNormally()) return std::nullopt;
-    const SamplerRecord* s = samplerOf(*t, loader);
-    if (!s || !s->shuffle.value_or(s->order == OrderKind::kTorchDistributed)) return std::nullopt;
-    const PassRecord* last = nullptr;
-    std::int64_t count = 0;
-    for (const auto& p : t->passes) {
-      if (p.loader != loader) continue;
-      if (!trainsOnBatches(p)) return std::nullopt;  // an evaluation's order harms nothing
-      last = &p;
-      ++count;
-    }
-    if (!last || !last->ended) return std::nullopt;
-    // set_epoch calls after the last pass ran out, each followed by training on another loader.
-    std::vector<std::int64_t> late;
-    std::int64_t later = 0, other = -1;
-    for (const auto& c : s->setEpochCalls) {
-      if (c.line < last->endLine) continue;
-      for (const auto& q : t->passes) {
-        if (q.loader != loader && q.startLine > c.line && trainsOnBatches(q)) {
-          late.push_back(c.epoch);
-          other = q.loader;
-          break;
-        }
-      }
-    }
-    for (const auto& q : t->passes) {
-      if (q.loader == other && q.startLine > last->endLine) ++later;
-    }
-    if (late.empty()) return std::nullopt;
+    const std::optional<LateEpochs> onRank = lateEpochsOn(*t, loader);
+    if (!onRank) return std::nullopt;
     if (!first) {
       first = &*t;
-      lateEpochs = late;
-      passes = count;
-      laterPasses = later;
-      otherLoader = other;
+      late = *onRank;
     }
   }
   if (!first) return std::nullopt;
   const SamplerRecord& s = *samplerOf(*first, loader);
   Violation v;
   v.property = std::string(property::kReshuffle);
-  v.epoch = lateEpochs.front();
+  v.epoch = late.epochs.front();
   std::vector<std::string> calls;
-  for (auto e : lateEpochs) calls.push_back(fmt::format("set_epoch({})", e));
+  for (auto e : late.epochs) calls.push_back(fmt::format("set_epoch({})", e));
   v.detail = fmt::format(
       "{}: it was iterated {} time{}, its last pass to its end, but {} {} called on its sampler "
       "{} ({}) afterwards while training went on ({}: {} more pass{}): no pass drew those "
       "epochs' orders, so the batches it served after its last pass came from a cache that "
       "repeats one order",
-      describeLoader(*first, loader), passes, passes == 1 ? "" : "s", fmt::join(calls, ", "),
-      calls.size() == 1 ? "was" : "were", s.id, s.className, describeLoader(*first, otherLoader),
-      laterPasses, laterPasses == 1 ? "" : "es");
+      describeLoader(*first, loader), late.passes, late.passes == 1 ? "" : "s",
+      fmt::join(calls, ", "), calls.size() == 1 ? "was" : "were", s.id, s.className,
+      describeLoader(*first, late.otherLoader), late.laterPasses,
+      late.laterPasses == 1 ? "" : "es");
   v.likelyCause =
       "the loader is wrapped in something that keeps its first pass, such as "
       "itertools.cycle(loader), which saves every batch of the first pass and replays them in the "

@@ -193,10 +193,7 @@ bool startsWith(const std::string& s, const std::string& prefix) {
 // note that the run ended inside the epoch; in the later one, its first pass's coverage finding.
 void dropReplaced(const Trace& trace, const std::set<std::int64_t>& loaders, bool later,
                   AuditReport& report) {
-  const RankTrace* first = nullptr;
-  for (const auto& t : trace.ranks) {
-    if (t && !first) first = &*t;
-  }
+  const RankTrace* first = firstTraced(trace);
   if (!first) return;
   for (std::int64_t loader : loaders) {
     const std::string about = describeLoader(*first, loader);

@@ -22,8 +22,9 @@ void checkRanks(const Trace& trace, std::vector<sampler::Violation>& out);
 /// collective_checks.cpp: collective-mismatch (uneven steps, desynchronised collectives).
 void checkCollectives(const Trace& trace, std::vector<sampler::Violation>& out);
 
-/// data_checks.cpp: the samplers' partitions (coverage, disjointness, reshuffle), what was
-/// consumed (coverage), evaluation duplicates (no-duplicates).
+/// data_checks.cpp (one family of data checks a file, data_checks.h): the samplers' partitions
+/// (coverage, disjointness, reshuffle), what was consumed (coverage), evaluation duplicates
+/// (no-duplicates).
 /// `judged` gets the name of every property some loader's pass was judged by.
 void checkData(const Trace& trace, std::vector<sampler::Violation>& out,
                std::vector<std::string>& notes, std::set<std::string>& judged);
@@ -31,7 +32,7 @@ void checkData(const Trace& trace, std::vector<sampler::Violation>& out,
 /// replica_checks.cpp: replica-consistency and parameter-updates.
 void checkReplicas(const Trace& trace, std::vector<sampler::Violation>& out);
 
-// --- what each rank's sampler yields and what it consumed (data_checks.cpp) --------------------
+// --- what each rank's sampler yields and what it consumed (data_pass.cpp) -----------------------
 
 // The epoch orders of torch's DistributedSampler, built once per (N, seed, epoch, shuffle).
 class OrderCache {
@@ -62,6 +63,9 @@ std::optional<std::vector<sampler::Index>> samplerOrder(const RankTrace& t, cons
 
 /// A pass that ran to StopIteration, or handed out len(loader) batches (NOTE [Passes and epochs]).
 bool completePass(const PassRecord& p);
+
+/// A pass that trained: some batch was handed out with gradients on.
+bool trainsOnBatches(const PassRecord& p);
 
 /// `p` is the loader's last pass on rank `t`, after which the program trained on nothing else:
 /// the job ended inside that epoch (NOTE [A run that ends inside a pass]).
@@ -188,6 +192,9 @@ std::string whereRankStood(const RankTrace& t);
 
 /// "896..999", "3, 17, 40" or "3, 17, 40, … (12 in all)": runs of consecutive indices as ranges.
 std::string describeIndices(const std::vector<sampler::Index>& sorted);
+
+/// The first rank of `trace` that left a trace, or nullptr.
+const RankTrace* firstTraced(const Trace& trace);
 
 /// "ranks 1, 2, 3" / "rank 1".
 std::string rankList(const std::vector<std::int64_t>& ranks);

@@ -88,6 +88,65 @@ std::string stoodAt(const RankTrace& t) {
   return out;
 }
 
+// The traced ranks of group `g` (every rank of the default group "0"), as some rank's trace lists
+// the group's members.
+std::vector<const RankTrace*> groupMembers(const Trace& trace, const std::string& g) {
+  std::vector<const RankTrace*> members;
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    bool member = g == "0";
+    for (const auto& other : trace.ranks) {
+      if (!member && other && other->groups.count(g)) {
+        const auto& ranks = other->groups.at(g);
+        member = std::find(ranks.begin(), ranks.end(), t->rank) != ranks.end();
+      }
+    }
+    if (member) members.push_back(&*t);
+  }
+  return members;
+}
+
+// Collective number `s` of group `g` when its members did not all enter it with one signature:
+// what each called, and the ranks that differ (the absent ones, else every signature but the
+// commonest's).
+std::optional<report::CollectiveDivergence> divergenceAt(
+    const std::vector<const RankTrace*>& members, const std::string& g, std::size_t s) {
+  std::map<std::string, std::vector<std::int64_t>> bySignature;
+  std::map<std::string, const CollectiveRecord*> example;
+  std::vector<std::int64_t> absent;
+  for (const auto* t : members) {
+    const auto it = t->collectives.find(g);
+    if (it == t->collectives.end() || it->second.size() <= s) {
+      absent.push_back(t->rank);
+      continue;
+    }
+    const std::string sig = collectiveSignature(it->second[s]);
+    bySignature[sig].push_back(t->rank);
+    example.emplace(sig, &it->second[s]);
+  }
+  if (bySignature.size() == 1 && absent.empty()) return std::nullopt;
+  report::CollectiveDivergence d;
+  d.group = g == "0" ? "" : g;
+  d.seq = static_cast<std::int64_t>(s);
+  std::string detail;
+  // The minority is what differs: the absent ranks, else every signature but the commonest.
+  std::size_t commonest = 0;
+  for (const auto& [sig, ranks] : bySignature) commonest = std::max(commonest, ranks.size());
+  for (const auto& [sig, ranks] : bySignature) {
+    detail += fmt::format("{}{} called {}", detail.empty() ? "" : "; ", compactRanks(ranks),
+                          describeCollective(*example.at(sig)));
+    if (!absent.empty() || ranks.size() < commonest) {
+      d.ranks.insert(d.ranks.end(), ranks.begin(), ranks.end());
+    }
+  }
+  if (!absent.empty()) {
+    detail += fmt::format("; {} never entered it", compactRanks(absent));
+    d.ranks = absent;
+  }
+  d.detail = detail;
+  return d;
+}
+
 // The first collective (lowest sequence number, default group first) that the group's traced
 // ranks did not all enter with the same signature.
 std::optional<report::CollectiveDivergence> firstDivergence(const Trace& trace) {
@@ -98,56 +157,14 @@ std::optional<report::CollectiveDivergence> firstDivergence(const Trace& trace) 
   std::vector<std::string> ordered(groups.begin(), groups.end());
   std::stable_partition(ordered.begin(), ordered.end(), [](const std::string& g) { return g == "0"; });
   for (const auto& g : ordered) {
-    std::vector<const RankTrace*> members;
-    for (const auto& t : trace.ranks) {
-      if (!t) continue;
-      bool member = g == "0";
-      for (const auto& other : trace.ranks) {
-        if (!member && other && other->groups.count(g)) {
-          const auto& ranks = other->groups.at(g);
-          member = std::find(ranks.begin(), ranks.end(), t->rank) != ranks.end();
-        }
-      }
-      if (member) members.push_back(&*t);
-    }
+    const std::vector<const RankTrace*> members = groupMembers(trace, g);
     std::size_t longest = 0;
     for (const auto* t : members) {
       const auto it = t->collectives.find(g);
       if (it != t->collectives.end()) longest = std::max(longest, it->second.size());
     }
     for (std::size_t s = 0; s < longest; ++s) {
-      std::map<std::string, std::vector<std::int64_t>> bySignature;
-      std::map<std::string, const CollectiveRecord*> example;
-      std::vector<std::int64_t> absent;
-      for (const auto* t : members) {
-        const auto it = t->collectives.find(g);
-        if (it == t->collectives.end() || it->second.size() <= s) {
-          absent.push_back(t->rank);
-          continue;
-        }
-        const std::string sig = collectiveSignature(it->second[s]);
-        bySignature[sig].push_back(t->rank);
-        example.emplace(sig, &it->second[s]);
-      }
-      if (bySignature.size() == 1 && absent.empty()) continue;
-      report::CollectiveDivergence d;
-      d.group = g == "0" ? "" : g;
-      d.seq = static_cast<std::int64_t>(s);
-      std::string detail;
-      // The minority is what differs: the absent ranks, else every signature but the commonest.
-      std::size_t commonest = 0;
-      for (const auto& [sig, ranks] : bySignature) commonest = std::max(commonest, ranks.size());
-      for (const auto& [sig, ranks] : bySignature) {
-        detail += fmt::format("{}{} called {}", detail.empty() ? "" : "; ", compactRanks(ranks),
-                              describeCollective(*example.at(sig)));
-        if (!absent.empty() || ranks.size() < commonest) d.ranks.insert(d.ranks.end(), ranks.begin(), ranks.end());
-      }
-      if (!absent.empty()) {
-        detail += fmt::format("; {} never entered it", compactRanks(absent));
-        d.ranks = absent;
-      }
-      d.detail = detail;
-      return d;
+      if (auto d = divergenceAt(members, g, s)) return d;
     }
   }
   return std::nullopt;

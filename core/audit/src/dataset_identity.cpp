@@ -133,6 +133,75 @@ std::string lettersFor(const Groups& groups, const std::map<std::string, std::ve
   return fmt::format("{}", fmt::join(legend, "; "));
 }
 
+// The ranks' ConcatDatasets, grouped by their sequence of parts (each part by partKey).
+struct Composition {
+  Groups groups;
+  std::map<std::string, std::vector<std::string>> keysOf;
+  std::map<std::string, const std::vector<DatasetPart>*> partsOf;
+};
+
+// Nothing when some rank's dataset is not a ConcatDataset, or every rank's holds the same parts
+// in the same order.
+std::optional<Composition> compositionOf(const std::vector<const RankTrace*>& traces,
+                                         std::int64_t loader) {
+  std::map<std::string, std::vector<std::int64_t>> bySequence;
+  Composition c;
+  for (const RankTrace* t : traces) {
+    const auto& parts = t->loaders.at(loader).datasetParts;
+    if (parts.empty()) return std::nullopt;  // not a ConcatDataset on every rank
+    std::vector<std::string> keys;
+    for (const auto& p : parts) keys.push_back(partKey(p));
+    const std::string seq = fmt::format("{}", fmt::join(keys, "\x1e"));
+    bySequence[seq].push_back(t->rank);
+    c.keysOf[seq] = keys;
+    c.partsOf[seq] = &parts;
+  }
+  if (bySequence.size() == 1) return std::nullopt;
+  c.groups = groupRanks(bySequence);
+  return c;
+}
+
+// The same parts on every rank, in different orders.
+bool holdTheSameParts(const Composition& c) {
+  auto sorted = [&](std::string seq) {
+    auto keys = c.keysOf.at(seq);
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  };
+  return std::all_of(c.groups.begin(), c.groups.end(), [&](const auto& g) {
+    return sorted(g.first) == sorted(c.groups.front().first);
+  });
+}
+
+bool holdAsManyParts(const Composition& c) {
+  const auto n0 = c.keysOf.at(c.groups.front().first).size();
+  return std::all_of(c.groups.begin(), c.groups.end(),
+                     [&](const auto& g) { return c.keysOf.at(g.first).size() == n0; });
+}
+
+// As many parts on every rank: what differs, part by part ("part 1 (…): other samples"), a
+// part's file listing aside (sameListing names it). `kind`: the gravest difference ("parts",
+// then "length", else the first found).
+std::vector<std::string> partDifferences(const Composition& c, std::string& kind) {
+  std::vector<std::string> differences;
+  const auto n0 = c.keysOf.at(c.groups.front().first).size();
+  for (std::size_t i = 0; i < n0; ++i) {
+    std::vector<const DatasetPart*> at;
+    for (const auto& g : c.groups) at.push_back(&(*c.partsOf.at(g.first))[i]);
+    if (std::all_of(at.begin(), at.end(),
+                    [&](const DatasetPart* p) { return partKey(*p) == partKey(*at[0]); }))
+      continue;
+    std::string k;
+    const std::string what = partDifference(at, c.groups, k);
+    if (k == "listing") continue;  // a part's file listing: sameListing names it
+    if (kind.empty() || k == "parts" || (k == "length" && kind != "parts")) kind = k;
+    DatasetPart named = *at[0];
+    named.len = k == "length" ? -1 : named.len;
+    differences.push_back(fmt::format("part {} ({}): {}", i, describePart(named), what));
+  }
+  return differences;
+}
+
 }  // namespace
 
 std::string datasetIdentity(const LoaderRecord& l) {
@@ -177,44 +246,23 @@ std::string differentDataCause(const std::string& kind) {
 
 std::optional<Violation> differentComposition(const std::vector<const RankTrace*>& traces,
                                               std::int64_t loader) {
-  std::map<std::string, std::vector<std::int64_t>> bySequence;
-  std::map<std::string, std::vector<std::string>> keysOf;
-  std::map<std::string, const std::vector<DatasetPart>*> partsOf;
-  for (const RankTrace* t : traces) {
-    const auto& parts = t->loaders.at(loader).datasetParts;
-    if (parts.empty()) return std::nullopt;  // not a ConcatDataset on every rank
-    std::vector<std::string> keys;
-    for (const auto& p : parts) keys.push_back(partKey(p));
-    const std::string seq = fmt::format("{}", fmt::join(keys, "\x1e"));
-    bySequence[seq].push_back(t->rank);
-    keysOf[seq] = keys;
-    partsOf[seq] = &parts;
-  }
-  if (bySequence.size() == 1) return std::nullopt;
-  const Groups groups = groupRanks(bySequence);
+  const std::optional<Composition> c = compositionOf(traces, loader);
+  if (!c) return std::nullopt;
   std::map<std::string, char> letter;
-  const std::string legend = lettersFor(groups, keysOf, partsOf, letter);
-  const RankTrace& first = *traces.front();
+  const std::string legend = lettersFor(c->groups, c->keysOf, c->partsOf, letter);
+  const std::string about = describeLoader(*traces.front(), loader);
   Violation v;
   v.property = std::string(property::kCoverage);
-  v.ranks = oddRanks(groups);
+  v.ranks = oddRanks(c->groups);
   const std::string consequence =
       ", so the ranks' shards do not split one dataset: index i names another sample on each rank, "
       "and samples are trained twice or never";
   const std::string tail = fmt::format(" ({}){}", legend, consequence);
-  auto sorted = [&](std::string seq) {
-    auto keys = keysOf.at(seq);
-    std::sort(keys.begin(), keys.end());
-    return keys;
-  };
-  const bool sameParts = std::all_of(groups.begin(), groups.end(), [&](const auto& g) {
-    return sorted(g.first) == sorted(groups.front().first);
-  });
-  if (sameParts) {
+  const auto n0 = c->keysOf.at(c->groups.front().first).size();
+  if (holdTheSameParts(*c)) {
     v.detail = fmt::format("{}: the ranks' ConcatDatasets hold the same {} parts in different "
                            "orders ({}){}",
-                           describeLoader(first, loader), keysOf.at(groups.front().first).size(),
-                           sequences(groups, letter, keysOf), tail);
+                           about, n0, sequences(c->groups, letter, c->keysOf), tail);
     v.likelyCause =
         "each rank builds its list of parts in its own order: a listing of shard files (os.listdir "
         "and glob give no defined order, and nodes differ), iteration over a set (string hashes "
@@ -223,13 +271,9 @@ std::optional<Violation> differentComposition(const std::vector<const RankTrace*
         "before ConcatDataset";
     return v;
   }
-  const auto n0 = keysOf.at(groups.front().first).size();
-  const bool sameCount = std::all_of(groups.begin(), groups.end(), [&](const auto& g) {
-    return keysOf.at(g.first).size() == n0;
-  });
-  if (!sameCount) {
+  if (!holdAsManyParts(*c)) {
     v.detail = fmt::format("{}: the ranks' ConcatDatasets are composed of different parts ({}){}",
-                           describeLoader(first, loader), sequences(groups, letter, keysOf), tail);
+                           about, sequences(c->groups, letter, c->keysOf), tail);
     v.likelyCause =
         "each rank picks the parts itself: a listing of sources that differs between nodes, a "
         "part skipped on some ranks (a missing or unreadable file, a per-rank condition), or a "
@@ -237,26 +281,11 @@ std::optional<Violation> differentComposition(const std::vector<const RankTrace*
         "rank (sorted, from one listing shared by all)";
     return v;
   }
-  // The same number of parts: what differs, part by part.
-  std::vector<std::string> differences;
   std::string kind;
-  for (std::size_t i = 0; i < n0; ++i) {
-    std::vector<const DatasetPart*> at;
-    for (const auto& g : groups) at.push_back(&(*partsOf.at(g.first))[i]);
-    if (std::all_of(at.begin(), at.end(), [&](const DatasetPart* p) { return partKey(*p) == partKey(*at[0]); }))
-      continue;
-    std::string k;
-    const std::string what = partDifference(at, groups, k);
-    if (k == "listing") continue;  // a part's file listing: sameListing names it
-    if (kind.empty() || k == "parts" || (k == "length" && kind != "parts")) kind = k;
-    DatasetPart named = *at[0];
-    named.len = k == "length" ? -1 : named.len;
-    differences.push_back(fmt::format("part {} ({}): {}", i, describePart(named), what));
-  }
+  const std::vector<std::string> differences = partDifferences(*c, kind);
   if (differences.empty()) return std::nullopt;
   v.detail = fmt::format("{}: the ranks' ConcatDatasets differ in {} of their {} parts ({}){}",
-                         describeLoader(first, loader), differences.size(), n0,
-                         fmt::join(differences, "; "), consequence);
+                         about, differences.size(), n0, fmt::join(differences, "; "), consequence);
   v.likelyCause = kind == "parts" ? "each rank picks the parts itself (a listing of sources that "
                                     "differs between nodes, a per-rank choice); build the same "
                                     "list of parts on every rank"

@@ -73,6 +73,13 @@ std::string whereRankStood(const RankTrace& t) {
                      describeLoader(t, last->loader));
 }
 
+const RankTrace* firstTraced(const Trace& trace) {
+  for (const auto& t : trace.ranks) {
+    if (t) return &*t;
+  }
+  return nullptr;
+}
+
 std::string rankList(const std::vector<std::int64_t>& ranks) {
   return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "));
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <regex>
 #include <string>
 #include <string_view>
@@ -466,6 +467,29 @@ std::string whatTheWaitingSaw(const Trace& trace, const NeverArrived& n) {
   return fmt::format("rank {} {}", first, launcherFailure(trace, launched(trace, first)));
 }
 
+// Why the ranks never arrived: stopped (state T), alive elsewhere, or what their trace cannot say.
+std::string neverArrivedCause(const Trace& trace, const std::vector<std::int64_t>& frozen, bool one,
+                              bool deadline) {
+  const std::string until =
+      deadline ? "until the run's deadline stopped them" : "until their collective timed out";
+  if (!frozen.empty()) {
+    return fmt::format(
+        "{} stopped (SIGSTOP, a debugger, a frozen host or container) and never answered, so the "
+        "others waited for {} in the collective {}; a hang, not a crash: look at what stopped it",
+        rankList(frozen), frozen.size() == 1 ? "it" : "them", until);
+  }
+  if (trace.launch) {
+    return fmt::format(
+        "{} alive elsewhere while the others waited {}: hung or slow outside any collective (in "
+        "the program's own code, data loading, I/O or a lock); the trace cannot tell where: dump "
+        "its stack (py-spy dump, or faulthandler.dump_traceback_later) when it hangs",
+        one ? "it was" : "they were", until);
+  }
+  return "its trace has no end and it never entered the collective: killed, crashed, or hung "
+         "outside "
+         "any collective; check its log and exit status";
+}
+
 Violation neverArrivedFinding(const Trace& trace, const NeverArrived& n) {
   Violation v;
   v.property = std::string(property::kRankFailure);
@@ -505,25 +529,7 @@ Violation neverArrivedFinding(const Trace& trace, const NeverArrived& n) {
                              *trace.launch->deadlineS)
                : "",
       saw.empty() ? "" : ": " + saw);
-  const std::string until =
-      deadline ? "until the run's deadline stopped them" : "until their collective timed out";
-  if (!frozen.empty()) {
-    v.likelyCause = fmt::format(
-        "{} stopped (SIGSTOP, a debugger, a frozen host or container) and never answered, so the "
-        "others waited for {} in the collective {}; a hang, not a crash: look at what stopped it",
-        rankList(frozen), frozen.size() == 1 ? "it" : "them", until);
-  } else if (trace.launch) {
-    v.likelyCause = fmt::format(
-        "{} alive elsewhere while the others waited {}: hung or slow outside any collective (in "
-        "the program's own code, data loading, I/O or a lock); the trace cannot tell where: dump "
-        "its stack (py-spy dump, or faulthandler.dump_traceback_later) when it hangs",
-        one ? "it was" : "they were", until);
-  } else {
-    v.likelyCause =
-        "its trace has no end and it never entered the collective: killed, crashed, or hung "
-        "outside "
-        "any collective; check its log and exit status";
-  }
+  v.likelyCause = neverArrivedCause(trace, frozen, one, deadline);
   return v;
 }
 
@@ -567,6 +573,114 @@ std::vector<RankFinding> mergeSameFailures(std::vector<RankFinding> found, const
   return merged;
 }
 
+// How a failed rank ended, in words after "rank R ".
+std::string howItEnded(const Trace& trace, const RankTrace& t, const std::string& byLauncher) {
+  if (t.errorType) return raisedText(t);
+  if (!byLauncher.empty()) return byLauncher;
+  if (t.ended) return fmt::format("exited with code {}", t.endCode);
+  if (trace.launch && trace.launch->timedOut) {  // a rank the launcher did not start
+    return "was still running at the launcher's timeout (a hang)";
+  }
+  return "ended without finishing (killed, crashed or hung: its trace has no end)";
+}
+
+// The likely cause of rank `t`'s failure that its own trace shows, or empty.
+std::string failureCause(const Trace& trace, const RankTrace& t, const LaunchedRank* l) {
+  std::string cause = knownErrorCause(trace, t);
+  if (cause.empty() && t.errorType) cause = startupCause(t);
+  if (cause.empty() && !t.errorType) cause = endingCause(trace, &t, l);
+  return cause;
+}
+
+// A hang at exit with DDP modules alive at destroy_process_group (torch 1.13): said, and its cause.
+void nameHangAtExit(Violation& v, const RankTrace& t, const LaunchedRank* l) {
+  if (!hungAtExitWithDdpAlive(t, l)) return;
+  v.detail += fmt::format("; it had destroyed its process group with DDP module {} still alive",
+                          fmt::join(*t.ddpAliveAtDestroy, ", "));
+  v.likelyCause =
+      "a hang at exit (torch 1.13): a DDP module that outlives destroy_process_group holds the "
+      "last reference to the gloo group, and freeing it deadlocks on the GIL; delete the DDP "
+      "module (del model) before dist.destroy_process_group()";
+}
+
+// Ranks that lost their peer in the same collective share one finding whatever the address in
+// their message; other errors when they are the same error at the same place.
+void shareSameFailure(RankFinding& f, int r, const RankTrace& t, const std::string& how,
+                      const std::string& rest, bool peerLost) {
+  if (peerLost) {
+    const std::string at = t.errorWhere ? " at " + *t.errorWhere : "";
+    f.key = "peer lost: " + *t.errorType + at + rest;
+    f.shared = fmt::format("raised {}{}: their connection to a peer closed or reset (rank {}: "
+                           "{}){}",
+                           *t.errorType, at, r, t.errorMessage.value_or(""), rest);
+  } else if (t.errorType) {
+    f.key = f.shared = how + rest;
+  }
+}
+
+// The finding of rank `r`, which left a trace and failed.
+RankFinding failedRank(const Trace& trace, int r, const RankTrace& t, const LaunchedRank* l,
+                       const std::string& byLauncher, bool stoppedByOthers,
+                       const FirstRaised& first) {
+  Violation v;
+  v.property = std::string(property::kRankFailure);
+  v.ranks = {r};
+  const std::string how = howItEnded(trace, t, byLauncher);
+  const CollectiveRecord* last = t.lastCollective();
+  std::tie(v.epoch, v.step) =
+      last && !last->done ? std::make_pair(last->iter, last->batchSeq) : position(t);
+  const std::string launcherSide = t.errorType && !byLauncher.empty() && !stoppedByOthers
+                                       ? fmt::format(" ({})", byLauncher)
+                                       : "";
+  const std::string rest = fmt::format("; it stood {}; {}", whereRankStood(t), collectiveState(t));
+  const bool peerLost = isPeerLost(t);
+  const bool raisedFirst = t.errorType && r == first.rank && !peerLost;
+  v.detail = fmt::format("rank {} {}{}{}{}", r, how,
+                         raisedFirst ? fmt::format(" (the first rank to raise, {:.3f} s before "
+                                                   "rank {})",
+                                                   first.lead, first.next)
+                                     : "",
+                         launcherSide, rest);
+  v.likelyCause = failureCause(trace, t, l);
+  nameHangAtExit(v, t, l);
+  // A rank killed by a signal failed of its own (the launcher's stops are "stopped"): first.
+  const bool killed = l && l->outcome == "signaled";
+  RankFinding f{std::move(v), {}, {}, killed ? -1 : raisedFirst ? 0 : (peerLost ? 2 : 1)};
+  shareSameFailure(f, r, t, how, rest, peerLost);
+  return f;
+}
+
+// The finding of rank `r`, or nothing: it ended normally, or its end follows from another's.
+std::optional<RankFinding> rankFinding(const Trace& trace, int r, const FirstRaised& first) {
+  const LaunchedRank* l = launched(trace, r);
+  const std::string byLauncher = launcherFailure(trace, l);
+  const auto& t = trace.ranks[static_cast<std::size_t>(r)];
+  // A rank the launcher stopped because another failed is that failure's consequence, not a
+  // finding of its own (whether it had finished its work, or even opened its trace, first is a
+  // race): only a rank that raised an error itself is reported.
+  const bool stoppedByOthers = l && l->outcome == "stopped" && trace.launch->interruptedBy == 0;
+  if (!t && stoppedByOthers) return std::nullopt;
+  // A rank stopped because the user interrupted the launcher (Ctrl-C) failed at nothing: the
+  // report's note and the launcher's one line say where the run was (docs/audit.md).
+  const bool stoppedByUser = l && l->outcome == "stopped" && trace.launch->interruptedBy != 0;
+  if (stoppedByUser && !(t && t->errorType)) return std::nullopt;
+  if (!t) {
+    Violation v;
+    v.property = std::string(property::kRankFailure);
+    v.ranks = {r};
+    v.detail = fmt::format(
+        "rank {} left no trace{}: it never ran the recorder (it failed before importing torch, "
+        "or is not a program the audit watches) or its trace folder is not the others'",
+        r, byLauncher.empty() ? "" : "; it " + byLauncher);
+    v.likelyCause = endingCause(trace, nullptr, l);
+    return RankFinding{std::move(v), {}, {}, 1};
+  }
+  if (stoppedByOthers && !t->errorType) return std::nullopt;
+  const bool failed = !t->endedNormally() || !byLauncher.empty();
+  if (!failed) return std::nullopt;
+  return failedRank(trace, r, *t, l, byLauncher, stoppedByOthers, first);
+}
+
 }  // namespace
 
 void checkRanks(const Trace& trace, std::vector<Violation>& out) {
@@ -582,87 +696,7 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
   };
   for (int r = 0; r < trace.worldSize; ++r) {
     if (explained(r)) continue;
-    const LaunchedRank* l = launched(trace, r);
-    const std::string byLauncher = launcherFailure(trace, l);
-    Violation v;
-    v.property = std::string(property::kRankFailure);
-    v.ranks = {r};
-    const auto& t = trace.ranks[static_cast<std::size_t>(r)];
-    // A rank the launcher stopped because another failed is that failure's consequence, not a
-    // finding of its own (whether it had finished its work, or even opened its trace, first is a
-    // race): only a rank that raised an error itself is reported.
-    const bool stoppedByOthers = l && l->outcome == "stopped" && trace.launch->interruptedBy == 0;
-    if (!t && stoppedByOthers) continue;
-    // A rank stopped because the user interrupted the launcher (Ctrl-C) failed at nothing: the
-    // report's note and the launcher's one line say where the run was (docs/audit.md).
-    const bool stoppedByUser = l && l->outcome == "stopped" && trace.launch->interruptedBy != 0;
-    if (stoppedByUser && !(t && t->errorType)) continue;
-    if (!t) {
-      v.detail = fmt::format(
-          "rank {} left no trace{}: it never ran the recorder (it failed before importing torch, "
-          "or is not a program the audit watches) or its trace folder is not the others'",
-          r, byLauncher.empty() ? "" : "; it " + byLauncher);
-      v.likelyCause = endingCause(trace, nullptr, l);
-      found.push_back({std::move(v), {}, {}, 1});
-      continue;
-    }
-    if (stoppedByOthers && !t->errorType) continue;
-    const bool failed = !t->endedNormally() || !byLauncher.empty();
-    if (!failed) continue;
-    std::string how;
-    if (t->errorType) {
-      how = raisedText(*t);
-    } else if (!byLauncher.empty()) {
-      how = byLauncher;
-    } else if (t->ended) {
-      how = fmt::format("exited with code {}", t->endCode);
-    } else if (trace.launch && trace.launch->timedOut) {  // a rank the launcher did not start
-      how = "was still running at the launcher's timeout (a hang)";
-    } else {
-      how = "ended without finishing (killed, crashed or hung: its trace has no end)";
-    }
-    const CollectiveRecord* last = t->lastCollective();
-    std::tie(v.epoch, v.step) =
-        last && !last->done ? std::make_pair(last->iter, last->batchSeq) : position(*t);
-    const std::string launcherSide = t->errorType && !byLauncher.empty() && !stoppedByOthers
-                                         ? fmt::format(" ({})", byLauncher)
-                                         : "";
-    const std::string rest =
-        fmt::format("; it stood {}; {}", whereRankStood(*t), collectiveState(*t));
-    const bool peerLost = isPeerLost(*t);
-    const bool raisedFirst = t->errorType && r == first.rank && !peerLost;
-    v.detail = fmt::format("rank {} {}{}{}{}", r, how,
-                           raisedFirst ? fmt::format(" (the first rank to raise, {:.3f} s before "
-                                                     "rank {})",
-                                                     first.lead, first.next)
-                                       : "",
-                           launcherSide, rest);
-    v.likelyCause = knownErrorCause(trace, *t);
-    if (v.likelyCause.empty() && t->errorType) v.likelyCause = startupCause(*t);
-    if (v.likelyCause.empty() && !t->errorType) v.likelyCause = endingCause(trace, &*t, l);
-    if (hungAtExitWithDdpAlive(*t, l)) {
-      v.detail += fmt::format("; it had destroyed its process group with DDP module {} still alive",
-                              fmt::join(*t->ddpAliveAtDestroy, ", "));
-      v.likelyCause =
-          "a hang at exit (torch 1.13): a DDP module that outlives destroy_process_group holds the "
-          "last reference to the gloo group, and freeing it deadlocks on the GIL; delete the DDP "
-          "module (del model) before dist.destroy_process_group()";
-    }
-    // Ranks that lost their peer in the same collective share one finding whatever the address in
-    // their message; other errors when they are the same error at the same place.
-    // A rank killed by a signal failed of its own (the launcher's stops are "stopped"): first.
-    const bool killed = l && l->outcome == "signaled";
-    RankFinding f{std::move(v), {}, {}, killed ? -1 : raisedFirst ? 0 : (peerLost ? 2 : 1)};
-    if (peerLost) {
-      const std::string at = t->errorWhere ? " at " + *t->errorWhere : "";
-      f.key = "peer lost: " + *t->errorType + at + rest;
-      f.shared = fmt::format("raised {}{}: their connection to a peer closed or reset (rank {}: "
-                             "{}){}",
-                             *t->errorType, at, r, t->errorMessage.value_or(""), rest);
-    } else if (t->errorType) {
-      f.key = f.shared = how + rest;
-    }
-    found.push_back(std::move(f));
+    if (auto f = rankFinding(trace, r, first)) found.push_back(std::move(*f));
   }
   std::vector<RankFinding> merged = mergeSameFailures(std::move(found), trace);
   if (never.found) merged.push_back({neverArrivedFinding(trace, never), {}, {}, -1});

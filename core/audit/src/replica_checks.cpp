@@ -194,9 +194,7 @@ Explanation handWrittenCause(const Trace& trace, std::int64_t ddp) {
 // then, else empty.
 Explanation bypassedCause(const Trace& trace, std::int64_t ddp) {
   std::int64_t trained = 0;
-  const RankTrace* first = nullptr;
   for (const auto& t : trace.ranks) {
-    if (t && !first) first = &*t;
     if (!t) continue;
     const auto d = t->ddp.find(ddp);
     if (d == t->ddp.end() || d->second.forwards > 0 || !d->second.averagedBy.empty()) return {};
@@ -210,7 +208,7 @@ Explanation bypassedCause(const Trace& trace, std::int64_t ddp) {
               "model was called around its DistributedDataParallel wrapper (model.module(x), or "
               "the model kept before wrapping it), so no backward all-reduced a gradient and each "
               "rank trained its own model",
-              moduleName(*first, ddp), trained),
+              moduleName(*firstTraced(trace), ddp), trained),
           "call the wrapper (ddp_model(x)) in training"};
 }
 

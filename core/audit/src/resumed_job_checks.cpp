@@ -127,6 +127,38 @@ Mismatch mismatchAt(const Counts& expected, const std::vector<RankEpoch>& a, con
   return m;
 }
 
+// A's unfinished epoch: what each rank trained of it, and the epoch's order as counts.
+struct UnfinishedEpoch {
+  std::vector<RankEpoch> ranks;  ///< the ranks whose trained batches are known
+  Counts expected;               ///< each index as often as the epoch's order holds it
+  bool orderKnown = true;        ///< every rank's order is known
+};
+
+// Where B began in A's unfinished epoch: the checkpoint held between `lo` and `hi` of its steps.
+struct Began {
+  std::size_t lo = 0, hi = 0;
+  bool fromEnd = false, fromStart = false;
+  bool earlier = false;  ///< from an earlier epoch's start: the jobs are judged each alone
+};
+
+// The number of steps the checkpoint held that explains the two jobs best, and what it leaves
+// trained twice or never.
+struct Held {
+  std::size_t steps = 0;
+  Mismatch mismatch;
+};
+
+// The checkpoint's steps in [began.lo, began.hi] with the fewest samples trained twice or never.
+Held closestHeld(const Counts& expected, const std::vector<RankEpoch>& a, const Counts& b,
+                 const Began& began, std::size_t padding) {
+  Held best{began.lo, mismatchAt(expected, a, b, began.lo, padding)};
+  for (std::size_t s = began.lo; s <= began.hi && best.mismatch.size() > 0; ++s) {
+    Mismatch m = mismatchAt(expected, a, b, s, padding);
+    if (m.size() < best.mismatch.size()) best = Held{s, std::move(m)};
+  }
+  return best;
+}
+
 class ResumedJobChecker {
  public:
   ResumedJobChecker(const Trace& a, const Trace& b, int jobA) : a_(a), b_(b), jobA_(jobA) {}
@@ -160,116 +192,140 @@ class ResumedJobChecker {
   }
 
   void checkLoader(std::int64_t loader) {
-    // A's unfinished epoch: every rank's last pass of the loader ended inside it.
-    std::vector<RankEpoch> a;
-    Counts expected;
-    bool orderKnown = true;
-    for (const auto& t : a_.ranks) {
-      const PassRecord* p = lastPassOf(*t, loader);
-      if (!p || completePass(*p) || !runEndsInside(*t, *p)) return;
-      const auto order = samplerOrder(*t, *p, cache_);
-      const auto re = rankEpoch(*t, *p, cache_);
-      if (order) {
-        for (Index i : *order) ++expected[i];
-      } else {
-        orderKnown = false;
-      }
-      if (re) a.push_back(*re);
-    }
+    std::optional<UnfinishedEpoch> a = unfinishedEpoch(loader);
+    if (!a) return;
     const PassRecord& aPass = *lastPassOf(*a_.ranks[0], loader);
     const std::int64_t epoch = aPass.samplerEpoch.value_or(aPass.iter);
     const std::string where = fmt::format("epoch {} ended inside {} and was finished by {}", epoch,
                                           jobName(jobA_, a_), jobName(jobA_ + 1, b_));
     const SamplerRecord* sampler = samplerOf(*a_.ranks[0], loader);
-    if (a.size() != a_.ranks.size() || (sampler && sampler->replacement.value_or(false))) {
+    if (a->ranks.size() != a_.ranks.size() || (sampler && sampler->replacement.value_or(false))) {
       note(loader, fmt::format("{}; what {} trained of it is not known from the trace, or its "
                                "sampler draws with replacement, so it is not judged across the jobs",
                                where, jobName(jobA_, a_)));
       return;
     }
-    // A sampler of its own whose interrupted pass did not run to its end: its order is not known,
-    // only its promise, every sample once (DistributedSampler's padding aside).
-    std::size_t padding = 0;
-    if (!orderKnown) {
-      expected.clear();
-      const std::int64_t n = a_.ranks[0]->loaders.at(loader).datasetLen;
-      const auto world = static_cast<std::int64_t>(a_.ranks.size());
-      for (Index i = 0; i < n; ++i) expected[i] = 1;
-      padding = static_cast<std::size_t>((n + world - 1) / world * world - n);
-    }
-    // B's first pass over the loader, on every rank.
-    std::vector<RankEpoch> b;
-    Counts trainedInB;
-    for (const auto& t : b_.ranks) {
-      const PassRecord* p = t->findPass(loader, 0);
-      const auto re = p ? rankEpoch(*t, *p, cache_) : std::nullopt;
-      if (!re) {
-        note(loader, fmt::format("{}; what {} trained of it is not known from the trace, so it is "
-                                 "not judged across the jobs",
-                                 where, jobName(jobA_ + 1, b_)));
-        return;
-      }
-      for (const auto& batch : re->trainedBatches) {
-        for (Index i : batch) ++trainedInB[i];
-      }
-      b.push_back(*re);
-    }
-    const PassRecord& bPass = *b[0].pass;
-    std::size_t steps = 0;  // the most trained batches of the epoch on a rank of A
-    for (const auto& re : a) steps = std::max(steps, re.trainedBatches.size());
-    // Where B began, from its parameters: A's end, the epoch's start, or between.
-    const std::int64_t ddpId = a_.ranks[0]->ddp.empty() ? -1 : a_.ranks[0]->ddp.begin()->first;
-    const std::string began = stateAt(bPass, ddpId);
-    const auto endIt = a_.ranks[0]->ddp.find(ddpId);
-    const std::string endOfA =
-        endIt != a_.ranks[0]->ddp.end() && endIt->second.atEnd ? endIt->second.atEnd->hash : "";
-    const std::string startOfEpoch = stateAt(aPass, ddpId);
-    std::size_t lo = 0, hi = steps;
-    bool fromEnd = false, fromStart = false;
-    if (!began.empty() && began == endOfA) {
-      lo = steps;
-      fromEnd = true;
-    } else if (!began.empty() && began == startOfEpoch) {
-      hi = 0;
-      fromStart = true;
-    } else if (!began.empty() && beganEarlier(loader, aPass, ddpId, began)) {
-      out_.notes.push_back(fmt::format(
-          "{}: {} began from {}'s parameters at the start of an earlier epoch, so what {} trained "
-          "after it is not in its model: the jobs are judged each alone",
-          describeLoader(*a_.ranks[0], loader), jobName(jobA_ + 1, b_), jobName(jobA_, a_),
-          jobName(jobA_, a_)));
+    const std::size_t padding = a->orderKnown ? 0 : expectEverySampleOnce(loader, a->expected);
+    const std::optional<std::vector<RankEpoch>> b = firstPassOfB(loader);
+    if (!b) {
+      note(loader, fmt::format("{}; what {} trained of it is not known from the trace, so it is "
+                               "not judged across the jobs",
+                               where, jobName(jobA_ + 1, b_)));
       return;
     }
-    std::size_t best = lo;
-    Mismatch worst = mismatchAt(expected, a, trainedInB, lo, padding);
-    for (std::size_t s = lo; s <= hi && worst.size() > 0; ++s) {
-      Mismatch m = mismatchAt(expected, a, trainedInB, s, padding);
-      if (m.size() < worst.size()) {
-        worst = std::move(m);
-        best = s;
+    Counts trainedInB;
+    for (const auto& re : *b) {
+      for (const auto& batch : re.trainedBatches) {
+        for (Index i : batch) ++trainedInB[i];
       }
     }
+    std::size_t steps = 0;  // the most trained batches of the epoch on a rank of A
+    for (const auto& re : a->ranks) steps = std::max(steps, re.trainedBatches.size());
+    const Began began = whereBBegan(loader, aPass, *(*b)[0].pass, steps);
+    if (began.earlier) return;
+    const Held held = closestHeld(a->expected, a->ranks, trainedInB, began, padding);
     out_.loaders.insert(loader);
-    if (worst.size() == 0) {
+    if (held.mismatch.size() == 0) {
       out_.notes.push_back(fmt::format(
           "{}: {}: its checkpoint held {} of its steps and {} trained the rest, every one of its "
           "{} samples once across the two jobs",
-          describeLoader(*a_.ranks[0], loader), where, best, jobName(jobA_ + 1, b_),
-          expected.size()));
+          describeLoader(*a_.ranks[0], loader), where, held.steps, jobName(jobA_ + 1, b_),
+          a->expected.size()));
       return;
     }
+    Violation v = trainedTwiceOrNever(loader, epoch, where, steps, a->expected, held.mismatch);
+    v.likelyCause = cause(loader, *(*b)[0].pass, aPass, *b, held.steps, began.fromEnd,
+                          began.fromStart, trainedInB, a->expected);
+    out_.violations.push_back(std::move(v));
+  }
+
+  // The coverage finding of an epoch finished across two jobs: its samples trained twice or never
+  // (after `steps` steps of it in A).
+  Violation trainedTwiceOrNever(std::int64_t loader, std::int64_t epoch, const std::string& where,
+                                std::size_t steps, const Counts& expected,
+                                const Mismatch& m) const {
     Violation v;
     v.property = std::string(property::kCoverage);
     v.epoch = epoch;
     v.detail = fmt::format(
         "{}: {} (after {} steps of it); across the two jobs {} of its {} samples were trained "
         "twice{} and {} never{}",
-        describeLoader(*a_.ranks[0], loader), where, steps, worst.twice.size(), expected.size(),
-        worst.twice.empty() ? "" : fmt::format(" ({})", describeIndices(worst.twice)),
-        worst.never.size(),
-        worst.never.empty() ? "" : fmt::format(" ({})", describeIndices(worst.never)));
-    v.likelyCause = cause(loader, bPass, aPass, b, best, fromEnd, fromStart, trainedInB, expected);
-    out_.violations.push_back(std::move(v));
+        describeLoader(*a_.ranks[0], loader), where, steps, m.twice.size(), expected.size(),
+        m.twice.empty() ? "" : fmt::format(" ({})", describeIndices(m.twice)), m.never.size(),
+        m.never.empty() ? "" : fmt::format(" ({})", describeIndices(m.never)));
+    return v;
+  }
+
+  // A's unfinished epoch of `loader`: every rank's last pass of it ended inside it (else
+  // nothing). What each rank trained of it where that is known, and its order where that is.
+  std::optional<UnfinishedEpoch> unfinishedEpoch(std::int64_t loader) {
+    UnfinishedEpoch out;
+    for (const auto& t : a_.ranks) {
+      const PassRecord* p = lastPassOf(*t, loader);
+      if (!p || completePass(*p) || !runEndsInside(*t, *p)) return std::nullopt;
+      const auto order = samplerOrder(*t, *p, cache_);
+      const auto re = rankEpoch(*t, *p, cache_);
+      if (order) {
+        for (Index i : *order) ++out.expected[i];
+      } else {
+        out.orderKnown = false;
+      }
+      if (re) out.ranks.push_back(*re);
+    }
+    return out;
+  }
+
+  // A sampler of its own whose interrupted pass did not run to its end: its order is not known,
+  // only its promise, every sample once (DistributedSampler's padding aside). Returns the padding.
+  std::size_t expectEverySampleOnce(std::int64_t loader, Counts& expected) const {
+    expected.clear();
+    const std::int64_t n = a_.ranks[0]->loaders.at(loader).datasetLen;
+    const auto world = static_cast<std::int64_t>(a_.ranks.size());
+    for (Index i = 0; i < n; ++i) expected[i] = 1;
+    return static_cast<std::size_t>((n + world - 1) / world * world - n);
+  }
+
+  // B's first pass over the loader, on every rank, or nothing when what some rank trained of it
+  // is not known.
+  std::optional<std::vector<RankEpoch>> firstPassOfB(std::int64_t loader) {
+    std::vector<RankEpoch> b;
+    for (const auto& t : b_.ranks) {
+      const PassRecord* p = t->findPass(loader, 0);
+      const auto re = p ? rankEpoch(*t, *p, cache_) : std::nullopt;
+      if (!re) return std::nullopt;
+      b.push_back(*re);
+    }
+    return b;
+  }
+
+  // Where B began, from its parameters: A's end (the checkpoint held every step A trained of the
+  // epoch), the epoch's start (none), or between (searched). A's parameters at the start of an
+  // earlier epoch: a note, and `earlier`.
+  Began whereBBegan(std::int64_t loader, const PassRecord& aPass, const PassRecord& bPass,
+                    std::size_t steps) {
+    const std::int64_t ddpId = a_.ranks[0]->ddp.empty() ? -1 : a_.ranks[0]->ddp.begin()->first;
+    const std::string began = stateAt(bPass, ddpId);
+    const auto endIt = a_.ranks[0]->ddp.find(ddpId);
+    const std::string endOfA =
+        endIt != a_.ranks[0]->ddp.end() && endIt->second.atEnd ? endIt->second.atEnd->hash : "";
+    const std::string startOfEpoch = stateAt(aPass, ddpId);
+    Began out;
+    out.hi = steps;
+    if (!began.empty() && began == endOfA) {
+      out.lo = steps;
+      out.fromEnd = true;
+    } else if (!began.empty() && began == startOfEpoch) {
+      out.hi = 0;
+      out.fromStart = true;
+    } else if (!began.empty() && beganEarlier(loader, aPass, ddpId, began)) {
+      out_.notes.push_back(fmt::format(
+          "{}: {} began from {}'s parameters at the start of an earlier epoch, so what {} trained "
+          "after it is not in its model: the jobs are judged each alone",
+          describeLoader(*a_.ranks[0], loader), jobName(jobA_ + 1, b_), jobName(jobA_, a_),
+          jobName(jobA_, a_)));
+      out.earlier = true;
+    }
+    return out;
   }
 
   // B began from A's parameters at the start of an earlier pass of the loader than the unfinished

@@ -1,0 +1,158 @@
+// What a pass dropped before its end consumed (zip over loaders of different lengths, break,
+// islice): coverage of the indices the ranks' batches held, when some rank left the pass early
+// while its partition was healthy. Left out by design, a note instead: a loader's own drop_last,
+// a batch budget every training pass is cut by (NOTE [A batch budget]), a run that ended inside
+// the epoch (NOTE [A run that ends inside a pass]).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "data_checks.h"
+
+namespace ddph::audit {
+
+using sampler::checkCoverage;
+using sampler::Expectations;
+using sampler::Index;
+using sampler::Partition;
+namespace property = sampler::property;
+
+namespace {
+
+// NOTE [A batch budget] (docs/audit.md, "A run that ends inside a pass"): every training pass of
+// the loader, on every rank, handed out the same number of batches, fewer than the pass holds,
+// and was left (limit_train_batches, a steps-per-epoch cap; the last may be shorter: max_steps),
+// while its sampler drew a new order each epoch. Each epoch leaves other samples out by design:
+// a note. With the same order every epoch the same samples are never trained: coverage.
+bool everyPassCutAlike(std::int64_t loader, const std::vector<RankPass>& ranks) {
+  for (const auto& rp : ranks) {
+    std::vector<const PassRecord*> passes;
+    for (const auto& p : rp.trace->passes) {
+      if (p.loader == loader && trainsOnBatches(p)) passes.push_back(&p);
+    }
+    if (passes.size() < 2) return false;  // one cut pass: the run (or a trial) ended inside it
+    const std::size_t budget = passes.front()->batches.size();
+    std::set<std::int64_t> epochs;
+    for (std::size_t i = 0; i < passes.size(); ++i) {
+      const PassRecord& p = *passes[i];
+      const bool last = i + 1 == passes.size();
+      if (completePass(p) || p.batches.empty() || (!last && p.batches.size() != budget) ||
+          p.batches.size() > budget || !p.shuffle.value_or(false))
+        return false;
+      epochs.insert(p.samplerEpoch.value_or(0));
+    }
+    if (epochs.size() != passes.size()) return false;  // an order repeated: the same samples
+  }
+  return true;
+}
+
+// A loader's own drop_last leaves each rank's last partial batch out by design: some rank that
+// dropped the pass consumed all its full batches.
+bool onlyTheLoadersDropLast(const LoaderRecord& l, const std::vector<RankPass>& ranks,
+                            const Partition& consumed) {
+  if (!l.dropLast || l.batchSize <= 0) return false;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    if (!ranks[r].dropped) continue;
+    const auto full = static_cast<std::int64_t>(ranks[r].order->size()) / l.batchSize * l.batchSize;
+    if (static_cast<std::int64_t>(consumed.ranks[r].size()) >= full) return true;
+  }
+  return false;
+}
+
+std::int64_t distinctIndices(const Partition& part) {
+  std::set<Index> distinct;
+  for (const auto& shard : part.ranks) distinct.insert(shard.begin(), shard.end());
+  return static_cast<std::int64_t>(distinct.size());
+}
+
+// "ranks 0, 1 used 3 of 8 batches; rank 2 used 4 of 8 batches" (zip's discarded batch not used).
+std::vector<std::string> batchesUsed(const std::vector<RankPass>& ranks) {
+  std::map<std::string, std::vector<std::int64_t>> byCount;
+  for (const auto& rp : ranks) {
+    const auto batches = static_cast<std::int64_t>(rp.pass->batches.size()) -
+                         (lastBatchDiscarded(*rp.trace, *rp.pass) ? 1 : 0);
+    const std::string of = rp.pass->declaredBatches
+                               ? fmt::format("{} of {} batches", batches, *rp.pass->declaredBatches)
+                               : fmt::format("{} batches", batches);
+    byCount[of].push_back(rp.trace->rank);
+  }
+  std::vector<std::string> took;
+  for (const auto& [of, rs] : byCount) took.push_back(fmt::format("{} used {}", rankList(rs), of));
+  return took;
+}
+
+// A pass cut by a batch budget, or by the run's end: a note, and true.
+bool leftOutByDesign(DataFindings& findings, std::int64_t loader, std::int64_t k,
+                     const std::vector<RankPass>& ranks, const std::vector<std::string>& took,
+                     std::int64_t unseen) {
+  if (everyPassCutAlike(loader, ranks)) {
+    findings.notApplicable(loader, fmt::format(
+        "every training pass was cut at {} of its {} batches on every rank (a batch budget: "
+        "limit_train_batches, a steps-per-epoch cap, a break after N steps), and its sampler "
+        "draws a new order every epoch, so other samples are left out each time; the samples "
+        "no epoch reached are not judged",
+        ranks[0].pass->batches.size(),
+        ranks[0].pass->declaredBatches ? std::to_string(*ranks[0].pass->declaredBatches)
+                                       : std::string("(len unknown)")));
+    return true;
+  }
+  if (std::all_of(ranks.begin(), ranks.end(), [](const RankPass& rp) {
+        return runEndsInside(*rp.trace, *rp.pass);
+      })) {
+    findings.notApplicable(loader, fmt::format(
+        "the run ended inside epoch {} ({}): a step budget (max_steps, a time limit) or a job "
+        "stopped to be resumed; the {} samples it did not reach are not judged, since no later "
+        "epoch of this run could have trained them (each job is audited alone: a resumed job's "
+        "first epoch is not checked against this one)",
+        k, fmt::join(took, "; "), unseen));
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void checkConsumed(DataFindings& findings, std::int64_t loader, std::int64_t k,
+                   const std::vector<RankPass>& ranks) {
+  const bool anyDropped = std::any_of(ranks.begin(), ranks.end(),
+                                      [](const RankPass& rp) { return rp.dropped; });
+  if (!anyDropped || !allKnown(ranks, true) || !allKnown(ranks, false)) return;
+  const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+  Expectations e;
+  e.dropLast = ranks[0].pass->dropLast.value_or(s && s->dropLast.value_or(false));
+  const Partition consumed = partitionOf(ranks, ranks[0].pass->datasetLen, k, true);
+  if (onlyTheLoadersDropLast(ranks[0].trace->loaders.at(loader), ranks, consumed)) return;
+  auto v = checkCoverage(consumed, e);
+  if (!v) return;
+  const std::int64_t seen = distinctIndices(consumed);
+  const std::vector<std::string> took = batchesUsed(ranks);
+  const RankPass& dropped = *std::find_if(ranks.begin(), ranks.end(),
+                                          [](const RankPass& rp) { return rp.dropped; });
+  const PassRecord* partnerPass = exhaustedPartner(*dropped.trace, *dropped.pass);
+  const std::int64_t partner = partnerPass ? partnerPass->loader : -1;
+  if (partner < 0 &&
+      leftOutByDesign(findings, loader, k, ranks, took, consumed.datasetSize - seen)) {
+    return;
+  }
+  v->detail = fmt::format(
+      "{}: only {} of its {} samples were consumed in this epoch, the pass was dropped before "
+      "its end{} ({}); {}",
+      describeLoader(*ranks[0].trace, loader), seen, consumed.datasetSize,
+      partner >= 0 ? fmt::format(" when {} ran out", describeLoader(*dropped.trace, partner)) : "",
+      fmt::join(took, "; "), v->detail);
+  v->ranks.clear();
+  v->likelyCause =
+      partner >= 0
+          ? "zip() over loaders of different lengths stops at the shortest, so the longer "
+            "loaders' remaining batches are never drawn; cycle the shorter loader (iterate it "
+            "again, with its own set_epoch) or sample the concatenated datasets"
+          : "the loop leaves the loader before its end (break, islice, a step limit), so the "
+            "rest of the epoch's samples are never seen; if that is meant, mind that the "
+            "skipped samples are the same on every run with the same seed";
+  findings.record(loader, *v, "consumed");
+}
+
+}  // namespace ddph::audit

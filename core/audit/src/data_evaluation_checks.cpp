@@ -1,0 +1,212 @@
+// Evaluation passes (every batch handed out under no_grad, on every rank, each run to its end):
+// an evaluation scores every sample once. coverage: samples no rank evaluated (drop_last);
+// no-duplicates: samples evaluated twice (DistributedSampler's padding, the whole set on every
+// rank), unless every rank gathers its results after the pass (NOTE [Padding that is gathered]).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <set>
+
+#include "data_checks.h"
+#include "ddph/sampler/distributed_sampler.h"
+
+namespace ddph::audit {
+
+using sampler::checkNoDuplicates;
+using sampler::distributedNumSamples;
+using sampler::Index;
+using sampler::Partition;
+using sampler::Violation;
+namespace property = sampler::property;
+
+namespace {
+
+// Every rank's pass ran to its end, every batch with gradients off.
+bool evaluatedOnEveryRank(const std::vector<RankPass>& ranks) {
+  for (const auto& rp : ranks) {
+    if (!rp.pass->ended || rp.pass->batches.empty()) return false;
+    for (const auto& b : rp.pass->batches) {
+      if (b.grad) return false;  // training, or evaluation with autograd on: not judged
+    }
+  }
+  return true;
+}
+
+// Ranks whose loaders hold datasets of their own (a Subset per rank, a shard file each: their
+// listings, rows or parts differ) under a sampler that does not split one dataset: an index
+// names another sample on each rank, so their indices are not one dataset's.
+bool eachRankItsOwnDataset(std::int64_t loader, const std::vector<RankPass>& ranks) {
+  if (promisesOneDataset(samplerOf(*ranks[0].trace, loader))) return false;
+  const std::string first = datasetIdentity(ranks[0].trace->loaders.at(loader));
+  return std::any_of(ranks.begin(), ranks.end(), [&](const RankPass& rp) {
+    return datasetIdentity(rp.trace->loaders.at(loader)) != first;
+  });
+}
+
+// An evaluation pass scores every sample: samples no rank evaluated (DistributedSampler's
+// drop_last cutting N to a multiple of W) are left out of the metric. Reported under coverage.
+void checkEvaluatedOnce(DataFindings& findings, std::int64_t loader, std::int64_t k,
+                        const std::vector<RankPass>& ranks, const Partition& consumed) {
+  std::set<Index> distinct;
+  for (const auto& shard : consumed.ranks) distinct.insert(shard.begin(), shard.end());
+  const auto missing = consumed.datasetSize - static_cast<std::int64_t>(distinct.size());
+  if (missing <= 0) return;
+  std::vector<Index> never;
+  for (Index i = 0; i < consumed.datasetSize && never.size() < 8; ++i) {
+    if (!distinct.count(i)) never.push_back(i);
+  }
+  const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+  const bool cut = s && s->order == OrderKind::kTorchDistributed &&
+                   ranks[0].pass->dropLast.value_or(s->dropLast.value_or(false));
+  const LoaderRecord& l = ranks[0].trace->loaders.at(loader);
+  Violation v;
+  v.property = std::string(property::kCoverage);
+  v.epoch = k;
+  v.detail = fmt::format(
+      "evaluation pass (every batch under no_grad) over {}: {} of its {} samples were never "
+      "evaluated ({}{}){}",
+      describeLoader(*ranks[0].trace, loader), missing, consumed.datasetSize,
+      fmt::join(never, ", "), missing > static_cast<std::int64_t>(never.size()) ? ", …" : "",
+      cut ? fmt::format(", DistributedSampler(drop_last=True) cuts {} samples to {} ranks x {}",
+                        consumed.datasetSize, ranks.size(),
+                        distributedNumSamples(consumed.datasetSize,
+                                              static_cast<std::int64_t>(ranks.size()), true))
+          : (l.dropLast ? ", the loader's drop_last=True drops each rank's last partial batch"
+                        : ""));
+  v.likelyCause =
+      cut ? "drop_last=True in the evaluation sampler drops N % W samples so that every rank "
+            "gets the same number, and the metric never sees them; evaluate every sample once: "
+            "an unpadded shard (indices[rank::world_size], summing counts with all_reduce) or "
+            "the whole set on rank 0"
+          : "the evaluation loop leaves samples out (the loader's drop_last=True, or a break); "
+            "an evaluation must score every sample once";
+  findings.record(loader, v, "evaluated");
+}
+
+// The gather every rank called after its evaluation pass and before the loader's next pass (or
+// the end of the trace): all_gather of predictions and indices, gather_object to rank 0. Empty
+// when some rank gathered nothing.
+std::optional<std::string> gatheredAfter(const std::vector<RankPass>& ranks) {
+  static const std::set<std::string> kGathers = {"all_gather", "all_gather_object",
+                                                 "all_gather_into_tensor", "_all_gather_base",
+                                                 "gather", "gather_object"};
+  std::optional<std::string> op;
+  for (const auto& rp : ranks) {
+    const std::int64_t from = rp.pass->batches.back().line;
+    std::int64_t until = rp.trace->lines + 1;
+    for (const auto& q : rp.trace->passes) {
+      if (q.loader == rp.pass->loader && q.startLine > rp.pass->startLine) {
+        until = std::min(until, q.startLine);
+      }
+    }
+    std::optional<std::string> found;
+    for (const auto& [group, list] : rp.trace->collectives) {
+      for (const auto& c : list) {
+        if (c.src == "user" && c.line > from && c.line < until && kGathers.count(c.op)) {
+          found = c.op;
+          break;
+        }
+      }
+      if (found) break;
+    }
+    if (!found) return std::nullopt;
+    op = found;
+  }
+  return op;
+}
+
+// Why the ranks evaluated samples twice: the whole set on every rank, DistributedSampler's
+// padding, or shards that overlap.
+std::string duplicatesCause(const std::vector<RankPass>& ranks, const Partition& consumed,
+                            std::int64_t n, bool padded, const SamplerRecord* s) {
+  const bool wholeOnEveryRank =
+      !padded && std::all_of(consumed.ranks.begin(), consumed.ranks.end(), [&](const auto& shard) {
+        return static_cast<std::int64_t>(std::set<Index>(shard.begin(), shard.end()).size()) == n;
+      });
+  if (wholeOnEveryRank) {
+    return fmt::format("every rank evaluates the whole set: the loader's {} is not split across "
+                       "the ranks, so a metric summed or averaged over them counts each sample "
+                       "{} times{}; shard it with DistributedSampler(shuffle=False) (and drop "
+                       "its padding), or evaluate on one rank",
+                       s ? s->className : std::string("sampler"), ranks.size(),
+                       frameworkHint(*ranks[0].trace, ", as Trainer(use_distributed_sampler="
+                                                      "False) leaves it"));
+  }
+  if (padded) {
+    return fmt::format("DistributedSampler without drop_last pads every rank to ceil(N / W) "
+                       "samples with copies of the first ones, so metrics summed over ranks "
+                       "count those twice{}; evaluate an unpadded shard "
+                       "(indices[rank::world_size]) or drop the duplicates when gathering "
+                       "results",
+                       frameworkHint(*ranks[0].trace, " (Lightning puts that sampler under "
+                                                      "its validation loaders: for an exact "
+                                                      "metric validate on one device)"));
+  }
+  return "the ranks' evaluation shards overlap, so metrics summed over ranks count those "
+         "samples twice; give each rank a disjoint shard, or drop the duplicates when "
+         "gathering results";
+}
+
+// no-duplicates of what the ranks evaluated, over one dataset of `n` samples.
+void checkCountedOnce(DataFindings& findings, std::int64_t loader, std::int64_t k, std::int64_t n,
+                      const std::vector<RankPass>& ranks, const Partition& consumed) {
+  auto v = checkNoDuplicates(consumed);
+  if (!v) return;
+  std::int64_t total = 0;
+  std::set<Index> distinct;
+  for (const auto& shard : consumed.ranks) {
+    total += static_cast<std::int64_t>(shard.size());
+    distinct.insert(shard.begin(), shard.end());
+  }
+  const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+  const bool padded = s && s->order == OrderKind::kTorchDistributed &&
+                      !ranks[0].pass->dropLast.value_or(false);
+  if (const auto gather = gatheredAfter(ranks)) {
+    // NOTE [Padding that is gathered] (docs/audit.md): the duplicates hurt only a metric that
+    // counts them; a program that gathers its results after the pass can keep each index once,
+    // and the trace cannot see whether it does. Said, never failed.
+    findings.notApplicable(loader, fmt::format(
+        "its evaluation hands out {} samples for {} distinct{}, and every rank calls {} after "
+        "it: if the gathered results are keyed by sample index and kept once, the metric counts "
+        "each sample once (the trace cannot see whether they are)",
+        total, distinct.size(), padded ? " (DistributedSampler's padding)" : "", *gather));
+    return;
+  }
+  v->detail = fmt::format(
+      "evaluation pass (every batch under no_grad) over {}: the ranks evaluated {} samples for "
+      "{} distinct, {} counted twice{}; {}",
+      describeLoader(*ranks[0].trace, loader), total, distinct.size(),
+      total - static_cast<std::int64_t>(distinct.size()),
+      padded
+          ? fmt::format(" (DistributedSampler pads {} samples to {} ranks x {})", n, ranks.size(),
+                        distributedNumSamples(n, static_cast<std::int64_t>(ranks.size()), false))
+          : "",
+      v->detail);
+  v->likelyCause = duplicatesCause(ranks, consumed, n, padded, s);
+  findings.record(loader, *v);
+}
+
+}  // namespace
+
+void checkEvaluation(DataFindings& findings, std::int64_t loader, std::int64_t k,
+                     const std::vector<RankPass>& ranks) {
+  if (!evaluatedOnEveryRank(ranks) || !allKnown(ranks, true)) return;
+  if (eachRankItsOwnDataset(loader, ranks)) {
+    findings.notApplicable(loader, fmt::format("each rank evaluates a dataset of its own under {}, "
+                                               "which does not split one dataset across ranks "
+                                               "(their listings or rows differ): no evaluation "
+                                               "across ranks is judged",
+                                               samplerClass(ranks[0])));
+    return;
+  }
+  const auto n = commonDatasetLen(findings, loader, k, ranks);
+  if (!n) return;
+  const Partition consumed = partitionOf(ranks, *n, k, true);
+  findings.judged(property::kNoDuplicates);
+  findings.judged(property::kCoverage);
+  checkEvaluatedOnce(findings, loader, k, ranks, consumed);
+  checkCountedOnce(findings, loader, k, *n, ranks, consumed);
+}
+
+}  // namespace ddph::audit

@@ -1,0 +1,290 @@
+// A pass's partition across ranks: valid-range, coverage and disjointness of what every rank's
+// sampler yields in one pass over one dataset (partition_checks.h), with what excuses a finding
+// (a batch sampler's padding with whole batches, a job resumed mid-epoch) and what comes before
+// it (one dataset on every rank, a sampler made for another dataset, draws with replacement).
+// Also a pass over a sharded loader that some ranks never made (NOTE [A loader on some ranks
+// only]). Why a partition fails: data_partition_causes.cpp.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "data_checks.h"
+#include "ddph/sampler/distributed_sampler.h"
+
+namespace ddph::audit {
+
+using sampler::checkCoverage;
+using sampler::checkDisjointness;
+using sampler::checkValidRange;
+using sampler::distributedNumSamples;
+using sampler::Expectations;
+using sampler::Index;
+using sampler::Partition;
+using sampler::Violation;
+namespace property = sampler::property;
+
+namespace {
+
+// NOTE [A job that begins at a later epoch] (docs/audit.md, "A run of several jobs"): the
+// loader's first pass drew its order with a sampler epoch above 0 (set_epoch(e) before any pass):
+// the job resumed a run, and a sampler of its own may start inside that epoch. What it left
+// out of the epoch is the earlier job's to have trained: a note here, judged with --resumes.
+bool beganAtALaterEpoch(std::int64_t k, const std::vector<RankPass>& ranks) {
+  return k == 0 && std::all_of(ranks.begin(), ranks.end(), [](const RankPass& rp) {
+           return rp.pass->samplerEpoch.value_or(0) > 0;
+         });
+}
+
+// NOTE [Padding with whole batches] (docs/audit.md, "Healthy counterparts"): a batch sampler of
+// the user's own that deals whole batches to the ranks pads the last ones with copies of batches
+// drawn earlier (DistributedSampler's padding, a batch at a time), so that every rank takes as
+// many steps. It is that when the ranks drew equal numbers of batches, the copies are some ranks'
+// last batches (fewer than W), and the other batches hold every sample exactly once. Returns how
+// many ranks end with such a copy, or nothing.
+std::optional<std::size_t> batchesPaddedWithCopies(const std::vector<RankPass>& ranks,
+                                                   std::int64_t n) {
+  const std::size_t count = ranks[0].pass->batches.size();
+  std::map<std::vector<Index>, int> drawn;
+  for (const auto& rp : ranks) {
+    if (rp.pass->batches.size() != count || count == 0) return std::nullopt;
+    for (const auto& b : rp.pass->batches) {
+      if (!b.indices) return std::nullopt;
+      ++drawn[*b.indices];
+    }
+  }
+  std::size_t padded = 0;
+  for (const auto& rp : ranks) {
+    auto& last = drawn[*rp.pass->batches.back().indices];
+    if (last > 1) {
+      --last;
+      ++padded;
+    }
+  }
+  if (padded == 0 || padded >= ranks.size()) return std::nullopt;
+  std::vector<int> seen(static_cast<std::size_t>(n), 0);
+  std::int64_t total = 0;
+  for (const auto& [batch, times] : drawn) {
+    for (Index i : batch) {
+      if (i < 0 || i >= n) return std::nullopt;
+      seen[static_cast<std::size_t>(i)] += times;
+      total += times;
+    }
+  }
+  const bool once =
+      total == n && std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; });
+  return once ? std::optional<std::size_t>(padded) : std::nullopt;
+}
+
+// A disjointness finding of a recorded order that is padding with whole batches: a note instead.
+bool paddedWithCopies(DataFindings& findings, std::int64_t loader, const Violation& v,
+                      const std::vector<RankPass>& ranks, std::int64_t n) {
+  const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+  if (v.property != property::kDisjointness || !s || s->order != OrderKind::kRecorded) return false;
+  const auto padded = batchesPaddedWithCopies(ranks, n);
+  if (!padded) return false;
+  findings.notApplicable(loader, fmt::format(
+      "{}: {} of the {} ranks end each epoch with a copy of a batch drawn earlier in it: "
+      "padding to equal step counts, as DistributedSampler pads (every other sample drawn "
+      "once)",
+      samplerName(ranks[0]), *padded, ranks.size()));
+  return true;
+}
+
+// A coverage finding of a job's first pass that began at a later epoch: a note instead.
+bool resumedMidEpoch(DataFindings& findings, std::int64_t loader, const Violation& v,
+                     std::int64_t k, const std::vector<RankPass>& ranks, const Partition& part) {
+  if (v.property != property::kCoverage || !beganAtALaterEpoch(k, ranks)) return false;
+  const std::int64_t drawn = static_cast<std::int64_t>(
+      std::set<Index>(part.ranks[0].begin(), part.ranks[0].end()).size());
+  findings.notApplicable(loader, fmt::format(
+      "the job began at epoch {} and its first pass drew part of it (rank 0: {} samples): a "
+      "job resumed mid-epoch from a checkpoint, the epoch's rest trained by the job before it; "
+      "audit them together to judge it (ddp-sim launch --audit --resumes EARLIER_TRACE_DIR, "
+      "or ddp-sim audit EARLIER_TRACE_DIR THIS_TRACE_DIR)",
+      *ranks[0].pass->samplerEpoch, drawn));
+  return true;
+}
+
+// valid-range, coverage and disjointness of the ranks' orders over one dataset of `n` samples.
+bool checkSplit(DataFindings& findings, std::int64_t loader, std::int64_t k, std::int64_t n,
+                const std::vector<RankPass>& ranks) {
+  const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+  Expectations e;
+  e.dropLast = ranks[0].pass->dropLast.value_or(s && s->dropLast.value_or(false));
+  // NOTE [drop_last that drops everything] (core/scenario/src/epoch_checks.cpp): drop_last may
+  // drop the N % W tail; when that is the whole dataset the epoch trains on nothing.
+  const auto world = static_cast<std::int64_t>(ranks.size());
+  const bool dropsEverything = e.dropLast && n > 0 && distributedNumSamples(n, world, true) == 0;
+  if (dropsEverything) e.dropLast = false;
+  const Partition part = partitionOf(ranks, n, k, false);
+  for (auto p : {property::kValidRange, property::kCoverage, property::kDisjointness}) {
+    findings.judged(p);
+  }
+  auto v = checkValidRange(part);
+  if (!v) v = checkCoverage(part, e);
+  if (!v) v = checkDisjointness(part, e);
+  if (!v) return true;
+  if (paddedWithCopies(findings, loader, *v, ranks, n)) return true;
+  if (resumedMidEpoch(findings, loader, *v, k, ranks, part)) return false;
+  v->detail = fmt::format("{}, {}: {}", describeLoader(*ranks[0].trace, loader),
+                          samplerName(ranks[0]), v->detail);
+  v->likelyCause =
+      dropsEverything
+          ? fmt::format(
+                "DistributedSampler(drop_last=True) with N = {} < W = {} gives "
+                "num_samples = 0: no rank gets a sample, so every pass over it draws "
+                "nothing; use fewer ranks or drop_last=False",
+                n, world)
+          : partitionCause(ranks, v->property, v->ranks, interpreterOf(findings.trace()));
+  findings.record(loader, *v);
+  return false;
+}
+
+// A sampler made for another dataset than its loader's (a copied line that passes the training
+// set's sampler to the evaluation loader): it draws indices of its own length, so a longer
+// dataset's tail is never drawn on any rank (coverage), a shorter one's indices run past it.
+bool samplerOverAnotherLength(DataFindings& findings, std::int64_t loader, std::int64_t k,
+                              const std::vector<RankPass>& ranks) {
+  const LoaderRecord& l = ranks[0].trace->loaders.at(loader);
+  const std::optional<std::int64_t> drawn = ranks[0].pass->datasetLen;
+  if (l.datasetLen <= 0 || !drawn || *drawn <= 0 || *drawn == l.datasetLen) return false;
+  const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+  std::optional<std::int64_t> owner;  // the loader whose dataset the sampler was made for
+  for (const auto& [id, other] : ranks[0].trace->loaders) {
+    if (id != loader && s && other.sampler == s->id && other.datasetLen == *drawn) owner = id;
+  }
+  const std::string alsoUsedBy =
+      owner ? fmt::format(", the sampler of {} too", describeLoader(*ranks[0].trace, *owner)) : "";
+  Violation v;
+  v.property = std::string(*drawn < l.datasetLen ? property::kCoverage : property::kValidRange);
+  v.epoch = k;
+  v.detail =
+      fmt::format("{}: {} was built over {} samples{}, so it draws indices 0..{} only: {}",
+                  describeLoader(*ranks[0].trace, loader), samplerName(ranks[0]), *drawn,
+                  alsoUsedBy, *drawn - 1,
+                  *drawn < l.datasetLen
+                      ? fmt::format("{} of the loader's {} samples ({}..{}) are on no rank",
+                                    l.datasetLen - *drawn, l.datasetLen, *drawn, l.datasetLen - 1)
+                      : fmt::format("indices {}..{} are past the loader's {} samples", l.datasetLen,
+                                    *drawn - 1, l.datasetLen));
+  v.likelyCause = fmt::format(
+      "the loader was given a sampler made for another dataset{}; build a sampler over the "
+      "loader's own dataset (DistributedSampler(dataset, shuffle=False) for an evaluation)",
+      owner ? fmt::format(" (loader {}'s)", *owner) : "");
+  findings.judged(property::kCoverage);
+  findings.record(loader, v);
+  return true;
+}
+
+// The ranks that made pass `iter` of `loader` and those that never iterated it at all.
+struct SomeRanksOnly {
+  std::vector<const RankTrace*> with;
+  std::vector<std::int64_t> without;
+};
+
+// Nothing unless every rank either made the pass or never iterated the loader and ended
+// normally, and there are ranks of each: a rank that iterated the loader but fewer times (it
+// stopped early) is the collective checks' finding, and one that failed a rank-failure.
+std::optional<SomeRanksOnly> someRanksOnly(const Trace& trace, std::int64_t loader,
+                                           std::int64_t iter) {
+  SomeRanksOnly out;
+  for (const auto& t : trace.ranks) {
+    if (!t) return std::nullopt;
+    if (t->findPass(loader, iter)) {
+      out.with.push_back(&*t);
+      continue;
+    }
+    const bool neverIterated =
+        std::none_of(t->passes.begin(), t->passes.end(),
+                     [&](const PassRecord& p) { return p.loader == loader; });
+    if (!t->endedNormally() || !neverIterated) return std::nullopt;
+    out.without.push_back(t->rank);
+  }
+  if (out.with.empty() || out.without.empty()) return std::nullopt;
+  return out;
+}
+
+// The coverage finding of a sharded loader whose shards only some ranks read.
+Violation unreadShards(DataFindings& findings, std::int64_t loader, std::int64_t iter,
+                       const SomeRanksOnly& some, const std::vector<std::int64_t>& readers,
+                       const SamplerRecord& s) {
+  const RankTrace& first = *some.with.front();
+  const std::int64_t n = first.findPass(loader, iter)->datasetLen;
+  std::set<Index> seen;
+  for (const auto* t : some.with) {
+    const PassRecord& p = *t->findPass(loader, iter);
+    if (const auto consumed = consumedIndices(*t, p, samplerOrder(*t, p, findings.orders()))) {
+      seen.insert(consumed->begin(), consumed->end());
+    }
+  }
+  Violation v;
+  v.property = std::string(property::kCoverage);
+  v.ranks = some.without;
+  v.epoch = iter;
+  const bool oneReader = readers.size() == 1, oneLeft = some.without.size() == 1;
+  v.detail = fmt::format(
+      "{}: sampler {} ({}) splits its {} samples across {} ranks, but only {} iterate{} it in "
+      "pass {}: {} never read{} {} shard{}, so {} of the {} samples are never seen",
+      describeLoader(first, loader), s.id, s.className, n, *s.numReplicas, rankList(readers),
+      oneReader ? "s" : "", iter, rankList(some.without), oneLeft ? "s" : "",
+      oneLeft ? "its" : "their", oneLeft ? "" : "s",
+      seen.empty() ? std::string("most")
+                   : std::to_string(n - static_cast<std::int64_t>(seen.size())),
+      n);
+  v.likelyCause = fmt::format(
+      "a loader sharded across {} ranks (DistributedSampler) is iterated on {} only (an "
+      "evaluation under `if rank == 0`); give that loop an unsharded loader (SequentialSampler), "
+      "or evaluate on every rank and all_reduce the sums",
+      *s.numReplicas, rankList(readers));
+  return v;
+}
+
+}  // namespace
+
+bool checkPartition(DataFindings& findings, std::int64_t loader, std::int64_t k,
+                    const std::vector<RankPass>& ranks) {
+  if (!sameDataset(findings, loader, k, ranks)) {
+    checkSharedOwnData(findings, loader, k, ranks);
+    return false;
+  }
+  const std::int64_t n = ranks[0].pass->datasetLen;
+  if (!allKnown(ranks, false)) return true;
+  if (samplerOverAnotherLength(findings, loader, k, ranks)) return false;
+  if (drawsWithReplacement(ranks, loader, n)) {
+    checkDrawsDiffer(findings, loader, k, n, ranks);
+    return false;  // coverage, disjointness and reshuffle do not apply
+  }
+  return checkSplit(findings, loader, k, n, ranks);
+}
+
+// NOTE [A loader on some ranks only] (docs/audit.md): pass `iter` of `loader` on some ranks,
+// while every other rank ran to its end without ever iterating the loader (an evaluation under
+// `if rank == 0`). A sampler that splits the dataset across the world (DistributedSampler) then
+// leaves the other ranks' shards unread: coverage. One that does not split it is a single-rank
+// loop: a note. A rank that iterated the loader but fewer times (it stopped early) is the
+// collective checks' finding, and one that failed a rank-failure: not this. Returns whether the
+// pass was such a loop (judged or noted).
+bool checkPassOnSomeRanks(DataFindings& findings, std::int64_t loader, std::int64_t iter) {
+  const auto some = someRanksOnly(findings.trace(), loader, iter);
+  if (!some) return false;
+  const RankTrace& first = *some->with.front();
+  const SamplerRecord* s = samplerOf(first, loader);
+  std::vector<std::int64_t> readers;
+  for (const auto* t : some->with) readers.push_back(t->rank);
+  if (!s || !s->numReplicas || *s->numReplicas < 2) {
+    if (iter == 0) {
+      findings.note(
+          fmt::format("{}: iterated on {} only, by a sampler that does not split "
+                      "it across ranks: a single-rank loop, no partition to check",
+                      describeLoader(first, loader), rankList(readers)));
+    }
+    return true;
+  }
+  findings.judged(property::kCoverage);
+  findings.record(loader, unreadShards(findings, loader, iter, *some, readers, *s));
+  return true;
+}
+
+}  // namespace ddph::audit

@@ -1,0 +1,231 @@
+// One pass over a loader on each rank: what its sampler yields (torch's DistributedSampler
+// recomputed bit-exactly, SequentialSampler, or a recorded pass that ran to its end), what the
+// rank consumed of it (its batches), and how the pass ended (data_pass.h, audit_checks.h).
+#include <algorithm>
+
+#include "data_pass.h"
+#include "ddph/sampler/distributed_sampler.h"
+
+namespace ddph::audit {
+
+using sampler::distributedShard;
+using sampler::Index;
+using sampler::Partition;
+using sampler::ShardRequest;
+
+const SamplerRecord* samplerOf(const RankTrace& t, std::int64_t loader) {
+  const auto l = t.loaders.find(loader);
+  if (l == t.loaders.end()) return nullptr;
+  const auto s = t.samplers.find(l->second.sampler);
+  return s == t.samplers.end() ? nullptr : &s->second;
+}
+
+bool trainsOnBatches(const PassRecord& p) {
+  return std::any_of(p.batches.begin(), p.batches.end(),
+                     [](const BatchRecord& b) { return b.grad; });
+}
+
+namespace {
+
+// Whether two passes trained the same model: their DDP modules at the start share one (or either
+// pass names none). A trial run's model (Lightning's learning-rate finder: a DDP module of its own,
+// thrown away) is not the one trained after it.
+bool sameModels(const PassRecord& p, const PassRecord& q) {
+  if (p.params.empty() || q.params.empty()) return true;
+  return std::any_of(p.params.begin(), p.params.end(),
+                     [&](const auto& m) { return q.params.count(m.first) > 0; });
+}
+
+}  // namespace
+
+// NOTE [A run that ends inside a pass] (docs/audit.md): the loader's last pass on this rank, after
+// which the program trained on nothing else: the run (this job of it) ended inside the epoch, by a
+// step budget (max_steps, a time limit) or a stop to be resumed. Its rest is not left out by the
+// loop; no later epoch of this job could have trained it.
+bool runEndsInside(const RankTrace& t, const PassRecord& p) {
+  for (const auto& q : t.passes) {
+    if (q.startLine <= p.startLine) continue;
+    if (q.loader == p.loader) return false;
+    if (trainsOnBatches(q) && sameModels(p, q)) return false;
+  }
+  return true;
+}
+
+// A pass that ran to StopIteration, or handed out len(loader) batches (NOTE [Passes and epochs]).
+bool completePass(const PassRecord& p) {
+  return p.ended ||
+         (p.declaredBatches && static_cast<std::int64_t>(p.batches.size()) >= *p.declaredBatches);
+}
+
+bool isEvaluation(const PassRecord& p) {
+  return !p.batches.empty() && std::none_of(p.batches.begin(), p.batches.end(),
+                                            [](const BatchRecord& b) { return b.grad; });
+}
+
+bool isWholeDatasetSampler(const SamplerRecord* s) {
+  return s && (s->className == "torch.utils.data.sampler.RandomSampler" ||
+               s->className == "torch.utils.data.sampler.SequentialSampler");
+}
+
+bool promisesOneDataset(const SamplerRecord* s) {
+  return s && (s->order == OrderKind::kTorchDistributed || s->numReplicas.has_value());
+}
+
+namespace {
+
+// torch's DistributedSampler's shard of pass `p`, recomputed, or nothing when the pass does not
+// say which shard (num_replicas, rank) it drew.
+std::optional<std::vector<Index>> distributedOrder(const SamplerRecord& s, const PassRecord& p,
+                                                   OrderCache& cache) {
+  ShardRequest request;
+  request.datasetSize = p.datasetLen;
+  request.numReplicas = p.numReplicas.value_or(s.numReplicas.value_or(0));
+  request.rank = p.rank.value_or(s.rank.value_or(-1));
+  request.epoch = p.samplerEpoch.value_or(0);
+  request.seed = p.seed.value_or(s.seed.value_or(0));
+  if (request.numReplicas <= 0 || request.rank < 0 || request.rank >= request.numReplicas ||
+      request.datasetSize < 0) {
+    return std::nullopt;
+  }
+  const bool dropLast = p.dropLast.value_or(s.dropLast.value_or(false));
+  const auto& order =
+      cache.order(request.datasetSize, request.seed, request.epoch, p.shuffle.value_or(true));
+  return distributedShard(order, request, dropLast);
+}
+
+// Recorded: known only when the pass ran to its end and every batch carries its indices (a
+// batch sampler's dropped last batch is then unknown; close enough for the checks that use it).
+std::optional<std::vector<Index>> recordedOrder(const LoaderRecord& l, const PassRecord& p) {
+  if (!p.ended || l.dropLast) return std::nullopt;
+  std::vector<Index> order;
+  for (const auto& b : p.batches) {
+    if (!b.indices) return std::nullopt;
+    order.insert(order.end(), b.indices->begin(), b.indices->end());
+  }
+  return order;
+}
+
+}  // namespace
+
+std::optional<std::vector<Index>> samplerOrder(const RankTrace& t, const PassRecord& p,
+                                               OrderCache& cache) {
+  const SamplerRecord* s = samplerOf(t, p.loader);
+  if (s && s->order == OrderKind::kTorchDistributed) return distributedOrder(*s, p, cache);
+  if (s && s->order == OrderKind::kSequential) {
+    std::vector<Index> order(static_cast<std::size_t>(std::max<std::int64_t>(0, p.datasetLen)));
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<Index>(i);
+    return order;
+  }
+  return recordedOrder(t.loaders.at(p.loader), p);
+}
+
+// zip() makes both iterators before its first round, so the partner's pass began before p's last
+// batch: a loader iterated after p was left (Lightning's validation after limit_train_batches) is
+// none. The partner ran out: StopIteration, or len(loader) batches handed out (Lightning's
+// CombinedLoader(mode="min_size") stops at the shortest's length).
+const PassRecord* exhaustedPartner(const RankTrace& t, const PassRecord& p) {
+  if (p.batches.empty()) return nullptr;
+  for (const auto& q : t.passes) {
+    // Drawn from in turns with p: a batch of q after p's first (a loader run to its end before
+    // p's first batch, Lightning's sanity check, is none).
+    if (q.loader != p.loader && completePass(q) && !q.batches.empty() &&
+        q.batches.back().line > p.batches.front().line &&
+        q.batches.front().line < p.batches.back().line && q.endLine < p.endLine) {
+      return &q;
+    }
+  }
+  return nullptr;
+}
+
+// The batch zip threw away is the last line before the partner's StopIteration.
+bool lastBatchDiscarded(const RankTrace& t, const PassRecord& p) {
+  if (p.ended || p.batches.empty()) return false;
+  const PassRecord* q = exhaustedPartner(t, p);
+  return q && q->endLine == p.batches.back().line + 1;
+}
+
+std::optional<std::vector<Index>> consumedIndices(const RankTrace& t, const PassRecord& p,
+                                                  const std::optional<std::vector<Index>>& order) {
+  std::vector<Index> out;
+  std::int64_t taken = 0;
+  const std::size_t used = p.batches.size() - (lastBatchDiscarded(t, p) ? 1 : 0);
+  for (std::size_t k = 0; k < used; ++k) {
+    const BatchRecord& b = p.batches[k];
+    if (b.indices) {
+      out.insert(out.end(), b.indices->begin(), b.indices->end());
+    } else if (order && t.loaders.at(p.loader).torchBatching) {
+      const auto begin = std::min<std::int64_t>(taken, static_cast<std::int64_t>(order->size()));
+      const auto end =
+          std::min<std::int64_t>(taken + b.size, static_cast<std::int64_t>(order->size()));
+      out.insert(out.end(), order->begin() + begin, order->begin() + end);
+    } else {
+      return std::nullopt;
+    }
+    taken += b.size;
+  }
+  return out;
+}
+
+namespace {
+
+// A pass that did not reach StopIteration is "dropped" unless it is the last, partial pass of a
+// loader that is cycled: another loader's completed pass encloses it and this loader completed a
+// pass inside that one too (every sample was seen in this epoch). Ranks that did not end normally
+// are rank-failures, not drops.
+bool isDropped(const RankTrace& t, const PassRecord& p) {
+  if (p.ended || !t.endedNormally()) return false;
+  for (const auto& q : t.passes) {
+    if (q.loader == p.loader || !q.ended) continue;
+    if (!(q.startLine < p.startLine && q.endLine > p.startLine)) continue;
+    for (const auto& done : t.passes) {
+      if (done.loader == p.loader && done.ended && done.startLine > q.startLine &&
+          done.endLine < q.endLine) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<RankPass> passAcrossRanks(const Trace& trace, std::int64_t loader, std::int64_t iter,
+                                      OrderCache& cache) {
+  std::vector<RankPass> out;
+  for (const auto& t : trace.ranks) {
+    if (!t) return {};
+    const PassRecord* p = t->findPass(loader, iter);
+    if (!p) return {};
+    RankPass rp;
+    rp.trace = &*t;
+    rp.pass = p;
+    rp.order = samplerOrder(*t, *p, cache);
+    rp.consumed = consumedIndices(*t, *p, rp.order);
+    rp.dropped = isDropped(*t, *p);
+    out.push_back(std::move(rp));
+  }
+  return out;
+}
+
+bool allKnown(const std::vector<RankPass>& ranks, bool consumed) {
+  return std::all_of(ranks.begin(), ranks.end(), [&](const RankPass& rp) {
+    return consumed ? rp.consumed.has_value() : rp.order.has_value();
+  });
+}
+
+Partition partitionOf(const std::vector<RankPass>& ranks, std::int64_t n, std::int64_t epoch,
+                      bool consumed) {
+  Partition part;
+  part.datasetSize = n;
+  part.epoch = epoch;
+  for (const auto& rp : ranks) part.ranks.push_back(consumed ? *rp.consumed : *rp.order);
+  return part;
+}
+
+std::vector<const RankTrace*> tracesOf(const std::vector<RankPass>& ranks) {
+  std::vector<const RankTrace*> traces;
+  for (const auto& rp : ranks) traces.push_back(rp.trace);
+  return traces;
+}
+
+}  // namespace ddph::audit

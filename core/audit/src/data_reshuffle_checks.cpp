@@ -1,0 +1,168 @@
+// reshuffle: a shuffling sampler draws a new order every epoch. Judged on two consecutive
+// training passes whose partitions are healthy; when the order repeats, the set_epoch calls the
+// trace holds (none, on another sampler, too late, the same value) and the passes' epochs say
+// why. A cached loader, whose epochs are never drawn, shows only over the loader's whole run
+// (across_epochs_checks.cpp, replayedFromACache).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "data_checks.h"
+
+namespace ddph::audit {
+
+using sampler::Expectations;
+using sampler::Partition;
+namespace property = sampler::property;
+
+namespace {
+
+// A set_epoch call on `s` made while pass `p` ran (after its iter()), to a value that is not the
+// epoch its order was drawn with: it came too late for this pass.
+const SetEpochCall* setEpochInside(const SamplerRecord& s, const PassRecord& p) {
+  for (const auto& c : s.setEpochCalls) {
+    if (c.line > p.startLine && c.line < p.endLine && c.epoch != p.samplerEpoch.value_or(c.epoch))
+      return &c;
+  }
+  return nullptr;
+}
+
+// A sampler whose set_epoch was called and that no loader draws from, or null.
+const SamplerRecord* unusedSamplerWithEpochs(const RankTrace& t) {
+  for (const auto& [id, s] : t.samplers) {
+    if (s.setEpochCalls.empty()) continue;
+    // A named copy: a lambda may not capture a structured binding before C++20.
+    const auto samplerId = id;
+    const bool used = std::any_of(t.loaders.begin(), t.loaders.end(), [&](const auto& l) {
+      return l.second.sampler == samplerId;
+    });
+    if (!used) return &s;
+  }
+  return nullptr;
+}
+
+// NOTE [A loader cycled inside an epoch] (docs/audit.md, "Across epochs"): the shorter loader
+// of two trained together is restarted when it runs out (Lightning's CombinedLoader
+// max_size_cycle, a hand-written cycle), inside one pass of the longer one: its restarts are
+// not epochs, and the same order again within one epoch is how its sampler was asked (its epoch
+// is set once an epoch). Its reshuffle is judged across the longer loader's epochs.
+bool restartedInsideOnePass(const RankTrace& t, const PassRecord& a, const PassRecord& b) {
+  return std::any_of(t.passes.begin(), t.passes.end(), [&](const PassRecord& q) {
+    return q.loader != a.loader && a.endLine > q.startLine && q.startLine < b.startLine &&
+           b.startLine < q.endLine && trainsOnBatches(q);
+  });
+}
+
+// Whether the two passes must differ in order: training passes of a sampler that shuffles (or,
+// saying nothing of shuffling, is given epochs), both orders known, not a cycle's restart.
+bool reshuffleApplies(std::int64_t loader, const std::vector<RankPass>& before,
+                      const std::vector<RankPass>& after) {
+  // The order of an evaluation does not matter: the same order every epoch harms nothing.
+  if (isEvaluation(*before[0].pass) || isEvaluation(*after[0].pass)) return false;
+  if (!allKnown(before, false) || !allKnown(after, false)) return false;
+  if (restartedInsideOnePass(*before[0].trace, *before[0].pass, *after[0].pass)) return false;
+  const SamplerRecord* s = samplerOf(*before[0].trace, loader);
+  const auto shuffle = before[0].pass->shuffle ? before[0].pass->shuffle
+                                               : (s ? s->shuffle : std::nullopt);
+  const bool epochsSet = s && !s->setEpochCalls.empty();
+  return shuffle.value_or(false) || (!shuffle && epochsSet);
+}
+
+// Why an order repeated: what the finding adds to its detail, and its likely cause.
+struct RepeatedOrder {
+  std::string why, cause;
+};
+
+// set_epoch never called on the loader's sampler (perhaps on another one), or nothing.
+std::optional<RepeatedOrder> setEpochNeverCalled(const SamplerRecord* s,
+                                                 const std::vector<RankPass>& before) {
+  if (!s || !s->setEpochCalls.empty()) return std::nullopt;
+  if (const SamplerRecord* other = unusedSamplerWithEpochs(*before[0].trace)) {
+    return RepeatedOrder{
+        fmt::format("set_epoch is never called on {}, but on sampler {} ({}), which no loader "
+                    "draws from",
+                    samplerName(before[0]), other->id, other->className),
+        "set_epoch(epoch) is called on another sampler than the one this DataLoader "
+        "draws from (a second sampler made for the same data, or a name rebound "
+        "after the loader was built); call set_epoch on the loader's own sampler "
+        "(loader.sampler.set_epoch(epoch))"};
+  }
+  return RepeatedOrder{
+      fmt::format("set_epoch is never called on {}", samplerName(before[0])),
+      "set_epoch(epoch) is not called before each epoch, so every epoch repeats "
+      "epoch 0's order; call sampler.set_epoch(epoch) at the start of every epoch"};
+}
+
+// set_epoch called after the later pass's iterator drew its order, or nothing.
+std::optional<RepeatedOrder> setEpochTooLate(const SamplerRecord* s, std::int64_t loader,
+                                             std::int64_t k, const std::vector<RankPass>& after) {
+  const auto e1 = after[0].pass->samplerEpoch;
+  const SetEpochCall* late = s ? setEpochInside(*s, *after[0].pass) : nullptr;
+  if (!late || !e1) return std::nullopt;
+  const LoaderRecord& l = after[0].trace->loaders.at(loader);
+  return RepeatedOrder{
+      fmt::format("set_epoch({}) was called after iter(loader) had begun epoch {}, whose "
+                  "order was drawn with epoch {}",
+                  late->epoch, k + 1, *e1),
+      fmt::format(
+          "set_epoch(epoch) runs after the epoch's iterator was made{}, so each epoch is drawn "
+          "with the previous epoch's value; call sampler.set_epoch(epoch) before iter(loader) "
+          "(before the for loop over the loader)",
+          l.numWorkers > 0
+              ? fmt::format(" and its {} worker processes were handed their first indices "
+                            "inside iter() (DataLoader prefetches)",
+                            l.numWorkers)
+              : " and its first batch drawn")};
+}
+
+// What the passes' sampler epochs say: the same value twice, an epoch the sampler ignores, or
+// nothing the trace can tell apart.
+RepeatedOrder fromSamplerEpochs(const SamplerRecord* s, const std::vector<RankPass>& before,
+                                const std::vector<RankPass>& after) {
+  const auto e0 = before[0].pass->samplerEpoch, e1 = after[0].pass->samplerEpoch;
+  if (e0 && e1 && *e0 == *e1) {
+    return RepeatedOrder{fmt::format("set_epoch({}) was in force for both epochs", *e0),
+                         "set_epoch is called with the same value every epoch (e.g. a constant or "
+                         "the wrong variable); pass the epoch number"};
+  }
+  if (e0 && e1) {
+    return RepeatedOrder{
+        fmt::format("the sampler's epoch went from {} to {} but its order did not change", *e0,
+                    *e1),
+        "the sampler ignores its epoch: seed its generator with seed + epoch"};
+  }
+  return RepeatedOrder{
+      s ? fmt::format("set_epoch was called {} times on {}, and the trace has no epoch of "
+                      "the sampler at each pass",
+                      s->setEpochCalls.size(), samplerName(before[0]))
+        : "",
+      "the epoch does not reach the sampler's order, and the trace cannot tell why: the "
+      "sampler may not use the epoch it is given (seed its generator with seed + epoch), "
+      "set_epoch may run after the epoch's iterator drew its order (call it before "
+      "iter(loader)), or it may be called with the same value each time (pass the epoch)"};
+}
+
+}  // namespace
+
+void checkNewOrder(DataFindings& findings, std::int64_t loader, const std::vector<RankPass>& before,
+                   const std::vector<RankPass>& after) {
+  if (!reshuffleApplies(loader, before, after)) return;
+  Expectations e;
+  e.shuffle = true;
+  findings.judged(property::kReshuffle);
+  const std::int64_t k = before[0].pass->iter;
+  const Partition a = partitionOf(before, before[0].pass->datasetLen, k, false);
+  const Partition b = partitionOf(after, after[0].pass->datasetLen, k + 1, false);
+  auto v = ddph::sampler::checkReshuffle(a, b, e);
+  if (!v) return;
+  const SamplerRecord* s = samplerOf(*before[0].trace, loader);
+  std::optional<RepeatedOrder> why = setEpochNeverCalled(s, before);
+  if (!why) why = setEpochTooLate(s, loader, k, after);
+  if (!why) why = fromSamplerEpochs(s, before, after);
+  v->likelyCause = why->cause;
+  v->detail = fmt::format("{}: {}{}", describeLoader(*before[0].trace, loader), v->detail,
+                          why->why.empty() ? "" : "; " + why->why);
+  findings.record(loader, *v);
+}
+
+}  // namespace ddph::audit

@@ -1,0 +1,120 @@
+// Iterable datasets: no sampler lists their indices, so a pass is known by its batches' content
+// fingerprints (NOTE [Data with no sampler indices]). disjointness: ranks that consumed the same
+// batches (a stream not sharded by rank); no-duplicates: batches repeated within one rank's pass
+// (every DataLoader worker yielding the whole stream).
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+#include "data_checks.h"
+
+namespace ddph::audit {
+
+using sampler::Violation;
+namespace property = sampler::property;
+
+namespace {
+
+// Every rank's pass handed out batches, each with its content's fingerprint.
+bool knownByContent(const std::vector<RankPass>& ranks) {
+  for (const auto& rp : ranks) {
+    if (rp.pass->batches.empty()) return false;
+    for (const auto& b : rp.pass->batches) {
+      if (b.fingerprint.empty()) return false;
+    }
+  }
+  return true;
+}
+
+// Each rank's batches, and who else consumed each of them.
+struct StreamCounts {
+  std::int64_t shared = 0, total = 0;  ///< batches on more than one rank, of all the ranks' batches
+  std::set<std::int64_t> sharing;      ///< the ranks that hold such batches
+  std::vector<std::int64_t> withRepeats;  ///< ranks that consumed a batch twice in the pass
+  std::int64_t repeated = 0;              ///< how many batches they consumed again
+};
+
+StreamCounts countStream(const std::vector<RankPass>& ranks) {
+  StreamCounts c;
+  std::map<std::string, std::set<std::int64_t>> holders;
+  for (const auto& rp : ranks) {
+    std::set<std::string> own;
+    for (const auto& b : rp.pass->batches) {
+      if (!own.insert(b.fingerprint).second) ++c.repeated;
+      holders[b.fingerprint].insert(rp.trace->rank);
+    }
+    if (own.size() < rp.pass->batches.size()) c.withRepeats.push_back(rp.trace->rank);
+  }
+  for (const auto& rp : ranks) {
+    for (const auto& b : rp.pass->batches) {
+      ++c.total;
+      const auto& h = holders.at(b.fingerprint);
+      if (h.size() > 1) {
+        ++c.shared;
+        c.sharing.insert(h.begin(), h.end());
+      }
+    }
+  }
+  return c;
+}
+
+Violation sameStreamOnRanks(const RankPass& first, std::int64_t loader, std::int64_t k,
+                            const LoaderRecord& l, const StreamCounts& c) {
+  Violation v;
+  v.property = std::string(property::kDisjointness);
+  v.epoch = k;
+  v.ranks.assign(c.sharing.begin(), c.sharing.end());
+  v.detail = fmt::format("{}: {} consumed the same batches, "
+                         "{} of the {} batches of this epoch are on more than one rank (by "
+                         "their content's fingerprint)",
+                         describeLoader(*first.trace, loader), rankList(v.ranks), c.shared,
+                         c.total);
+  v.likelyCause = fmt::format(
+      "the IterableDataset yields the same stream on every rank, and no sampler splits an "
+      "iterable dataset: shard it in __iter__ by rank (itertools.islice(stream, rank, None, "
+      "world_size)){}",
+      l.numWorkers > 0 ? ", and by worker too (torch.utils.data.get_worker_info())" : "");
+  return v;
+}
+
+Violation sameStreamOnWorkers(const RankPass& first, std::int64_t loader, std::int64_t k,
+                              const LoaderRecord& l, const StreamCounts& c) {
+  Violation v;
+  v.property = std::string(property::kNoDuplicates);
+  v.epoch = k;
+  v.ranks = c.withRepeats;
+  v.detail = fmt::format("{}, {} worker processes: {} consumed {} batches twice or more in "
+                         "one epoch (by their content's fingerprint)",
+                         describeLoader(*first.trace, loader), l.numWorkers,
+                         rankList(c.withRepeats), c.repeated);
+  v.likelyCause =
+      "every DataLoader worker runs the IterableDataset's whole __iter__, so each worker yields "
+      "the same stream; shard it by worker in __iter__ with torch.utils.data.get_worker_info() "
+      "(info.id, info.num_workers), on top of the shard by rank";
+  return v;
+}
+
+}  // namespace
+
+// NOTE [Data with no sampler indices] (docs/audit.md): a pass over an iterable dataset is known
+// by its batches' content fingerprints. Ranks that consumed the same batches train on the same
+// samples (disjointness); batches repeated within one rank's pass come from its workers, each
+// yielding the whole stream. Returns whether the pass was such a pass (judged here).
+bool checkStream(DataFindings& findings, std::int64_t loader, std::int64_t k,
+                 const std::vector<RankPass>& ranks) {
+  if (!knownByContent(ranks)) return false;
+  const StreamCounts c = countStream(ranks);
+  const LoaderRecord& l = ranks[0].trace->loaders.at(loader);
+  findings.judged(property::kDisjointness);
+  findings.judged(property::kNoDuplicates);
+  // More than half of the batches on more than one rank: not a coincidence of equal samples.
+  if (c.shared * 2 > c.total && c.sharing.size() > 1) {
+    findings.record(loader, sameStreamOnRanks(ranks[0], loader, k, l, c), "stream");
+  } else if (!c.withRepeats.empty() && l.numWorkers > 0) {
+    findings.record(loader, sameStreamOnWorkers(ranks[0], loader, k, l, c), "stream");
+  }
+  return true;
+}
+
+}  // namespace ddph::audit
