@@ -164,7 +164,22 @@ TEST(AuditPattern, AnUnshardedIterableDatasetGivesEveryRankTheSameBatches) {
   EXPECT_EQ(v["ranks"], Json::array({0, 1, 2, 3})) << shown(a);
   EXPECT_TRUE(has(text(v, "detail"), "128 of the 128 batches of this epoch are on more than one rank"))
       << shown(a);
-  EXPECT_TRUE(has(text(v, "likely_cause"), "shard it in __iter__ by rank")) << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "shard it in __iter__ by rank")) << shown(a);
+}
+
+TEST(AuditPattern, APartOfAStreamNotShardedByRankIsNamedWithWhereItSits) {
+  // 512 corpus records sharded (8 batches of 16 a rank), 128 hard examples not (8 more batches,
+  // the same on every rank): half of each rank's batches are shared.
+  const auto a = launchAudited(4, python("chained_stream.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "disjointness");
+  EXPECT_EQ(v["ranks"], Json::array({0, 1, 2, 3})) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "32 of the 64 batches of this epoch are on more than one rank"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "its last 8 of 16 batches")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "ChainDataset")) << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "shard every part of the stream")) << shown(a);
 }
 
 TEST(AuditPattern, WorkersOfAnIterableDatasetShardedByRankOnlyRepeatEveryBatch) {
@@ -174,7 +189,7 @@ TEST(AuditPattern, WorkersOfAnIterableDatasetShardedByRankOnlyRepeatEveryBatch) 
   const Json v = only(a, "no-duplicates");
   EXPECT_EQ(v["ranks"], Json::array({0, 1, 2, 3})) << shown(a);
   EXPECT_TRUE(has(text(v, "detail"), "2 worker processes")) << shown(a);
-  EXPECT_TRUE(has(text(v, "likely_cause"), "get_worker_info()")) << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "get_worker_info()")) << shown(a);
 }
 
 TEST(AuditPattern, ACorruptSampleOnOneRankIsNamedFirstWithItsLine) {
@@ -231,7 +246,7 @@ TEST(AuditPattern, EvaluatingAShardedLoaderOnRankZeroOnlyIsCoverage) {
                   "splits its 120 samples across 3 ranks, but only rank 0 iterates it in pass 0: "
                   "ranks 1, 2 never read their shards, so 80 of the 120 samples are never seen"))
       << shown(a);
-  EXPECT_TRUE(has(text(v, "detail"), "(the same in 2 epochs)")) << shown(a);
+  EXPECT_EQ(v["notes"], Json::array({"the same in 2 epochs"})) << shown(a);
   EXPECT_TRUE(has(text(v, "likely_cause"), "give that loop an unsharded loader")) << shown(a);
 }
 

@@ -48,7 +48,7 @@ bool DataFindings::anyFor(std::int64_t loader) const {
 
 void DataFindings::appendTo(std::vector<Violation>& out) {
   for (auto& [key, f] : findings_) {
-    if (f.epochs > 1) f.first.detail += fmt::format(" (the same in {} epochs)", f.epochs);
+    if (f.epochs > 1) f.first.notes.push_back(fmt::format("the same in {} epochs", f.epochs));
     out.push_back(std::move(f.first));
   }
 }

@@ -4,8 +4,10 @@
 // (every DataLoader worker yielding the whole stream).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
+#include <string>
 
 #include "data_checks.h"
 
@@ -59,8 +61,32 @@ StreamCounts countStream(const std::vector<RankPass>& ranks) {
   return c;
 }
 
+// Where a rank's batches that other ranks consumed too sit in its pass: "its last 8 of 16
+// batches", "its first 8 of 16", or "8 of its 16 batches".
+std::string sharedPart(const RankPass& rp, const std::vector<RankPass>& ranks) {
+  std::map<std::string, std::int64_t> seenOn;  // fingerprint -> ranks holding it
+  for (const auto& other : ranks) {
+    std::set<std::string> own;
+    for (const auto& b : other.pass->batches) own.insert(b.fingerprint);
+    for (const auto& f : own) ++seenOn[f];
+  }
+  const auto& batches = rp.pass->batches;
+  std::vector<bool> shared;
+  for (const auto& b : batches) shared.push_back(seenOn[b.fingerprint] > 1);
+  const auto n = static_cast<std::int64_t>(std::count(shared.begin(), shared.end(), true));
+  const auto firstShared = std::find(shared.begin(), shared.end(), true) - shared.begin();
+  const auto lastShared = shared.rend() - std::find(shared.rbegin(), shared.rend(), true);
+  const bool contiguous = lastShared - firstShared == n;
+  if (contiguous && lastShared == static_cast<std::int64_t>(shared.size())) {
+    return fmt::format("its last {} of {} batches", n, shared.size());
+  }
+  if (contiguous && firstShared == 0) return fmt::format("its first {} of {} batches", n, shared.size());
+  return fmt::format("{} of its {} batches", n, shared.size());
+}
+
 Violation sameStreamOnRanks(const RankPass& first, std::int64_t loader, std::int64_t k,
-                            const LoaderRecord& l, const StreamCounts& c) {
+                            const LoaderRecord& l, const StreamCounts& c,
+                            const std::vector<RankPass>& ranks) {
   Violation v;
   v.property = std::string(property::kDisjointness);
   v.epoch = k;
@@ -70,11 +96,26 @@ Violation sameStreamOnRanks(const RankPass& first, std::int64_t loader, std::int
                          "their content's fingerprint)",
                          describeLoader(*first.trace, loader), rankList(v.ranks), c.shared,
                          c.total);
-  v.likelyCause = fmt::format(
+  const std::string byWorker =
+      l.numWorkers > 0 ? ", and by worker too (torch.utils.data.get_worker_info())" : "";
+  if (c.shared < c.total) {
+    // A part of the stream only: the rest is split by rank, this part is not.
+    const RankPass& sharer = *std::find_if(ranks.begin(), ranks.end(), [&](const RankPass& rp) {
+      return c.sharing.count(rp.trace->rank) > 0;
+    });
+    v.likelyCause = fmt::format(
+        "a part of the stream is the same on every rank it reaches (rank {}: {}) while the rest "
+        "is split by rank: a dataset chained or appended to the sharded one (ChainDataset, "
+        "itertools.chain, a second IterableDataset in __iter__) that does not shard itself",
+        sharer.trace->rank, sharedPart(sharer, ranks));
+    v.help = "shard every part of the stream by rank in its own __iter__ (itertools.islice(part, "
+             "rank, None, world_size))" + byWorker;
+    return v;
+  }
+  v.likelyCause =
       "the IterableDataset yields the same stream on every rank, and no sampler splits an "
-      "iterable dataset: shard it in __iter__ by rank (itertools.islice(stream, rank, None, "
-      "world_size)){}",
-      l.numWorkers > 0 ? ", and by worker too (torch.utils.data.get_worker_info())" : "");
+      "iterable dataset";
+  v.help = "shard it in __iter__ by rank (itertools.islice(stream, rank, None, world_size))" + byWorker;
   return v;
 }
 
@@ -90,8 +131,9 @@ Violation sameStreamOnWorkers(const RankPass& first, std::int64_t loader, std::i
                          rankList(c.withRepeats), c.repeated);
   v.likelyCause =
       "every DataLoader worker runs the IterableDataset's whole __iter__, so each worker yields "
-      "the same stream; shard it by worker in __iter__ with torch.utils.data.get_worker_info() "
-      "(info.id, info.num_workers), on top of the shard by rank";
+      "the same stream";
+  v.help = "shard it by worker in __iter__ with torch.utils.data.get_worker_info() (info.id, "
+           "info.num_workers), on top of the shard by rank";
   return v;
 }
 
@@ -108,9 +150,12 @@ bool checkStream(DataFindings& findings, std::int64_t loader, std::int64_t k,
   const LoaderRecord& l = ranks[0].trace->loaders.at(loader);
   findings.judged(property::kDisjointness);
   findings.judged(property::kNoDuplicates);
-  // More than half of the batches on more than one rank: not a coincidence of equal samples.
-  if (c.shared * 2 > c.total && c.sharing.size() > 1) {
-    findings.record(loader, sameStreamOnRanks(ranks[0], loader, k, l, c), "stream");
+  // A quarter of the batches or more on more than one rank, two or more on each rank that shares
+  // them: a part of the stream not split by rank, not a coincidence of equal samples (a dummy
+  // batch that evens out the ranks' counts is one).
+  const auto sharers = static_cast<std::int64_t>(c.sharing.size());
+  if (c.shared * 4 >= c.total && sharers > 1 && c.shared >= 2 * sharers) {
+    findings.record(loader, sameStreamOnRanks(ranks[0], loader, k, l, c, ranks), "stream");
   } else if (!c.withRepeats.empty() && l.numWorkers > 0) {
     findings.record(loader, sameStreamOnWorkers(ranks[0], loader, k, l, c), "stream");
   }

@@ -265,7 +265,7 @@ TEST(AuditTrace, MissingSetEpochIsReshuffle) {
   const Violation& v = only(r, property::kReshuffle);
   EXPECT_EQ(v.epoch, 0);
   EXPECT_TRUE(has(v.detail, "set_epoch is never called")) << v.detail;
-  EXPECT_TRUE(has(v.detail, "the same in 2 epochs")) << v.detail;
+  EXPECT_EQ(v.notes, std::vector<std::string>{"the same in 2 epochs"}) << v.detail;
 }
 
 TEST(AuditTrace, PerRankSeedsBreakCoverage) {
