@@ -100,6 +100,16 @@ bool leftOutByDesign(DataFindings& findings, std::int64_t loader, std::int64_t k
     return true;
   }
   if (std::all_of(ranks.begin(), ranks.end(), [](const RankPass& rp) {
+        return isEvaluation(*rp.pass) && !completePass(*rp.pass);
+      })) {
+    findings.notApplicable(loader, fmt::format(
+        "an evaluation pass was cut before its end ({}): an evaluation budget (limit_val_batches, "
+        "a break after N batches) or a sanity check; the {} samples it did not reach were not "
+        "evaluated, and are not judged (no training step used them)",
+        fmt::join(took, "; "), unseen));
+    return true;
+  }
+  if (std::all_of(ranks.begin(), ranks.end(), [](const RankPass& rp) {
         return runEndsInside(*rp.trace, *rp.pass);
       })) {
     findings.notApplicable(loader, fmt::format(
