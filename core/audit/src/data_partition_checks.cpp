@@ -178,6 +178,53 @@ bool samplerOverAnotherLength(DataFindings& findings, std::int64_t loader, std::
   return true;
 }
 
+// NOTE [A dataset changed under its sampler] (docs/audit.md): torch's DistributedSampler fixes
+// num_samples and total_size from len(dataset) in its constructor, but draws randperm over the
+// dataset's length at each iteration. A dataset filtered after the sampler was made (shorter by
+// the time of the pass) is padded up to the old total_size with copies of its order's head: those
+// samples are trained twice every epoch, beyond the padding of its own length. (Longer, torch
+// raises, or with drop_last cuts the order: the tail is never drawn.)
+bool datasetChangedUnderItsSampler(DataFindings& findings, std::int64_t loader, std::int64_t k,
+                                   const std::vector<RankPass>& ranks) {
+  const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+  const std::int64_t built = s ? s->datasetLen : 0, now = ranks[0].pass->datasetLen;
+  if (!s || s->order != OrderKind::kTorchDistributed || built <= 0 || now <= 0 || built == now) {
+    return false;
+  }
+  const auto world = static_cast<std::int64_t>(ranks.size());
+  const bool dropLast = ranks[0].pass->dropLast.value_or(s->dropLast.value_or(false));
+  const std::int64_t total = distributedNumSamples(built, world, dropLast) * world;
+  if ((!dropLast && now >= total) || (dropLast && now <= total)) return false;  // torch raises
+  Violation v;
+  v.epoch = k;
+  const std::string head = fmt::format(
+      "{}, {}: the sampler was built over {} samples and its dataset has {} when iterated, yet it "
+      "still yields {} per rank ({} in all)",
+      describeLoader(*ranks[0].trace, loader), samplerName(ranks[0]), built, now, total / world,
+      total);
+  if (now < total) {
+    v.property = std::string(property::kDisjointness);
+    v.detail = fmt::format("{}: it pads the {} samples' order with {} copies of its head, so {} "
+                           "samples are trained twice in this epoch",
+                           head, now, total - now, std::min(total - now, now));
+    v.likelyCause = "the dataset shrank after its DistributedSampler was made (a filter, a "
+                    "deduplication or a split applied to the dataset object the sampler holds): "
+                    "DistributedSampler fixes num_samples and total_size from len(dataset) in its "
+                    "constructor";
+  } else {
+    v.property = std::string(property::kCoverage);
+    v.detail = fmt::format("{}: drop_last cuts the {} samples' order at {}, so {} samples are on "
+                           "no rank in this epoch",
+                           head, now, total, now - total);
+    v.likelyCause = "the dataset grew after its DistributedSampler was made: DistributedSampler "
+                    "fixes num_samples and total_size from len(dataset) in its constructor";
+  }
+  v.help = "build the DistributedSampler (and its DataLoader) after the dataset is final";
+  findings.judged(v.property);
+  findings.record(loader, v);
+  return true;
+}
+
 // The ranks that made pass `iter` of `loader` and those that never iterated it at all.
 struct SomeRanksOnly {
   std::vector<const RankTrace*> with;
@@ -252,6 +299,7 @@ bool checkPartition(DataFindings& findings, std::int64_t loader, std::int64_t k,
   const std::int64_t n = ranks[0].pass->datasetLen;
   if (!allKnown(ranks, false)) return true;
   if (samplerOverAnotherLength(findings, loader, k, ranks)) return false;
+  if (datasetChangedUnderItsSampler(findings, loader, k, ranks)) return false;
   if (drawsWithReplacement(ranks, loader, n)) {
     checkDrawsDiffer(findings, loader, k, n, ranks);
     return false;  // coverage, disjointness and reshuffle do not apply

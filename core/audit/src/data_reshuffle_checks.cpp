@@ -68,9 +68,9 @@ bool reshuffleApplies(std::int64_t loader, const std::vector<RankPass>& before,
   return shuffle.value_or(false) || (!shuffle && epochsSet);
 }
 
-// Why an order repeated: what the finding adds to its detail, and its likely cause.
+// Why an order repeated: what the finding adds to its detail, its likely cause and the remedy.
 struct RepeatedOrder {
-  std::string why, cause;
+  std::string why, cause, help;
 };
 
 // set_epoch never called on the loader's sampler (perhaps on another one), or nothing.
@@ -84,13 +84,14 @@ std::optional<RepeatedOrder> setEpochNeverCalled(const SamplerRecord* s,
                     samplerName(before[0]), other->id, other->className),
         "set_epoch(epoch) is called on another sampler than the one this DataLoader "
         "draws from (a second sampler made for the same data, or a name rebound "
-        "after the loader was built); call set_epoch on the loader's own sampler "
-        "(loader.sampler.set_epoch(epoch))"};
+        "after the loader was built)",
+        "call set_epoch on the loader's own sampler (loader.sampler.set_epoch(epoch))"};
   }
   return RepeatedOrder{
       fmt::format("set_epoch is never called on {}", samplerName(before[0])),
       "set_epoch(epoch) is not called before each epoch, so every epoch repeats "
-      "epoch 0's order; call sampler.set_epoch(epoch) at the start of every epoch"};
+      "epoch 0's order",
+      "call sampler.set_epoch(epoch) at the start of every epoch"};
 }
 
 // set_epoch called after the later pass's iterator drew its order, or nothing.
@@ -106,13 +107,13 @@ std::optional<RepeatedOrder> setEpochTooLate(const SamplerRecord* s, std::int64_
                   late->epoch, k + 1, *e1),
       fmt::format(
           "set_epoch(epoch) runs after the epoch's iterator was made{}, so each epoch is drawn "
-          "with the previous epoch's value; call sampler.set_epoch(epoch) before iter(loader) "
-          "(before the for loop over the loader)",
+          "with the previous epoch's value",
           l.numWorkers > 0
               ? fmt::format(" and its {} worker processes were handed their first indices "
                             "inside iter() (DataLoader prefetches)",
                             l.numWorkers)
-              : " and its first batch drawn")};
+              : " and its first batch drawn"),
+      "call sampler.set_epoch(epoch) before iter(loader) (before the for loop over the loader)"};
 }
 
 // What the passes' sampler epochs say: the same value twice, an epoch the sampler ignores, or
@@ -123,13 +124,14 @@ RepeatedOrder fromSamplerEpochs(const SamplerRecord* s, const std::vector<RankPa
   if (e0 && e1 && *e0 == *e1) {
     return RepeatedOrder{fmt::format("set_epoch({}) was in force for both epochs", *e0),
                          "set_epoch is called with the same value every epoch (e.g. a constant or "
-                         "the wrong variable); pass the epoch number"};
+                         "the wrong variable)",
+                         "pass the epoch number"};
   }
   if (e0 && e1) {
     return RepeatedOrder{
         fmt::format("the sampler's epoch went from {} to {} but its order did not change", *e0,
                     *e1),
-        "the sampler ignores its epoch: seed its generator with seed + epoch"};
+        "the sampler ignores its epoch", "seed its generator with seed + epoch"};
   }
   return RepeatedOrder{
       s ? fmt::format("set_epoch was called {} times on {}, and the trace has no epoch of "
@@ -139,7 +141,8 @@ RepeatedOrder fromSamplerEpochs(const SamplerRecord* s, const std::vector<RankPa
       "the epoch does not reach the sampler's order, and the trace cannot tell why: the "
       "sampler may not use the epoch it is given (seed its generator with seed + epoch), "
       "set_epoch may run after the epoch's iterator drew its order (call it before "
-      "iter(loader)), or it may be called with the same value each time (pass the epoch)"};
+      "iter(loader)), or it may be called with the same value each time (pass the epoch)",
+      ""};
 }
 
 }  // namespace
@@ -160,6 +163,7 @@ void checkNewOrder(DataFindings& findings, std::int64_t loader, const std::vecto
   if (!why) why = setEpochTooLate(s, loader, k, after);
   if (!why) why = fromSamplerEpochs(s, before, after);
   v->likelyCause = why->cause;
+  v->help = why->help;
   v->detail = fmt::format("{}: {}{}", describeLoader(*before[0].trace, loader), v->detail,
                           why->why.empty() ? "" : "; " + why->why);
   findings.record(loader, *v);
