@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "data_checks.h"
 
@@ -37,11 +38,31 @@ std::vector<std::string> namedOrders(
   return parts;
 }
 
+// The ranks' Subsets of one base are pairwise disjoint: the ranks split the base themselves (a
+// shard by rank), and a DistributedSampler over each shard splits it again. The base's size, or
+// nothing.
+std::optional<std::int64_t> subsetsSplitTheBase(const std::vector<RankPass>& ranks, std::int64_t loader) {
+  std::set<sampler::Index> seen;
+  std::int64_t base = -1;
+  for (const auto& rp : ranks) {
+    const LoaderRecord& l = rp.trace->loaders.at(loader);
+    if (!l.subsetIndices || (base >= 0 && l.subsetOf != base)) return std::nullopt;
+    base = l.subsetOf;
+    for (sampler::Index i : *l.subsetIndices) {
+      if (!seen.insert(i).second) return std::nullopt;
+    }
+  }
+  const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+  if (!s || s->order != OrderKind::kTorchDistributed) return std::nullopt;
+  return base;
+}
+
 // The coverage finding of ranks whose listings differ; `attribute`: what the listing was read
 // from ("subset-indices", "subset": different Subsets of a base).
-Violation differentListings(const RankPass& first, std::int64_t loader, std::int64_t k,
+Violation differentListings(const std::vector<RankPass>& ranks, std::int64_t loader, std::int64_t k,
                             const std::map<std::string, std::vector<std::int64_t>>& byListing,
                             const std::string& attribute) {
+  const RankPass& first = ranks[0];
   const std::vector<std::string> parts = namedOrders(byListing);
   Violation v;
   v.property = std::string(property::kCoverage);
@@ -52,11 +73,22 @@ Violation differentListings(const RankPass& first, std::int64_t loader, std::int
                            "dataset: samples one rank trains on are left out, or held out for "
                            "validation, on another",
                            describeLoader(*first.trace, loader), fmt::join(parts, "; "));
+    if (const auto base = subsetsSplitTheBase(ranks, loader)) {
+      // Sharded twice: by the program's own per-rank Subsets, then by DistributedSampler.
+      const auto w = static_cast<std::int64_t>(ranks.size());
+      v.likelyCause = fmt::format(
+          "the ranks' Subsets already split the base of {} samples by rank (no two share a "
+          "sample), and each rank's DistributedSampler splits its own Subset again across the {} "
+          "ranks: each rank trains about 1/{} of its Subset, and most of the base is never trained",
+          *base, w, w);
+      v.help = "shard once: give every rank the whole dataset under DistributedSampler, or keep "
+               "the per-rank Subsets and iterate each without a DistributedSampler";
+      return v;
+    }
     v.likelyCause = "each rank splits the dataset with its own random state (random_split or a "
-                    "shuffled index list after a per-rank seed such as torch.manual_seed(rank)); "
-                    "split with a generator seeded alike on every rank: random_split(dataset, "
-                    "lengths, generator=torch.Generator().manual_seed(0)), or split once and "
-                    "share the indices";
+                    "shuffled index list after a per-rank seed such as torch.manual_seed(rank))";
+    v.help = "split with a generator seeded alike on every rank: random_split(dataset, lengths, "
+             "generator=torch.Generator().manual_seed(0)), or split once and share the indices";
   } else {
     v.detail = fmt::format("{}: the ranks' datasets list their samples in different orders (their "
                            "`{}`: {}), so an index names a different sample on each rank and the "
@@ -88,7 +120,7 @@ bool sameListing(DataFindings& findings, std::int64_t loader, std::int64_t k,
   // rank into Subsets): its indices are not one index space, and no partition is judged.
   const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
   if (attribute == "subset-indices" && !promisesOneDataset(s)) return false;
-  findings.record(loader, differentListings(ranks[0], loader, k, byListing, attribute), "listing");
+  findings.record(loader, differentListings(ranks, loader, k, byListing, attribute), "listing");
   return false;
 }
 
