@@ -214,7 +214,34 @@ Explanation bypassedCause(const Trace& trace, std::int64_t ddp) {
 
 // The replicas differ and no_sync does not explain it: what the backward counts say, and the
 // candidates the trace cannot tell apart (it records no optimizer step).
+// Ranks whose parameters at point `i` are the ones they held at an earlier point: their model went
+// back (a checkpoint of that time loaded). The first such rank and where it had them, or nothing.
+std::optional<std::pair<int, std::string>> wentBack(const std::map<int, std::vector<Point>>& byRank,
+                                                    std::size_t i) {
+  for (const auto& [rank, points] : byRank) {
+    if (i >= points.size()) continue;
+    for (std::size_t j = 0; j < i; ++j) {
+      if (points[j].params.hash == points[i].params.hash &&
+          points[j].params.backwards < points[i].params.backwards) {
+        return std::make_pair(rank, points[j].where);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+Explanation restoredCause(int rank, const std::string& earlier) {
+  return {fmt::format("rank {} holds the parameters it had at {}, although it trained since: its "
+                      "model was restored to an earlier state, a checkpoint loaded that was not "
+                      "the one the other ranks loaded (read before rank 0 had finished writing the "
+                      "new one: no barrier after torch.save, or another file)",
+                      rank, earlier),
+          "after rank 0 saves, call dist.barrier() before any rank loads, and load the same file "
+          "on every rank"};
+}
+
 Explanation divergedCause(const std::map<int, std::vector<Point>>& byRank, std::size_t i) {
+  if (const auto back = wentBack(byRank, i)) return restoredCause(back->first, back->second);
   std::set<std::int64_t> backwards;
   for (const auto& [rank, points] : byRank) {
     if (i < points.size()) backwards.insert(points[i].params.backwards);
@@ -307,6 +334,28 @@ bool restoredForAnother(const RankTrace& t, std::int64_t ddp, std::int64_t from,
   });
 }
 
+// A rank not among `still` whose parameters changed between the two points where `still`'s did
+// not (the same points by their place in the run), or nothing.
+std::optional<int> movedElsewhere(const Trace& trace, std::int64_t ddp,
+                                  const std::vector<std::int64_t>& still) {
+  const RankTrace* stillRank = trace.ranks[static_cast<std::size_t>(still.front())] ? &*trace.ranks[static_cast<std::size_t>(still.front())] : nullptr;
+  if (!stillRank) return std::nullopt;
+  const auto stuck = pointsOf(*stillRank, ddp);
+  for (std::size_t i = 0; i + 1 < stuck.size(); ++i) {
+    if (stuck[i].params.hash != stuck[i + 1].params.hash) continue;
+    for (const auto& t : trace.ranks) {
+      if (!t || std::count(still.begin(), still.end(), t->rank)) continue;
+      const auto points = pointsOf(*t, ddp);
+      if (i + 1 < points.size() && points[i].where == stuck[i].where &&
+          points[i + 1].where == stuck[i + 1].where && points[i].params.hash == stuck[i].params.hash &&
+          points[i + 1].params.hash != points[i].params.hash) {
+        return t->rank;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 void checkUpdates(const Trace& trace, std::int64_t ddp, std::vector<Violation>& out) {
   std::vector<std::int64_t> ranks;
   std::optional<Violation> first;
@@ -336,6 +385,16 @@ void checkUpdates(const Trace& trace, std::int64_t ddp, std::vector<Violation>& 
   }
   if (!first) return;
   first->ranks = ranks;
+  if (const auto moved = movedElsewhere(trace, ddp, ranks)) {
+    first->likelyCause = fmt::format(
+        "rank {}'s parameters moved over the same interval, and DDP gives every rank the same "
+        "averaged gradients, so these ranks' updates were made and then undone: their model was "
+        "restored to the earlier state (a checkpoint of that time loaded: read before rank 0 had "
+        "finished writing the new one, with no barrier after torch.save)",
+        *moved);
+    first->help = "after rank 0 saves, call dist.barrier() before any rank loads, and load the "
+                  "same file on every rank";
+  }
   out.push_back(std::move(*first));
 }
 

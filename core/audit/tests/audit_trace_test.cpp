@@ -44,6 +44,7 @@ struct RunSpec {
   bool seedPerRank = false;
   bool stepOptimizer = true;
   int divergentRank = -1;    ///< its parameters differ from epoch 1 on
+  int restoredRank = -1;     ///< from epoch 2 on, one step behind: a stale checkpoint loaded
   int extraStepRank = -1;    ///< runs one more DDP step after the others ended, and fails in it
   int killedRank = -1;       ///< SIGKILLed while writing a line in epoch 1
   int raisedRank = -1;       ///< raises an exception at the same point (error, then end code 1)
@@ -117,7 +118,10 @@ void writeRank(const std::string& dir, const RunSpec& s, int rank) {
     ++backwards;
   };
   std::int64_t version = 0;
-  auto hash = [&] { return "h" + std::to_string(version) + (rank == s.divergentRank && version > 0 ? "x" : ""); };
+  auto hash = [&] {
+    const std::int64_t held = rank == s.restoredRank && version >= 2 ? version - 1 : version;
+    return "h" + std::to_string(held) + (rank == s.divergentRank && version > 0 ? "x" : "");
+  };
   auto startPass = [&](std::int64_t iter, std::int64_t samplerEpoch) {
     w.emit({{"ev", "epoch"}, {"loader", 0}, {"iter", iter}, {"sampler_epoch", samplerEpoch},
             {"seed", seed}, {"num_replicas", s.world}, {"rank", samplerRank}, {"shuffle", true},
@@ -661,6 +665,21 @@ TEST(AuditTrace, DivergedReplicaIsReplicaConsistency) {
   EXPECT_EQ(v.ranks, std::vector<std::int64_t>{2});
   EXPECT_EQ(v.epoch, 1);
   EXPECT_TRUE(has(v.detail, "ranks 0, 1, 3 h1; rank 2 h1x")) << v.detail;
+}
+
+TEST(AuditTrace, AReplicaThatWentBackToEarlierParametersIsNamedRestored) {
+  RunSpec s;
+  s.restoredRank = 3;
+  const auto r = auditRun(s);
+  const Violation& v = only(r, property::kReplicaConsistency);
+  EXPECT_EQ(v.ranks, std::vector<std::int64_t>{3});
+  EXPECT_EQ(v.epoch, 2);
+  EXPECT_TRUE(has(v.likelyCause, "rank 3 holds the parameters it had at the start of epoch 1"))
+      << v.likelyCause;
+  EXPECT_TRUE(has(v.help, "dist.barrier() before any rank loads")) << v.help;
+  const Violation& u = only(r, property::kParameterUpdates);
+  EXPECT_EQ(u.ranks, std::vector<std::int64_t>{3});
+  EXPECT_TRUE(has(u.likelyCause, "updates were made and then undone")) << u.likelyCause;
 }
 
 TEST(AuditTrace, BackwardWithoutStepIsParameterUpdates) {
