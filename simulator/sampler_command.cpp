@@ -162,7 +162,7 @@ void writeJson(const SamplerArgs& a, bool shuffle, const std::vector<std::int64_
   out.flush();
 }
 
-int run(const SamplerArgs& a) {
+void checkArguments(const SamplerArgs& a) {
   DDPH_CHECK(a.datasetSize >= 0, "--dataset-size must be non-negative, got {}", a.datasetSize);
   DDPH_CHECK(a.worldSize > 0, "--world-size must be positive, got {}", a.worldSize);
   DDPH_CHECK(!a.rank || (*a.rank >= 0 && *a.rank < a.worldSize),
@@ -170,25 +170,88 @@ int run(const SamplerArgs& a) {
   DDPH_CHECK(!a.batchSize || *a.batchSize > 0, "--batch-size must be positive, got {}",
              a.batchSize.value_or(0));
   DDPH_CHECK(a.epoch >= 0, "--epoch must be non-negative, got {}", a.epoch);
+}
+
+// The ranks shown and each one's shard.
+struct Shards {
+  std::vector<std::int64_t> ranks;
+  std::vector<std::vector<Index>> shards;
+};
+
+// One rank: only that rank's shard (one permutation in memory). All ranks: one shared order.
+Shards drawShards(sampler::Sampler& sampler, const SamplerArgs& a,
+                  const std::vector<ResumePoint>& resume) {
+  Shards out;
+  if (a.rank) {
+    out.ranks.push_back(*a.rank);
+    out.shards.push_back(
+        sampler.indices({a.datasetSize, a.worldSize, *a.rank, a.epoch, a.seed, resume}));
+  } else {
+    Partition p = sampler.partition({a.datasetSize, a.worldSize, a.epoch, a.seed, resume});
+    for (std::int64_t r = 0; r < a.worldSize; ++r) out.ranks.push_back(r);
+    out.shards = std::move(p.ranks);
+  }
+  return out;
+}
+
+// The configuration, PyTorch's sizes for it, and where a resumed run starts in the epoch's order.
+void printHeader(const SamplerArgs& a, bool shuffle, const std::vector<ResumePoint>& resume) {
+  const std::int64_t numSamples = distributedNumSamples(a.datasetSize, a.worldSize, a.dropLast);
+  fmt::print("{} sampler: N={} W={} epoch={} seed={} shuffle={} drop_last={}\n", a.sampler,
+             a.datasetSize, a.worldSize, a.epoch, a.seed, shuffle, a.dropLast);
+  fmt::print("PyTorch's num_samples={} total_size={} padding={}\n", numSamples,
+             numSamples * a.worldSize,
+             std::max<std::int64_t>(0, numSamples * a.worldSize - a.datasetSize));
+  if (!resume.empty()) {
+    const std::int64_t start = elasticRunStart(a.datasetSize, resume, a.dropLast);
+    fmt::print("resume after {} (W:consumed): the run is positions {}..{} of the epoch's order, "
+               "{} a rank on {} ranks; {}\n",
+               a.resume, start, a.datasetSize,
+               elasticNumSamples({a.datasetSize, a.worldSize, 0, a.epoch, a.seed, resume}, a.dropLast),
+               a.worldSize,
+               a.sampler == "elastic" ? "shown below"
+                                      : "this sampler ignores it and restarts the epoch");
+  }
+}
+
+void printShards(const SamplerArgs& a, const Shards& drawn, const BatchOptions& batching) {
+  for (std::size_t i = 0; i < drawn.ranks.size(); ++i) {
+    const auto& shard = drawn.shards[i];
+    fmt::print("rank {:>3}: {} {} {}\n", drawn.ranks[i], shard.size(),
+               shard.size() == 1 ? "index" : "indices", preview(shard, a.show));
+    if (a.batchSize) {
+      const auto batches = makeBatches(shard, batching);
+      fmt::print("          {} batches of {}{}\n", batches.size(), *a.batchSize,
+                 a.dropLast ? " (drop_last)" : "");
+    }
+  }
+}
+
+// Each property: ok with what it promises, or FAIL with the last violation's detail.
+void printProperties(const SamplerArgs& a, const std::vector<Violation>& violations) {
+  fmt::print("properties ({}):\n", formatCase({a.datasetSize, a.worldSize, a.epoch, a.seed}));
+  for (const auto& name : distributedSamplerPropertyNames()) {
+    const Violation* found = nullptr;
+    for (const auto& v : violations) {
+      if (v.property == name) found = &v;
+    }
+    if (found) {
+      fmt::print("  FAIL {:<15} {}\n", name, found->detail);
+    } else {
+      fmt::print("  ok   {:<15} {}\n", name, findProperty(name)->summary);
+    }
+  }
+}
+
+int run(const SamplerArgs& a) {
+  checkArguments(a);
   const bool shuffle = !a.noShuffle;
   auto sampler = makeBuiltinSampler(a.sampler, shuffle, a.dropLast);
   const std::vector<ResumePoint> resume = parseResumePoints(a.resume);
   DDPH_CHECK(resume.empty() || !a.check,
              "--check judges an epoch from its start; check resumes with ddp-sim check-sampler "
              "--contract elastic");
-
-  // One rank: only that rank's shard (one permutation in memory). All ranks: one shared order.
-  std::vector<std::int64_t> ranks;
-  std::vector<std::vector<Index>> shards;
-  if (a.rank) {
-    ranks.push_back(*a.rank);
-    shards.push_back(
-        sampler->indices({a.datasetSize, a.worldSize, *a.rank, a.epoch, a.seed, resume}));
-  } else {
-    Partition p = sampler->partition({a.datasetSize, a.worldSize, a.epoch, a.seed, resume});
-    for (std::int64_t r = 0; r < a.worldSize; ++r) ranks.push_back(r);
-    shards = std::move(p.ranks);
-  }
+  const Shards drawn = drawShards(*sampler, a, resume);
   const BatchOptions batching{a.batchSize.value_or(1), a.dropLast};
 
   std::vector<Violation> violations;
@@ -201,48 +264,11 @@ int run(const SamplerArgs& a) {
   }
 
   if (a.json) {
-    writeJson(a, shuffle, ranks, shards, batching, violations);
+    writeJson(a, shuffle, drawn.ranks, drawn.shards, batching, violations);
   } else {
-    const std::int64_t numSamples = distributedNumSamples(a.datasetSize, a.worldSize, a.dropLast);
-    fmt::print("{} sampler: N={} W={} epoch={} seed={} shuffle={} drop_last={}\n", a.sampler,
-               a.datasetSize, a.worldSize, a.epoch, a.seed, shuffle, a.dropLast);
-    fmt::print("PyTorch's num_samples={} total_size={} padding={}\n", numSamples,
-               numSamples * a.worldSize,
-               std::max<std::int64_t>(0, numSamples * a.worldSize - a.datasetSize));
-    if (!resume.empty()) {
-      const std::int64_t start = elasticRunStart(a.datasetSize, resume, a.dropLast);
-      fmt::print("resume after {} (W:consumed): the run is positions {}..{} of the epoch's order, "
-                 "{} a rank on {} ranks; {}\n",
-                 a.resume, start, a.datasetSize,
-                 elasticNumSamples({a.datasetSize, a.worldSize, 0, a.epoch, a.seed, resume}, a.dropLast),
-                 a.worldSize,
-                 a.sampler == "elastic" ? "shown below"
-                                        : "this sampler ignores it and restarts the epoch");
-    }
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      fmt::print("rank {:>3}: {} {} {}\n", ranks[i], shards[i].size(),
-                 shards[i].size() == 1 ? "index" : "indices",
-                 preview(shards[i], a.show));
-      if (a.batchSize) {
-        const auto batches = makeBatches(shards[i], batching);
-        fmt::print("          {} batches of {}{}\n", batches.size(), *a.batchSize,
-                   a.dropLast ? " (drop_last)" : "");
-      }
-    }
-    if (a.check) {
-      fmt::print("properties ({}):\n", formatCase({a.datasetSize, a.worldSize, a.epoch, a.seed}));
-      for (const auto& name : distributedSamplerPropertyNames()) {
-        const Violation* found = nullptr;
-        for (const auto& v : violations) {
-          if (v.property == name) found = &v;
-        }
-        if (found) {
-          fmt::print("  FAIL {:<15} {}\n", name, found->detail);
-        } else {
-          fmt::print("  ok   {:<15} {}\n", name, findProperty(name)->summary);
-        }
-      }
-    }
+    printHeader(a, shuffle, resume);
+    printShards(a, drawn, batching);
+    if (a.check) printProperties(a, violations);
   }
   return violations.empty() ? kExitOk : kExitViolation;
 }

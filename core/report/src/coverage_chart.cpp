@@ -142,11 +142,16 @@ struct Totals {
   std::int64_t never = 0, twice = 0, padding = 0, dropped = 0;
 };
 
-std::string datasetChart(const std::string& name, const std::vector<const CoverageEpoch*>& epochs,
-                         Totals& totals) {
+// Fewer bins a strip when there are many epochs, so that bins x epochs stays under the page's cap.
+std::int64_t binsPerStrip(std::int64_t rows) {
   std::int64_t bins = kMaxBins;
-  const auto rows = static_cast<std::int64_t>(epochs.size());
   if (rows * bins > kMaxCellsPerChart) bins = std::max<std::int64_t>(100, kMaxCellsPerChart / rows);
+  return bins;
+}
+
+// Each epoch's counts, added to the section's totals.
+std::vector<EpochStats> analyseEpochs(const std::vector<const CoverageEpoch*>& epochs,
+                                      std::int64_t bins, Totals& totals) {
   std::vector<EpochStats> stats;
   for (const auto* e : epochs) {
     stats.push_back(analyse(*e, bins));
@@ -155,12 +160,19 @@ std::string datasetChart(const std::string& name, const std::vector<const Covera
     totals.padding += stats.back().padding;
     totals.dropped += stats.back().dropped;
   }
+  return stats;
+}
+
+// The strips, one per epoch, and the sample axis under them; `n` becomes the largest dataset size.
+std::string coverageStrips(const std::string& name, const std::vector<const CoverageEpoch*>& epochs,
+                           const std::vector<EpochStats>& stats, std::int64_t& n) {
+  const auto rows = static_cast<std::int64_t>(epochs.size());
   const int height = static_cast<int>(rows) * (kStrip + kGap) + 18;
   std::string svg = fmt::format(
       "<svg class=\"chart coverage\" width=\"{}\" height=\"{}\" "
       "viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"coverage of {}\">\n",
       kLabel + kWidth + 4, height, kLabel + kWidth + 4, height, escape(name));
-  std::int64_t n = 0;
+  n = 0;
   for (std::size_t r = 0; r < epochs.size(); ++r) {
     const int y = static_cast<int>(r) * (kStrip + kGap);
     const EpochStats& s = stats[r];
@@ -177,7 +189,12 @@ std::string datasetChart(const std::string& name, const std::vector<const Covera
   svg += fmt::format("<text x=\"{}\" y=\"{}\">sample 0</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">sample {}</text>",
                      kLabel, axis, kLabel + kWidth, axis, std::max<std::int64_t>(0, n - 1));
   svg += "</svg>\n";
+  return svg;
+}
 
+// The counts of the first 50 epochs, one row each.
+std::string coverageTable(const std::vector<const CoverageEpoch*>& epochs,
+                          const std::vector<EpochStats>& stats) {
   std::string table = "<table class=\"coverage-table\"><tr><th>epoch</th><th>samples</th><th>consumed</th>"
                       "<th>once</th><th>never seen</th><th>twice or more</th><th>padding copies</th>"
                       "<th>left out by drop_last</th><th>out of range</th></tr>\n";
@@ -191,9 +208,12 @@ std::string datasetChart(const std::string& name, const std::vector<const Covera
                          s.outOfRange);
   }
   table += "</table>\n";
+  return table;
+}
 
-  // The reading: the worst epoch, else the clean one.
-  std::string reading;
+// The reading: the worst epoch, else the clean one.
+std::string datasetReading(const std::string& name, const std::vector<const CoverageEpoch*>& epochs,
+                           const std::vector<EpochStats>& stats) {
   std::size_t neverEpochs = 0, twiceEpochs = 0, worst = 0;
   for (std::size_t r = 0; r < stats.size(); ++r) {
     if (stats[r].never > 0) ++neverEpochs;
@@ -209,33 +229,45 @@ std::string datasetChart(const std::string& name, const std::vector<const Covera
     const std::string droppedText =
         dropped == 0 ? "" : fmt::format("; {} left out by drop_last, as it promises (grey)", dropped);
     if (padding > 0) {
-      reading = fmt::format("{}: no sample was missed in {}; {} samples were consumed twice as "
-                            "DistributedSampler's padding copies (violet){}.",
-                            name, epochsText, padding, droppedText);
-    } else {
-      reading = fmt::format("{}: every {}sample was consumed exactly once in {}{}.", name,
-                            dropped == 0 ? "" : "kept ", epochsText, droppedText);
+      return fmt::format("{}: no sample was missed in {}; {} samples were consumed twice as "
+                         "DistributedSampler's padding copies (violet){}.",
+                         name, epochsText, padding, droppedText);
     }
-  } else {
-    reading = fmt::format("{}: in epoch {}, {} of {} samples were never consumed (red) and {} were consumed "
-                          "twice or more (orange); {} of {} epochs leave samples unseen, {} consume some twice.",
-                          name, epochs[worst]->epoch, w.never, w.n, w.twice, neverEpochs, stats.size(), twiceEpochs);
+    return fmt::format("{}: every {}sample was consumed exactly once in {}{}.", name,
+                       dropped == 0 ? "" : "kept ", epochsText, droppedText);
   }
-  const std::string legend =
-      "<div class=\"legend\"><span><i style=\"background:#2ca02c\"></i>consumed once</span>"
-      "<span><i style=\"background:#d62728\"></i>a sample never consumed</span>"
-      "<span><i style=\"background:#ff7f0e\"></i>a sample consumed twice or more</span>"
-      "<span><i style=\"background:#9467bd\"></i>padding copies only</span>"
-      "<span><i style=\"background:#a0a0a0\"></i>left out by drop_last</span></div>\n";
-  const std::string binning =
-      stats.empty() || stats.front().bins.empty() || stats.front().bins.front().first == stats.front().bins.front().last
-          ? std::string("one cell per sample")
-          : fmt::format("{} bins of about {} samples; a bin shows its worst sample", stats.front().bins.size(),
-                        (n + static_cast<std::int64_t>(stats.front().bins.size()) - 1) /
-                            static_cast<std::int64_t>(stats.front().bins.size()));
+  return fmt::format("{}: in epoch {}, {} of {} samples were never consumed (red) and {} were consumed "
+                     "twice or more (orange); {} of {} epochs leave samples unseen, {} consume some twice.",
+                     name, epochs[worst]->epoch, w.never, w.n, w.twice, neverEpochs, stats.size(), twiceEpochs);
+}
+
+constexpr const char* kLegend =
+    "<div class=\"legend\"><span><i style=\"background:#2ca02c\"></i>consumed once</span>"
+    "<span><i style=\"background:#d62728\"></i>a sample never consumed</span>"
+    "<span><i style=\"background:#ff7f0e\"></i>a sample consumed twice or more</span>"
+    "<span><i style=\"background:#9467bd\"></i>padding copies only</span>"
+    "<span><i style=\"background:#a0a0a0\"></i>left out by drop_last</span></div>\n";
+
+// What a cell is: one sample, or a bin of about n / bins of them.
+std::string binningCaption(const std::vector<EpochStats>& stats, std::int64_t n) {
+  return stats.empty() || stats.front().bins.empty() || stats.front().bins.front().first == stats.front().bins.front().last
+             ? std::string("one cell per sample")
+             : fmt::format("{} bins of about {} samples; a bin shows its worst sample", stats.front().bins.size(),
+                           (n + static_cast<std::int64_t>(stats.front().bins.size()) - 1) /
+                               static_cast<std::int64_t>(stats.front().bins.size()));
+}
+
+std::string datasetChart(const std::string& name, const std::vector<const CoverageEpoch*>& epochs,
+                         Totals& totals) {
+  const std::vector<EpochStats> stats =
+      analyseEpochs(epochs, binsPerStrip(static_cast<std::int64_t>(epochs.size())), totals);
+  std::int64_t n = 0;
+  const std::string svg = coverageStrips(name, epochs, stats, n);
+  const std::string table = coverageTable(epochs, stats);
+  const std::string reading = datasetReading(name, epochs, stats);
   return fmt::format("<h3>{}</h3><p class=\"reading\">{}</p><figure>{}{}<figcaption>{}; hover a cell for its "
                      "counts and ranks</figcaption><div class=\"hover\"></div></figure>{}",
-                     escape(name), escape(reading), legend, svg, escape(binning), table);
+                     escape(name), escape(reading), kLegend, svg, escape(binningCaption(stats, n)), table);
 }
 
 // The section's one line, which must agree with the verdict: padding copies are samples consumed

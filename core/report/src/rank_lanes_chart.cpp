@@ -153,77 +153,111 @@ std::string ranksText(std::vector<std::int64_t> ranks) {
   return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", rangesText(ranks, 4));
 }
 
-// Who stopped while the others waited, and who waited most.
-std::string lanesReading(const Timeline& timeline, const std::map<std::int64_t, const RankTimeline*>& rows) {
-  const auto& lanes = timeline.lanes;
-  const auto failed = [&rows](const RankLane& l) {
-    const auto it = rows.find(l.rank);
-    return l.end == LaneEnd::kFailed || (it != rows.end() && it->second->failed);
-  };
+using Rows = std::map<std::int64_t, const RankTimeline*>;
+
+bool laneFailed(const RankLane& l, const Rows& rows) {
+  const auto it = rows.find(l.rank);
+  return l.end == LaneEnd::kFailed || (it != rows.end() && it->second->failed);
+}
+
+// whereItEnds after a space, or "".
+std::string whereSuffix(const RankLane& l) {
+  const std::string w = whereItEnds(l);
+  return w.empty() ? w : " " + w;
+}
+
+// How the lanes end: the ranks whose trace ends inside a collective and the collectives they waited
+// in, the rank that stopped first (a failed one before one that did not fail), the last end.
+struct LaneEnds {
   std::vector<std::int64_t> waiting;
   std::set<std::string> waitedIn;
   const RankLane* stopper = nullptr;
   double until = 0;
+};
+
+LaneEnds laneEnds(const std::vector<RankLane>& lanes, const Rows& rows) {
+  LaneEnds ends;
   for (const auto& l : lanes) {
-    until = std::max(until, l.endsAt);
+    ends.until = std::max(ends.until, l.endsAt);
     if (l.end == LaneEnd::kInCollective) {
-      waiting.push_back(l.rank);
-      waitedIn.insert(l.lastCollective);
+      ends.waiting.push_back(l.rank);
+      ends.waitedIn.insert(l.lastCollective);
       continue;
     }
-    const bool first = !stopper || (failed(l) && !failed(*stopper)) ||
-                       (failed(l) == failed(*stopper) && l.endsAt < stopper->endsAt);
-    if (first) stopper = &l;
+    const RankLane* stopper = ends.stopper;
+    const bool first = !stopper || (laneFailed(l, rows) && !laneFailed(*stopper, rows)) ||
+                       (laneFailed(l, rows) == laneFailed(*stopper, rows) && l.endsAt < stopper->endsAt);
+    if (first) ends.stopper = &l;
   }
-  std::string stop;
-  const auto verb = [&failed](const RankLane& l) {
-    return failed(l) ? "failed" : l.end == LaneEnd::kEnded ? "ended" : "stopped";
-  };
-  const auto where = [](const RankLane& l) {
-    const std::string w = whereItEnds(l);
-    return w.empty() ? w : " " + w;
-  };
-  if (!waiting.empty() && stopper) {
-    stop = fmt::format("rank {} {} at {} s{} while {} waited {}", stopper->rank, verb(*stopper),
-                       shortNumber(stopper->endsAt), where(*stopper), ranksText(waiting),
-                       waitedIn.size() == 1 && !waitedIn.begin()->empty()
-                           ? fmt::format("in {}, which never completed", *waitedIn.begin())
+  return ends;
+}
+
+// Every trace ended well, but not every rank took part in the same collectives: say where the
+// ranks that differ (or never came) stopped, the first of them by time.
+std::string divergenceStop(const std::vector<RankLane>& lanes, const CollectiveDivergence& d, double until) {
+  const RankLane* first = nullptr;
+  for (const auto& l : lanes) {
+    if (std::find(d.ranks.begin(), d.ranks.end(), l.rank) == d.ranks.end()) continue;
+    if (!first || l.endsAt < first->endsAt) first = &l;
+  }
+  std::string stop = fmt::format("all {} ranks ran to their end by {} s, but not through the same collectives: {} "
+                                 "{} in {} #{}",
+                                 lanes.size(), shortNumber(until), ranksText(d.ranks), d.ranks.size() == 1 ? "differs" : "differ",
+                                 d.group.empty() ? "default group" : "group " + d.group, d.seq);
+  if (first) stop += fmt::format(" (rank {} ended at {} s{})", first->rank, shortNumber(first->endsAt), whereSuffix(*first));
+  return stop;
+}
+
+// Who stopped while the others waited; else who failed, where the ranks diverged, or that every
+// rank ran to its end.
+std::string howTheRunStopped(const Timeline& timeline, const Rows& rows) {
+  const auto& lanes = timeline.lanes;
+  const LaneEnds ends = laneEnds(lanes, rows);
+  const RankLane* stopper = ends.stopper;
+  if (!ends.waiting.empty() && stopper) {
+    const char* verb = laneFailed(*stopper, rows) ? "failed" : stopper->end == LaneEnd::kEnded ? "ended" : "stopped";
+    return fmt::format("rank {} {} at {} s{} while {} waited {}", stopper->rank, verb,
+                       shortNumber(stopper->endsAt), whereSuffix(*stopper), ranksText(ends.waiting),
+                       ends.waitedIn.size() == 1 && !ends.waitedIn.begin()->empty()
+                           ? fmt::format("in {}, which never completed", *ends.waitedIn.begin())
                            : "in collectives that never completed");
-  } else if (!waiting.empty()) {
-    stop = fmt::format("all {} ranks' traces end inside a collective that never completed{}", waiting.size(),
-                       waitedIn.size() == 1 && !waitedIn.begin()->empty() ? " (" + *waitedIn.begin() + ")" : "");
-  } else if (stopper && failed(*stopper)) {
-    stop = fmt::format("rank {} failed at {} s{}", stopper->rank, shortNumber(stopper->endsAt), where(*stopper));
-  } else if (const auto& d = timeline.firstDivergence; d && !d->ranks.empty()) {
-    // Every trace ended well, but not every rank took part in the same collectives: say where the
-    // ranks that differ (or never came) stopped, the first of them by time.
-    const RankLane* first = nullptr;
-    for (const auto& l : lanes) {
-      if (std::find(d->ranks.begin(), d->ranks.end(), l.rank) == d->ranks.end()) continue;
-      if (!first || l.endsAt < first->endsAt) first = &l;
-    }
-    stop = fmt::format("all {} ranks ran to their end by {} s, but not through the same collectives: {} "
-                       "{} in {} #{}",
-                       lanes.size(), shortNumber(until), ranksText(d->ranks), d->ranks.size() == 1 ? "differs" : "differ",
-                       d->group.empty() ? "default group" : "group " + d->group, d->seq);
-    if (first) stop += fmt::format(" (rank {} ended at {} s{})", first->rank, shortNumber(first->endsAt), where(*first));
-  } else {
-    stop = fmt::format("all {} ranks ran to their end by {} s", lanes.size(), shortNumber(until));
   }
+  if (!ends.waiting.empty()) {
+    return fmt::format("all {} ranks' traces end inside a collective that never completed{}", ends.waiting.size(),
+                       ends.waitedIn.size() == 1 && !ends.waitedIn.begin()->empty()
+                           ? " (" + *ends.waitedIn.begin() + ")"
+                           : "");
+  }
+  if (stopper && laneFailed(*stopper, rows)) {
+    return fmt::format("rank {} failed at {} s{}", stopper->rank, shortNumber(stopper->endsAt), whereSuffix(*stopper));
+  }
+  if (const auto& d = timeline.firstDivergence; d && !d->ranks.empty()) return divergenceStop(lanes, *d, ends.until);
+  return fmt::format("all {} ranks ran to their end by {} s", lanes.size(), shortNumber(ends.until));
+}
+
+// "; rank R waited P of its time" for the rank that waited the largest share, and the straggler's.
+std::string whoWaited(const std::vector<RankLane>& lanes, const Rows& rows) {
+  std::string out;
   const RankLane* waiter = nullptr;
   for (const auto& l : lanes) {
     if (!waiter || totalsOf(l).waitShare() > totalsOf(*waiter).waitShare()) waiter = &l;
   }
   if (waiter && totalsOf(*waiter).wait > 0) {
-    stop += fmt::format("; rank {} waited {} of its time", waiter->rank, percent(totalsOf(*waiter).waitShare()));
+    out += fmt::format("; rank {} waited {} of its time", waiter->rank, percent(totalsOf(*waiter).waitShare()));
   }
   for (const auto& l : lanes) {
     const auto it = rows.find(l.rank);
     if (it != rows.end() && it->second->straggler) {
-      stop += fmt::format("; rank {}, the straggler, waited {}", l.rank, percent(totalsOf(l).waitShare()));
+      out += fmt::format("; rank {}, the straggler, waited {}", l.rank, percent(totalsOf(l).waitShare()));
       break;
     }
   }
+  return out;
+}
+
+// Who stopped while the others waited, and who waited most.
+std::string lanesReading(const Timeline& timeline, const Rows& rows) {
+  std::string stop = howTheRunStopped(timeline, rows) + whoWaited(timeline.lanes, rows);
   stop[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(stop[0])));
   return stop + ".";
 }
@@ -243,85 +277,125 @@ std::string axis(double until, int top, int bottom) {
   return fmt::format("<path d=\"{}\" stroke=\"#e3e6ec\"/>{}", grid, labels);
 }
 
-}  // namespace
+// The first divergent collective's ranks (outlined) and its name ("group G #S"), when there is one.
+struct Divergent {
+  std::set<std::int64_t> ranks;
+  std::string name;
+};
 
-std::string rankLanesFigure(const Timeline& timeline) {
-  if (timeline.lanes.empty()) return "";
-  std::map<std::int64_t, const RankTimeline*> rows;
-  for (const auto& r : timeline.ranks) rows.emplace(r.rank, &r);
-  std::set<std::int64_t> divergent;
-  std::string divergentName;
+Divergent divergentOf(const Timeline& timeline) {
+  Divergent divergent;
   if (const auto& d = timeline.firstDivergence) {
-    divergent.insert(d->ranks.begin(), d->ranks.end());
-    divergentName = fmt::format("{} #{}", d->group.empty() ? "default group" : "group " + d->group, d->seq);
+    divergent.ranks.insert(d->ranks.begin(), d->ranks.end());
+    divergent.name = fmt::format("{} #{}", d->group.empty() ? "default group" : "group " + d->group, d->seq);
   }
+  return divergent;
+}
+
+// The time axis' end: the last lane's end or span, never 0.
+double axisEnd(const Timeline& timeline) {
   double until = 1e-9;
   for (const auto& l : timeline.lanes) {
     until = std::max(until, l.endsAt);
     for (const auto& s : l.spans) until = std::max(until, s.to);
   }
-  const auto shown = lanesShown(timeline, rows, divergent);
-  const int n = static_cast<int>(shown.size());
-  const int laneH = n <= 16 ? 14 : std::max(4, std::min(14, 448 / n));
-  const int pitch = laneH + (laneH >= 8 ? 3 : 1);
-  const int width = kLabel + kBins * kBinPx + kRight;
-  const int height = kAxis + n * pitch + 2;
-  const auto xOf = [until](double t) { return kLabel + t / until * kBins * kBinPx; };
-  std::string svg = fmt::format(
-      "<svg class=\"chart lanes\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\" "
-      "aria-label=\"rank lanes over time\">\n{}\n",
-      width, height, width, height, axis(until, kAxis - 4, height));
-  for (int i = 0; i < n; ++i) {
-    const RankLane& lane = *shown[static_cast<std::size_t>(i)];
-    const auto it = rows.find(lane.rank);
-    const RankTimeline* row = it == rows.end() ? nullptr : it->second;
-    const int y = kAxis + i * pitch;
-    const bool straggler = row && row->straggler;
-    const bool failed = (row && row->failed) || lane.end == LaneEnd::kFailed;
-    svg += fmt::format("<g class=\"lane\"><title>{}</title>", escape(laneTitle(lane, row)));
-    // The whole lane hovers; the straggler's is shaded, the divergent ranks' outlined.
-    svg += fmt::format("<rect x=\"0\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"{}/>", y - 1, width, laneH + 2,
-                       straggler ? "#ffe3c4" : "transparent",
-                       divergent.count(lane.rank) ? " stroke=\"#a11\" stroke-width=\"1.5\"" : "");
-    if (laneH >= 8 || lane.rank % 16 == 0) {
-      svg += fmt::format("<text x=\"0\" y=\"{}\"{}>rank {}</text>", y + std::min(laneH, 11),
-                         failed ? " fill=\"#d62728\" font-weight=\"700\"" : "", lane.rank);
-    }
-    const auto bins = binLane(lane.spans, until);
-    const int mid = y + laneH / 2;
-    svg += runsPath(bins, LaneState::kCompute, mid, laneH, kComputeColour);
-    svg += runsPath(bins, LaneState::kWait, mid, laneH, kWaitColour);
-    if (lane.divergentAt) {
-      const double x = xOf(*lane.divergentAt);
-      svg += fmt::format("<path d=\"M{:.1f} {}h8l-4 6z\" fill=\"#a11\"><title>rank {} entered {} (the first "
-                         "divergent collective) at {} s</title></path>",
-                         x - 4, y - 1, lane.rank, escape(divergentName), shortNumber(*lane.divergentAt));
-    }
-    const std::string where = whereItEnds(lane);
-    svg += fmt::format("<path d=\"M{:.1f} {}v{}\" stroke=\"{}\" stroke-width=\"3\"><title>rank {} {} at {} s{}</title></path>",
-                       xOf(lane.endsAt), y - 1, laneH + 2, endColour(lane.end), lane.rank, endWords(lane.end),
-                       shortNumber(lane.endsAt), escape(where.empty() ? where : " " + where));
-    svg += "</g>\n";
+  return until;
+}
+
+// The figure's size: lanes get thinner above 16 of them, so that the figure stays about as tall.
+struct LanesLayout {
+  int laneH, pitch, width, height;
+  double until;
+  double xOf(double t) const { return kLabel + t / until * kBins * kBinPx; }
+};
+
+LanesLayout layoutFor(int n, double until) {
+  LanesLayout at;
+  at.laneH = n <= 16 ? 14 : std::max(4, std::min(14, 448 / n));
+  at.pitch = at.laneH + (at.laneH >= 8 ? 3 : 1);
+  at.width = kLabel + kBins * kBinPx + kRight;
+  at.height = kAxis + n * at.pitch + 2;
+  at.until = until;
+  return at;
+}
+
+// One rank's lane at height y: its hover title, band, label, compute and wait runs, the marker
+// where it entered the first divergent collective and the one where its trace ends.
+std::string laneSvg(const RankLane& lane, const RankTimeline* row, int y, const LanesLayout& at,
+                    const Divergent& divergent) {
+  const int laneH = at.laneH;
+  const bool straggler = row && row->straggler;
+  const bool failed = (row && row->failed) || lane.end == LaneEnd::kFailed;
+  std::string svg = fmt::format("<g class=\"lane\"><title>{}</title>", escape(laneTitle(lane, row)));
+  // The whole lane hovers; the straggler's is shaded, the divergent ranks' outlined.
+  svg += fmt::format("<rect x=\"0\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"{}/>", y - 1, at.width, laneH + 2,
+                     straggler ? "#ffe3c4" : "transparent",
+                     divergent.ranks.count(lane.rank) ? " stroke=\"#a11\" stroke-width=\"1.5\"" : "");
+  if (laneH >= 8 || lane.rank % 16 == 0) {
+    svg += fmt::format("<text x=\"0\" y=\"{}\"{}>rank {}</text>", y + std::min(laneH, 11),
+                       failed ? " fill=\"#d62728\" font-weight=\"700\"" : "", lane.rank);
   }
-  svg += "</svg>\n";
-  const std::size_t hidden = timeline.lanes.size() - shown.size();
-  const std::string which =
-      hidden == 0 ? fmt::format("a lane per rank ({})", timeline.lanes.size())
-                  : fmt::format("{} of {} ranks' lanes: rank 0 and the failed, straggling, divergent or behind ones; "
-                                "{} hidden",
-                                shown.size(), timeline.lanes.size(), hidden);
-  const std::string legend = fmt::format(
+  const auto bins = binLane(lane.spans, at.until);
+  const int mid = y + laneH / 2;
+  svg += runsPath(bins, LaneState::kCompute, mid, laneH, kComputeColour);
+  svg += runsPath(bins, LaneState::kWait, mid, laneH, kWaitColour);
+  if (lane.divergentAt) {
+    const double x = at.xOf(*lane.divergentAt);
+    svg += fmt::format("<path d=\"M{:.1f} {}h8l-4 6z\" fill=\"#a11\"><title>rank {} entered {} (the first "
+                       "divergent collective) at {} s</title></path>",
+                       x - 4, y - 1, lane.rank, escape(divergent.name), shortNumber(*lane.divergentAt));
+  }
+  svg += fmt::format("<path d=\"M{:.1f} {}v{}\" stroke=\"{}\" stroke-width=\"3\"><title>rank {} {} at {} s{}</title></path>",
+                     at.xOf(lane.endsAt), y - 1, laneH + 2, endColour(lane.end), lane.rank, endWords(lane.end),
+                     shortNumber(lane.endsAt), escape(whereSuffix(lane)));
+  svg += "</g>\n";
+  return svg;
+}
+
+// Which lanes the figure shows: all of them, or how many were hidden.
+std::string shownLanesCaption(const Timeline& timeline, std::size_t shown) {
+  const std::size_t hidden = timeline.lanes.size() - shown;
+  return hidden == 0 ? fmt::format("a lane per rank ({})", timeline.lanes.size())
+                     : fmt::format("{} of {} ranks' lanes: rank 0 and the failed, straggling, divergent or behind ones; "
+                                   "{} hidden",
+                                   shown, timeline.lanes.size(), hidden);
+}
+
+std::string lanesLegend() {
+  return fmt::format(
       "<div class=\"legend\"><span><i style=\"background:{}\"></i>compute</span><span><i style=\"background:{}\"></i>"
       "wait (inside a collective)</span><span><i style=\"background:#2ca02c\"></i>ended</span><span><i "
       "style=\"background:#d62728\"></i>failed</span><span><i style=\"background:#9467bd\"></i>last collective never "
       "completed</span><span><i style=\"background:#39404f\"></i>stops without an end</span><span><i "
       "style=\"background:#a11\"></i>first divergent collective</span></div>\n",
       kComputeColour, kWaitColour);
+}
+
+}  // namespace
+
+std::string rankLanesFigure(const Timeline& timeline) {
+  if (timeline.lanes.empty()) return "";
+  Rows rows;
+  for (const auto& r : timeline.ranks) rows.emplace(r.rank, &r);
+  const Divergent divergent = divergentOf(timeline);
+  const auto shown = lanesShown(timeline, rows, divergent.ranks);
+  const int n = static_cast<int>(shown.size());
+  const LanesLayout at = layoutFor(n, axisEnd(timeline));
+  std::string svg = fmt::format(
+      "<svg class=\"chart lanes\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\" "
+      "aria-label=\"rank lanes over time\">\n{}\n",
+      at.width, at.height, at.width, at.height, axis(at.until, kAxis - 4, at.height));
+  for (int i = 0; i < n; ++i) {
+    const RankLane& lane = *shown[static_cast<std::size_t>(i)];
+    const auto it = rows.find(lane.rank);
+    svg += laneSvg(lane, it == rows.end() ? nullptr : it->second, kAxis + i * at.pitch, at, divergent);
+  }
+  svg += "</svg>\n";
   return fmt::format(
       "<p class=\"reading\">{}</p>\n<figure>{}{}<figcaption>{}; seconds since the run's start; orange band: the "
       "straggler, outlined: the ranks of the first divergent collective; hover a lane or a marker</figcaption>"
       "<div class=\"hover\"></div></figure>\n",
-      escape(lanesReading(timeline, rows)), legend, svg, escape(which));
+      escape(lanesReading(timeline, rows)), lanesLegend(), svg, escape(shownLanesCaption(timeline, shown.size())));
 }
 
 }  // namespace ddph::report::detail

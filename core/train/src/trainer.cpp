@@ -448,6 +448,59 @@ RunParts setUpRun(const TrainConfig& config, const std::optional<comm::RankEnv>&
   return run;
 }
 
+// One epoch's state while it runs.
+struct Epoch {
+  std::int64_t index = 0;
+  std::vector<std::vector<Index>> shards;
+  std::vector<std::vector<ResumePoint>> history;  // per dataset: the epoch's earlier runs
+  std::vector<data::MixedStep> plan;
+  std::int64_t firstStep = 0;
+  std::vector<data::VisitCounter> visits;
+  double lossCarried = 0;  // rank 0: the loss of the steps before the checkpoint
+  std::int64_t lossTermsCarried = 0;  // how many step losses lossCarried sums (all ranks)
+  torch::Tensor lossSum;
+  std::int64_t samples = 0;
+  // With --report-html, per step this run took: its loss (on the device, read once at the end),
+  // its samples and the wall time since the previous step ended.
+  std::vector<torch::Tensor> stepLoss;
+  std::vector<std::int64_t> stepSamples;
+  std::vector<double> stepSeconds;
+  std::int64_t stepsInEpoch() const { return static_cast<std::int64_t>(plan.size()); }
+};
+
+// Per dataset (of `datasets`): the samples this rank took in the first `steps` steps of `e`.
+std::vector<std::int64_t> consumedIn(const Epoch& e, std::int64_t steps, std::size_t datasets) {
+  std::vector<std::int64_t> consumed(datasets, 0);
+  for (std::int64_t s = 0; s < steps; ++s) {
+    for (std::size_t d = 0; d < datasets; ++d) {
+      consumed[d] += static_cast<std::int64_t>(e.plan[static_cast<std::size_t>(s)].batches[d].size());
+    }
+  }
+  return consumed;
+}
+
+// The steps this run took in `e` (--report-html), their losses and samples summed over ranks:
+// one collective per epoch, not one per step. Every rank took the same steps; the last of them
+// is global step `globalStep`.
+std::vector<StepRecord> stepLog(const Epoch& e, const std::string& label, const World& world,
+                                std::int64_t globalStep) {
+  if (e.stepLoss.empty()) return {};
+  const auto losses = torch::stack(e.stepLoss).to(torch::kCPU, torch::kDouble).contiguous();
+  std::vector<double> loss(losses.data_ptr<double>(), losses.data_ptr<double>() + losses.numel());
+  std::vector<std::int64_t> samples = e.stepSamples;
+  if (world.comm) {
+    world.comm->allreduce(loss, comm::ReduceOp::kSum, label);
+    world.comm->allreduce(samples, comm::ReduceOp::kSum, label);
+  }
+  std::vector<StepRecord> log;
+  const std::int64_t firstGlobal = globalStep - static_cast<std::int64_t>(loss.size()) + 1;
+  for (std::size_t i = 0; i < loss.size(); ++i) {
+    log.push_back({firstGlobal + static_cast<std::int64_t>(i), loss[i] / world.size, samples[i],
+                   e.stepSeconds[i]});
+  }
+  return log;
+}
+
 /// One run of runTraining: the world, the model and its optimizer, the datasets, and where the
 /// run stands (ResumeState). run() trains epoch after epoch; each epoch is runEpoch (its steps),
 /// then its record summed over ranks (epochRecord).
@@ -506,26 +559,6 @@ class TrainingRun {
   }
 
  private:
-  // One epoch's state while it runs.
-  struct Epoch {
-    std::int64_t index = 0;
-    std::vector<std::vector<Index>> shards;
-    std::vector<std::vector<ResumePoint>> history;  // per dataset: the epoch's earlier runs
-    std::vector<data::MixedStep> plan;
-    std::int64_t firstStep = 0;
-    std::vector<data::VisitCounter> visits;
-    double lossCarried = 0;  // rank 0: the loss of the steps before the checkpoint
-    std::int64_t lossTermsCarried = 0;  // how many step losses lossCarried sums (all ranks)
-    torch::Tensor lossSum;
-    std::int64_t samples = 0;
-    // With --report-html, per step this run took: its loss (on the device, read once at the end),
-    // its samples and the wall time since the previous step ended.
-    std::vector<torch::Tensor> stepLoss;
-    std::vector<std::int64_t> stepSamples;
-    std::vector<double> stepSeconds;
-    std::int64_t stepsInEpoch() const { return static_cast<std::int64_t>(plan.size()); }
-  };
-
   void announce() const {
     if (!isRank0_) return;
     std::string what;
@@ -562,19 +595,8 @@ class TrainingRun {
     p.epochLossSum = lossSum;
     p.epochLossTerms = e.lossTermsCarried + (stepsDone - e.firstStep) * world_.size;
     p.history = e.history;
-    p.consumed = consumedIn(e, stepsDone);
+    p.consumed = consumedIn(e, stepsDone, datasets_.size());
     return p;
-  }
-
-  // Per dataset: the samples this rank took in the first `steps` steps of `e`.
-  std::vector<std::int64_t> consumedIn(const Epoch& e, std::int64_t steps) const {
-    std::vector<std::int64_t> consumed(datasets_.size(), 0);
-    for (std::int64_t s = 0; s < steps; ++s) {
-      for (std::size_t d = 0; d < datasets_.size(); ++d) {
-        consumed[d] += static_cast<std::int64_t>(e.plan[static_cast<std::size_t>(s)].batches[d].size());
-      }
-    }
-    return consumed;
   }
 
   void writeCheckpoint(const TrainingPosition& at) {
@@ -700,7 +722,7 @@ class TrainingRun {
     if (audit_->enabled()) {
       std::vector<std::int64_t> shardSizes;
       for (const auto& shard : e.shards) shardSizes.push_back(static_cast<std::int64_t>(shard.size()));
-      audit_->endEpoch(epoch, consumedIn(e, step), shardSizes);
+      audit_->endEpoch(epoch, consumedIn(e, step, datasets_.size()), shardSizes);
     }
     progress_.finishEpoch();
     resume_.current = positionAfter(e, step, 0.0);
@@ -708,26 +730,6 @@ class TrainingRun {
       checkpointAt(e, step);  // stopped by --steps or a signal inside the epoch
     }
     return epochRecord(e, step, seconds);
-  }
-
-  // The steps this run took in `e` (--report-html), their losses and samples summed over ranks:
-  // one collective per epoch, not one per step. Every rank took the same steps.
-  std::vector<StepRecord> stepLog(const Epoch& e, const std::string& label) {
-    if (e.stepLoss.empty()) return {};
-    const auto losses = torch::stack(e.stepLoss).to(torch::kCPU, torch::kDouble).contiguous();
-    std::vector<double> loss(losses.data_ptr<double>(), losses.data_ptr<double>() + losses.numel());
-    std::vector<std::int64_t> samples = e.stepSamples;
-    if (world_.comm) {
-      world_.comm->allreduce(loss, comm::ReduceOp::kSum, label);
-      world_.comm->allreduce(samples, comm::ReduceOp::kSum, label);
-    }
-    std::vector<StepRecord> log;
-    const std::int64_t firstGlobal = resume_.globalStep - static_cast<std::int64_t>(loss.size()) + 1;
-    for (std::size_t i = 0; i < loss.size(); ++i) {
-      log.push_back({firstGlobal + static_cast<std::int64_t>(i), loss[i] / world_.size, samples[i],
-                     e.stepSeconds[i]});
-    }
-    return log;
   }
 
   // The epoch's record, summed over ranks, with the evaluation unless the run is stopping.
@@ -749,7 +751,7 @@ class TrainingRun {
     record.samples = sampleTotal[0];
     record.seconds = seconds;
     record.samplesPerSecond = seconds > 0 ? static_cast<double>(record.samples) / seconds : 0.0;
-    record.stepLog = stepLog(e, label);
+    record.stepLog = stepLog(e, label, world_, resume_.globalStep);
     for (std::size_t d = 0; d < datasets_.size(); ++d) {
       if (world_.comm) world_.comm->allreduce(e.visits[d].counts(), comm::ReduceOp::kSum, label);
       record.datasets.push_back({config_.datasets[d], data::summarize(e.visits[d].counts())});

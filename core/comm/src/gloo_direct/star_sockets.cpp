@@ -118,6 +118,70 @@ bool readExactly(int fd, void* data, std::size_t bytes, Clock::time_point deadli
   return true;
 }
 
+// Rank 0: listens on `self` and publishes the address the others connect to under `prefix`.
+void listenAndPublish(int listener, Address& self, RendezvousStore& store, const std::string& prefix,
+                      const std::string& hostname, int size) {
+  if (::bind(listener, self.get(), self.length) != 0 || ::listen(listener, size) != 0) {
+    throw Error(fmt::format("star sockets: bind/listen on {}: {}", hostname, ::strerror(errno)));
+  }
+  socklen_t len = sizeof(self.storage);
+  ::getsockname(listener, self.get(), &len);
+  const std::string address = fmt::format("{}:{}", hostname, portOf(self));
+  store.set(rank0Key(prefix), std::vector<std::uint8_t>(address.begin(), address.end()));
+}
+
+// The next connection to rank 0's listener, or -1 when there is none yet (then try again);
+// throws TimeoutError past the deadline, `joined` of `size` ranks being connected.
+int acceptNext(int listener, Clock::time_point deadline, int joined, int size) {
+  const int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd >= 0) return fd;
+  if (errno == EINTR || errno == ECONNABORTED) return -1;
+  if (errno != EAGAIN && errno != EWOULDBLOCK) {
+    throw Error(fmt::format("star sockets: accept: {}", ::strerror(errno)));
+  }
+  if (!waitFor(listener, POLLIN, deadline)) {
+    throw TimeoutError(fmt::format(
+        "star sockets: {} of {} ranks connected to rank 0 before the deadline", joined, size));
+  }
+  return -1;
+}
+
+// The rank a new connection names first; false when it named none before the deadline.
+bool readRank(int fd, std::int32_t& who, Clock::time_point deadline) {
+  try {
+    return readExactly(fd, &who, sizeof(who), deadline, -1);
+  } catch (const std::exception&) {
+    return false;  // a connection that closes before naming its rank is not one of ours
+  }
+}
+
+// "host:port" that rank 0 published, waited for until the deadline.
+std::string rank0Address(RendezvousStore& store, const std::string& prefix, Clock::time_point deadline) {
+  const auto value = store.get(rank0Key(prefix), std::max(std::chrono::milliseconds(1),
+                                                          std::chrono::milliseconds(msLeft(deadline))),
+                               "init");
+  return std::string(value.begin(), value.end());
+}
+
+// Connects the non-blocking `fd` to rank 0 at `address`, waiting until the deadline.
+void connectWithin(int fd, Address& peer, const std::string& address, Clock::time_point deadline) {
+  if (::connect(fd, peer.get(), peer.length) == 0) return;
+  if (errno != EINPROGRESS) {
+    throw ProtocolError(fmt::format("star sockets: connect to rank 0 at {}: {}", address,
+                                    ::strerror(errno)));
+  }
+  if (!waitFor(fd, POLLOUT, deadline)) {
+    throw TimeoutError(fmt::format("star sockets: connect to rank 0 at {} timed out", address));
+  }
+  int error = 0;
+  socklen_t len = sizeof(error);
+  ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
+  if (error != 0) {
+    throw ProtocolError(fmt::format("star sockets: connect to rank 0 at {}: {}", address,
+                                    ::strerror(error)));
+  }
+}
+
 }  // namespace
 
 StarSockets::StarSockets(RendezvousStore& store, const std::string& prefix, int rank, int size,
@@ -126,91 +190,61 @@ StarSockets::StarSockets(RendezvousStore& store, const std::string& prefix, int 
   DDPH_ASSERT(size > 1 && rank >= 0 && rank < size);
   try {
     if (rank == 0) {
-      Address self = resolve(hostname, 0);
-      const int listener = tcpSocket(self.family());
-      fds_[0] = listener;  // closed below, or by the handler below on a throw
-      if (::bind(listener, self.get(), self.length) != 0 || ::listen(listener, size) != 0) {
-        throw Error(fmt::format("star sockets: bind/listen on {}: {}", hostname, ::strerror(errno)));
-      }
-      socklen_t len = sizeof(self.storage);
-      ::getsockname(listener, self.get(), &len);
-      const std::string address = fmt::format("{}:{}", hostname, portOf(self));
-      store.set(rank0Key(prefix), std::vector<std::uint8_t>(address.begin(), address.end()));
-      for (int joined = 1; joined < size;) {
-        const int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-          if (errno == EINTR || errno == ECONNABORTED) continue;
-          if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            throw Error(fmt::format("star sockets: accept: {}", ::strerror(errno)));
-          }
-          if (!waitFor(listener, POLLIN, deadline)) {
-            throw TimeoutError(fmt::format(
-                "star sockets: {} of {} ranks connected to rank 0 before the deadline", joined,
-                size));
-          }
-          continue;
-        }
-        std::int32_t who = -1;
-        bool ok = false;
-        try {
-          ok = readExactly(fd, &who, sizeof(who), deadline, -1);
-        } catch (const std::exception&) {
-          ok = false;  // a connection that closes before naming its rank is not one of ours
-        }
-        if (!ok || who <= 0 || who >= size || fds_[static_cast<std::size_t>(who)] >= 0) {
-          ::close(fd);
-          if (!ok && Clock::now() >= deadline) {
-            throw TimeoutError("star sockets: a connection to rank 0 did not name its rank");
-          }
-          continue;
-        }
-        noDelay(fd);
-        fds_[static_cast<std::size_t>(who)] = fd;
-        ++joined;
-      }
-      ::close(listener);
-      fds_[0] = -1;
+      acceptRanks(store, prefix, hostname, deadline);
     } else {
-      const auto value = store.get(rank0Key(prefix), std::max(std::chrono::milliseconds(1),
-                                                              std::chrono::milliseconds(msLeft(deadline))),
-                                   "init");
-      const std::string address(value.begin(), value.end());
-      const auto colon = address.rfind(':');
-      DDPH_CHECK(colon != std::string::npos, "star sockets: bad rank 0 address '{}'", address);
-      Address peer = resolve(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
-      Address self = resolve(hostname, 0);
-      const int fd = tcpSocket(peer.family());
-      fds_[0] = fd;
-      if (self.family() == peer.family() && ::bind(fd, self.get(), self.length) != 0) {
-        throw Error(fmt::format("star sockets: bind {}: {}", hostname, ::strerror(errno)));
-      }
-      if (::connect(fd, peer.get(), peer.length) != 0) {
-        if (errno != EINPROGRESS) {
-          throw ProtocolError(fmt::format("star sockets: connect to rank 0 at {}: {}", address,
-                                          ::strerror(errno)));
-        }
-        if (!waitFor(fd, POLLOUT, deadline)) {
-          throw TimeoutError(fmt::format("star sockets: connect to rank 0 at {} timed out", address));
-        }
-        int error = 0;
-        socklen_t len = sizeof(error);
-        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
-        if (error != 0) {
-          throw ProtocolError(fmt::format("star sockets: connect to rank 0 at {}: {}", address,
-                                          ::strerror(error)));
-        }
-      }
-      noDelay(fd);
-      const std::int32_t me = rank;
-      if (::send(fd, &me, sizeof(me), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(me))) {
-        throw ProtocolError(fmt::format("star sockets: rank 0 at {} left", address));
-      }
+      connectToRank0(store, prefix, hostname, deadline);
     }
   } catch (...) {
     for (int fd : fds_) {
       if (fd >= 0) ::close(fd);
     }
     throw;
+  }
+}
+
+void StarSockets::acceptRanks(RendezvousStore& store, const std::string& prefix,
+                              const std::string& hostname, Clock::time_point deadline) {
+  Address self = resolve(hostname, 0);
+  const int listener = tcpSocket(self.family());
+  fds_[0] = listener;  // closed below, or by the constructor's handler on a throw
+  listenAndPublish(listener, self, store, prefix, hostname, size_);
+  for (int joined = 1; joined < size_;) {
+    const int fd = acceptNext(listener, deadline, joined, size_);
+    if (fd < 0) continue;
+    std::int32_t who = -1;
+    const bool ok = readRank(fd, who, deadline);
+    if (!ok || who <= 0 || who >= size_ || fds_[static_cast<std::size_t>(who)] >= 0) {
+      ::close(fd);
+      if (!ok && Clock::now() >= deadline) {
+        throw TimeoutError("star sockets: a connection to rank 0 did not name its rank");
+      }
+      continue;
+    }
+    noDelay(fd);
+    fds_[static_cast<std::size_t>(who)] = fd;
+    ++joined;
+  }
+  ::close(listener);
+  fds_[0] = -1;
+}
+
+void StarSockets::connectToRank0(RendezvousStore& store, const std::string& prefix,
+                                 const std::string& hostname, Clock::time_point deadline) {
+  const std::string address = rank0Address(store, prefix, deadline);
+  const auto colon = address.rfind(':');
+  DDPH_CHECK(colon != std::string::npos, "star sockets: bad rank 0 address '{}'", address);
+  Address peer = resolve(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
+  Address self = resolve(hostname, 0);
+  const int fd = tcpSocket(peer.family());
+  fds_[0] = fd;  // closed by the constructor's handler on a throw
+  if (self.family() == peer.family() && ::bind(fd, self.get(), self.length) != 0) {
+    throw Error(fmt::format("star sockets: bind {}: {}", hostname, ::strerror(errno)));
+  }
+  connectWithin(fd, peer, address, deadline);
+  noDelay(fd);
+  const std::int32_t me = rank_;
+  if (::send(fd, &me, sizeof(me), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(me))) {
+    throw ProtocolError(fmt::format("star sockets: rank 0 at {} left", address));
   }
 }
 

@@ -47,6 +47,12 @@ class StarSockets {
                  Clock::time_point deadline);
 
  private:
+  /// Rank 0: listens, publishes its address, and takes one connection from each other rank.
+  void acceptRanks(RendezvousStore& store, const std::string& prefix, const std::string& hostname,
+                   Clock::time_point deadline);
+  /// The other ranks: connect to the address rank 0 published and name their rank.
+  void connectToRank0(RendezvousStore& store, const std::string& prefix,
+                      const std::string& hostname, Clock::time_point deadline);
   int fdOf(int peer) const;
   void send(int peer, std::uint32_t tag, const void* data, std::size_t bytes,
             Clock::time_point deadline);

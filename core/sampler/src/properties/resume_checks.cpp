@@ -61,6 +61,74 @@ std::string naiveResume(const ResumedEpoch& e) {
   return "";
 }
 
+// How often the runs took each index (an earlier run up to what it consumed, the last one whole),
+// and where each was first taken.
+struct Takes {
+  std::vector<std::int64_t> count;
+  std::vector<Taken> first;
+};
+
+// Counts into `takes`; a shard shorter than what its run consumed, or an index outside [0, n),
+// is returned as `v` with its rank and detail.
+std::optional<Violation> countTakes(const ResumedEpoch& e, Violation v, Takes& takes) {
+  const SamplerCase& c = e.last;
+  const std::int64_t n = c.datasetSize;
+  takes.count.assign(static_cast<std::size_t>(n), 0);
+  takes.first.assign(static_cast<std::size_t>(n), Taken{});
+  for (std::size_t k = 0; k < e.runs.size(); ++k) {
+    const bool isLast = k + 1 == e.runs.size();
+    const auto& ranks = e.runs[k].ranks;
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      std::size_t take = ranks[r].size();
+      if (!isLast) {
+        const auto consumed = static_cast<std::size_t>(c.resume[k].consumed);
+        if (take < consumed) {
+          v.ranks = {static_cast<std::int64_t>(r)};
+          v.detail = fmt::format("{} rank {} yields {} samples, but {} were consumed before the "
+                                 "resume", describeRun(e, static_cast<std::int64_t>(k)), r, take,
+                                 consumed);
+          return v;
+        }
+        take = consumed;
+      }
+      for (std::size_t j = 0; j < take; ++j) {
+        const Index i = ranks[r][j];
+        if (i < 0 || i >= n) {
+          v.ranks = {static_cast<std::int64_t>(r)};
+          v.detail = fmt::format("{} rank {} yields index {}, outside [0, {})",
+                                 describeRun(e, static_cast<std::int64_t>(k)), r, i, n);
+          return v;
+        }
+        if (takes.count[static_cast<std::size_t>(i)]++ == 0) {
+          takes.first[static_cast<std::size_t>(i)] = {static_cast<std::int64_t>(k), static_cast<std::int64_t>(r)};
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// The samples never taken and the extra copies, with the first index of each.
+struct Tally {
+  std::int64_t missing = 0, extra = 0;
+  Index firstMissing = -1, firstExtra = -1;
+};
+
+Tally tally(const std::vector<std::int64_t>& count) {
+  Tally t;
+  for (Index i = 0; i < static_cast<Index>(count.size()); ++i) {
+    const auto k = count[static_cast<std::size_t>(i)];
+    if (k == 0) {
+      if (t.missing == 0) t.firstMissing = i;
+      ++t.missing;
+    } else if (k > 1) {
+      if (t.extra == 0) t.firstExtra = i;
+      t.extra += k - 1;
+    }
+  }
+  return t;
+}
+
 }  // namespace
 
 bool isResumeProperty(std::string_view name) {
@@ -88,66 +156,25 @@ std::optional<Violation> checkResumeExactlyOnce(const ResumedEpoch& e, const Exp
   v.property = std::string(property::kResumeExactlyOnce);
   v.epoch = c.epoch;
   const std::int64_t n = c.datasetSize;
-  std::vector<std::int64_t> count(static_cast<std::size_t>(n), 0);
-  std::vector<Taken> first(static_cast<std::size_t>(n));
-  for (std::size_t k = 0; k < e.runs.size(); ++k) {
-    const bool isLast = k + 1 == e.runs.size();
-    const auto& ranks = e.runs[k].ranks;
-    for (std::size_t r = 0; r < ranks.size(); ++r) {
-      std::size_t take = ranks[r].size();
-      if (!isLast) {
-        const auto consumed = static_cast<std::size_t>(c.resume[k].consumed);
-        if (take < consumed) {
-          v.ranks = {static_cast<std::int64_t>(r)};
-          v.detail = fmt::format("{} rank {} yields {} samples, but {} were consumed before the "
-                                 "resume", describeRun(e, static_cast<std::int64_t>(k)), r, take,
-                                 consumed);
-          return v;
-        }
-        take = consumed;
-      }
-      for (std::size_t j = 0; j < take; ++j) {
-        const Index i = ranks[r][j];
-        if (i < 0 || i >= n) {
-          v.ranks = {static_cast<std::int64_t>(r)};
-          v.detail = fmt::format("{} rank {} yields index {}, outside [0, {})",
-                                 describeRun(e, static_cast<std::int64_t>(k)), r, i, n);
-          return v;
-        }
-        if (count[static_cast<std::size_t>(i)]++ == 0) {
-          first[static_cast<std::size_t>(i)] = {static_cast<std::int64_t>(k), static_cast<std::int64_t>(r)};
-        }
-      }
-    }
-  }
+  Takes takes;
+  if (auto impossible = countTakes(e, v, takes)) return impossible;
   const Allowance allowed = allowance(c, x.dropLast);
-  std::int64_t missing = 0, extra = 0;
-  Index firstMissing = -1, firstExtra = -1;
-  for (Index i = 0; i < n; ++i) {
-    const auto k = count[static_cast<std::size_t>(i)];
-    if (k == 0) {
-      if (missing == 0) firstMissing = i;
-      ++missing;
-    } else if (k > 1) {
-      if (extra == 0) firstExtra = i;
-      extra += k - 1;
-    }
-  }
+  const Tally t = tally(takes.count);
   const std::string where = fmt::format("after {} run{} resumed on {} ranks ({} of {} samples)",
                                         c.resume.size(), c.resume.size() == 1 ? "" : "s",
-                                        c.numReplicas, n - missing, n);
-  if (extra > allowed.extra) {
-    const Taken t = first[static_cast<std::size_t>(firstExtra)];
-    v.ranks = {t.rank};
+                                        c.numReplicas, n - t.missing, n);
+  if (t.extra > allowed.extra) {
+    const Taken first = takes.first[static_cast<std::size_t>(t.firstExtra)];
+    v.ranks = {first.rank};
     v.detail = fmt::format("{}: {} extra copies where padding allows {}, e.g. index {} first taken "
                            "by {} rank {} and again later{}",
-                           where, extra, allowed.extra, firstExtra, describeRun(e, t.run), t.rank,
-                           naiveResume(e));
+                           where, t.extra, allowed.extra, t.firstExtra, describeRun(e, first.run),
+                           first.rank, naiveResume(e));
     return v;
   }
-  if (missing > allowed.missing) {
+  if (t.missing > allowed.missing) {
     v.detail = fmt::format("{}: {} samples never taken (e.g. index {}) where {} allows {}{}", where,
-                           missing, firstMissing, x.dropLast ? "drop_last" : "padding",
+                           t.missing, t.firstMissing, x.dropLast ? "drop_last" : "padding",
                            allowed.missing, naiveResume(e));
     return v;
   }

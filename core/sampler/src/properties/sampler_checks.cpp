@@ -45,72 +45,85 @@ void validatePropertyNames(const std::vector<std::string>& properties) {
   }
 }
 
+namespace {
+
+// The sampler's answers that one case's checks use, each asked for once and only when a check
+// needs it.
+struct Answers {
+  Sampler& sampler;
+  const SamplerCase& c;
+  std::optional<Partition> current, next, again, shifted, whole, sameWorld;
+  std::optional<ResumedEpoch> resumed;
+
+  const Partition& get(std::optional<Partition>& slot, std::int64_t epoch, std::int64_t seed) {
+    if (!slot) slot = sampler.partition({c.datasetSize, c.numReplicas, epoch, seed});
+    return *slot;
+  }
+};
+
+std::optional<Violation> checkResumeProperty(const std::string& name, Answers& a, const Expectations& e) {
+  const SamplerCase& c = a.c;
+  if (!a.resumed) a.resumed = askResumedEpoch(a.sampler, c);
+  if (name == property::kResumeExactlyOnce) return checkResumeExactlyOnce(*a.resumed, e);
+  if (name == property::kResumeBalance) return checkResumeBalance(*a.resumed);
+  if (name == property::kResumeOrder && !c.resume.empty()) {
+    // The first run's consumed count, resumed on the case's own world size.
+    const SamplerCase fresh{c.datasetSize, c.numReplicas, c.epoch, c.seed};
+    if (!a.whole) a.whole = a.sampler.partition(fresh);
+    const std::int64_t consumed =
+        std::min(c.resume.front().consumed,
+                 distributedNumSamples(c.datasetSize, c.numReplicas, e.dropLast));
+    SamplerCase again = fresh;
+    again.resume = {{c.numReplicas, consumed}};
+    if (!a.sameWorld) a.sameWorld = a.sampler.partition(again);
+    return checkResumeOrder(*a.whole, *a.sameWorld, consumed);
+  }
+  return std::nullopt;
+}
+
+// A property of the epoch from its start.
+std::optional<Violation> checkEpochProperty(const std::string& name, Answers& a, const Expectations& e) {
+  const SamplerCase& c = a.c;
+  const Partition& p = a.get(a.current, c.epoch, c.seed);
+  if (name == property::kValidRange) return checkValidRange(p);
+  if (name == property::kEqualLength) return checkEqualLength(p, e);
+  if (name == property::kCoverage) return checkCoverage(p, e);
+  if (name == property::kDisjointness) return checkDisjointness(p, e);
+  if (name == property::kPadding) return checkPadding(p, e);
+  if (name == property::kReshuffle) {
+    // A sampler asked for epoch E (the protocol's "epoch", Sampler::partition) was given it:
+    // the cause is the sampler's, not a missing set_epoch of a program.
+    auto v = checkReshuffle(p, a.get(a.next, c.epoch + 1, c.seed), e);
+    if (v) {
+      v->likelyCause =
+          "the sampler's order does not follow the epoch it is asked for: it ignores the "
+          "epoch (seed its generator with seed + epoch; an adapter around torch's "
+          "DistributedSampler must call set_epoch(epoch) on it before iterating)";
+    }
+    return v;
+  }
+  if (name == property::kDeterminism) return checkDeterminism(p, a.get(a.again, c.epoch, c.seed));
+  if (name == property::kSeedPlusEpoch) {
+    if (c.epoch >= 1) return checkSeedPlusEpoch(p, a.get(a.shifted, c.epoch - 1, c.seed + 1));
+    return std::nullopt;
+  }
+  if (name == property::kNoDuplicates) return checkNoDuplicates(p);
+  if (name == property::kBalancedLength) return checkBalancedLength(p);
+  if (name == property::kRanksAgree) return checkRanksAgree(p);
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::vector<Violation> checkSampler(Sampler& sampler, const SamplerCase& c, const Expectations& e,
                                     const std::vector<std::string>& properties) {
   validatePropertyNames(properties);
-  std::optional<Partition> current, next, again, shifted, whole, sameWorld;
-  std::optional<ResumedEpoch> resumed;
-  auto get = [&](std::optional<Partition>& slot, std::int64_t epoch, std::int64_t seed) -> const Partition& {
-    if (!slot) slot = sampler.partition({c.datasetSize, c.numReplicas, epoch, seed});
-    return *slot;
-  };
+  Answers answers{sampler, c, {}, {}, {}, {}, {}, {}, {}};
   std::vector<Violation> found;
-  auto add = [&](std::optional<Violation> v) {
-    if (v) found.push_back(std::move(*v));
-  };
   for (const auto& name : properties) {
-    if (isResumeProperty(name)) {
-      if (!resumed) resumed = askResumedEpoch(sampler, c);
-      if (name == property::kResumeExactlyOnce) add(checkResumeExactlyOnce(*resumed, e));
-      if (name == property::kResumeBalance) add(checkResumeBalance(*resumed));
-      if (name == property::kResumeOrder && !c.resume.empty()) {
-        // The first run's consumed count, resumed on the case's own world size.
-        const SamplerCase fresh{c.datasetSize, c.numReplicas, c.epoch, c.seed};
-        if (!whole) whole = sampler.partition(fresh);
-        const std::int64_t consumed =
-            std::min(c.resume.front().consumed,
-                     distributedNumSamples(c.datasetSize, c.numReplicas, e.dropLast));
-        SamplerCase again = fresh;
-        again.resume = {{c.numReplicas, consumed}};
-        if (!sameWorld) sameWorld = sampler.partition(again);
-        add(checkResumeOrder(*whole, *sameWorld, consumed));
-      }
-      continue;
-    }
-    // The other properties are about the epoch from its start.
-    const Partition& p = get(current, c.epoch, c.seed);
-    if (name == property::kValidRange) {
-      add(checkValidRange(p));
-    } else if (name == property::kEqualLength) {
-      add(checkEqualLength(p, e));
-    } else if (name == property::kCoverage) {
-      add(checkCoverage(p, e));
-    } else if (name == property::kDisjointness) {
-      add(checkDisjointness(p, e));
-    } else if (name == property::kPadding) {
-      add(checkPadding(p, e));
-    } else if (name == property::kReshuffle) {
-      // A sampler asked for epoch E (the protocol's "epoch", Sampler::partition) was given it:
-      // the cause is the sampler's, not a missing set_epoch of a program.
-      auto v = checkReshuffle(p, get(next, c.epoch + 1, c.seed), e);
-      if (v) {
-        v->likelyCause =
-            "the sampler's order does not follow the epoch it is asked for: it ignores the "
-            "epoch (seed its generator with seed + epoch; an adapter around torch's "
-            "DistributedSampler must call set_epoch(epoch) on it before iterating)";
-      }
-      add(std::move(v));
-    } else if (name == property::kDeterminism) {
-      add(checkDeterminism(p, get(again, c.epoch, c.seed)));
-    } else if (name == property::kSeedPlusEpoch) {
-      if (c.epoch >= 1) add(checkSeedPlusEpoch(p, get(shifted, c.epoch - 1, c.seed + 1)));
-    } else if (name == property::kNoDuplicates) {
-      add(checkNoDuplicates(p));
-    } else if (name == property::kBalancedLength) {
-      add(checkBalancedLength(p));
-    } else if (name == property::kRanksAgree) {
-      add(checkRanksAgree(p));
-    }
+    std::optional<Violation> v = isResumeProperty(name) ? checkResumeProperty(name, answers, e)
+                                                        : checkEpochProperty(name, answers, e);
+    if (v) found.push_back(std::move(*v));
   }
   return found;
 }
