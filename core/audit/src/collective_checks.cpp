@@ -208,6 +208,34 @@ std::string unpartneredCause(const CollectiveRecord& extra, const std::vector<st
                           : "");
 }
 
+// The cause and help of ranks that parted in a pass: the ranks behind skipped steps over a whole
+// pass, or ran out of batches first (uneven inputs).
+void explainParting(const Trace& trace, const std::vector<std::int64_t>& ranks,
+                    const std::vector<std::int64_t>& behind,
+                    const std::pair<std::int64_t, std::int64_t>& parted, Violation& v) {
+  if (behindDrewTheWholePass(trace, ranks, behind, parted)) {
+    v.likelyCause = fmt::format(
+        "{} drew every batch of that pass, as many as every rank's loader holds, but ran fewer "
+        "collectives over {}: not uneven inputs but skipped steps, a per-rank condition around "
+        "backward() or the optimizer step (`if …: continue` on a loss threshold, a NaN or a bad "
+        "label; a training_step that returns None or skips manual_backward) that leaves the "
+        "others' gradient allreduce without a partner (a hang, or a crash when {} exit{})",
+        rankList(behind), behind.size() == 1 ? "it" : "them", behind.size() == 1 ? "it" : "they",
+        behind.size() == 1 ? "s" : "");
+    v.help = "decide a skip on every rank together (all_reduce the flag and skip everywhere), or "
+             "keep the step and zero its loss (loss * 0) so that every rank runs the same "
+             "collectives";
+    return;
+  }
+  v.likelyCause = fmt::format(
+      "uneven inputs: {} ran out of batches first, and the others' next gradient allreduce waits "
+      "for them forever (a hang, or a crash when they exit)",
+      rankList(behind));
+  v.help = "give every rank the same number of batches (DistributedSampler pads shards to equal "
+           "length, drop_last=True cuts them) or wrap the loop in DDP's join() context manager "
+           "(torch.distributed.algorithms.Join)";
+}
+
 std::optional<Violation> uneven(const Trace& trace, const std::vector<std::int64_t>& ranks,
                                 const std::map<std::int64_t, std::vector<const CollectiveRecord*>>& lists) {
   std::size_t fewest = SIZE_MAX, most = 0;
@@ -251,27 +279,7 @@ std::optional<Violation> uneven(const Trace& trace, const std::vector<std::int64
     v.help = "make every rank call the same collectives, or none";
     return v;
   }
-  if (behindDrewTheWholePass(trace, ranks, behind, *parted)) {
-    v.likelyCause = fmt::format(
-        "{} drew every batch of that pass, as many as every rank's loader holds, but ran fewer "
-        "collectives over {}: not uneven inputs but skipped steps, a per-rank condition around "
-        "backward() or the optimizer step (`if …: continue` on a loss threshold, a NaN or a bad "
-        "label; a training_step that returns None or skips manual_backward) that leaves the "
-        "others' gradient allreduce without a partner (a hang, or a crash when {} exit{})",
-        rankList(behind), behind.size() == 1 ? "it" : "them", behind.size() == 1 ? "it" : "they",
-        behind.size() == 1 ? "s" : "");
-    v.help = "decide a skip on every rank together (all_reduce the flag and skip everywhere), or "
-             "keep the step and zero its loss (loss * 0) so that every rank runs the same "
-             "collectives";
-    return v;
-  }
-  v.likelyCause = fmt::format(
-      "uneven inputs: {} ran out of batches first, and the others' next gradient allreduce waits "
-      "for them forever (a hang, or a crash when they exit)",
-      rankList(behind));
-  v.help = "give every rank the same number of batches (DistributedSampler pads shards to equal "
-           "length, drop_last=True cuts them) or wrap the loop in DDP's join() context manager "
-           "(torch.distributed.algorithms.Join)";
+  explainParting(trace, ranks, behind, *parted, v);
   return v;
 }
 
