@@ -16,6 +16,13 @@
 
 namespace ddph::audit {
 
+/// Why a finding happened and its remedy: the finding's likely cause and its help.
+struct Explanation {
+  std::string cause;
+  std::string help;
+  bool empty() const { return cause.empty(); }
+};
+
 /// rank_checks.cpp: rank-failure (no trace, crashed, killed, hung, raised).
 void checkRanks(const Trace& trace, std::vector<sampler::Violation>& out);
 

@@ -74,7 +74,7 @@ bool checkPassOnSomeRanks(DataFindings& findings, std::int64_t loader, std::int6
 
 /// Why ranks' orders do not split one dataset, from what the samplers say about themselves.
 /// `named`: the ranks the finding names (a cause about some ranks names those first).
-std::string partitionCause(const std::vector<RankPass>& ranks, const std::string& property,
+Explanation partitionCause(const std::vector<RankPass>& ranks, const std::string& property,
                            const std::vector<std::int64_t>& named, const std::string& interpreter);
 
 // --- whether every rank's loader holds one dataset (data_one_dataset_checks.cpp) ----------------

@@ -17,26 +17,26 @@ namespace property = sampler::property;
 namespace {
 
 // The loader has a sampler that knows nothing of ranks (RandomSampler, SequentialSampler).
-std::string wholeDatasetCause(const std::vector<RankPass>& ranks) {
+Explanation wholeDatasetCause(const std::vector<RankPass>& ranks) {
   const auto w = static_cast<std::int64_t>(ranks.size());
   const std::string lightning = frameworkHint(
       *ranks[0].trace,
       "Trainer(use_distributed_sampler=False) leaves the loader's sampler as it is, so ");
   if (!lightning.empty()) {
-    return fmt::format(
-        "the loader has no DistributedSampler: {}its {} draws from the whole dataset on every "
-        "rank, the ranks train on the same samples and an epoch is {} epochs' work; drop "
-        "use_distributed_sampler=False (Lightning then puts a DistributedSampler under the "
-        "loader and sets its epoch), or give the loader a DistributedSampler yourself",
-        lightning, samplerClass(ranks[0]), w);
+    return {fmt::format(
+                "the loader has no DistributedSampler: {}its {} draws from the whole dataset on "
+                "every rank, the ranks train on the same samples and an epoch is {} epochs' work",
+                lightning, samplerClass(ranks[0]), w),
+            "drop use_distributed_sampler=False (Lightning then puts a DistributedSampler under "
+            "the loader and sets its epoch), or give the loader a DistributedSampler yourself"};
   }
-  return fmt::format(
-      "the loader has no DistributedSampler: its {} (what DataLoader(shuffle=True) or "
-      "DataLoader() makes) draws from the whole dataset on every rank, so the ranks train on "
-      "the same samples and an epoch is {} epochs' work; pass "
-      "sampler=DistributedSampler(dataset) with shuffle=False on the loader, and call "
-      "sampler.set_epoch(epoch) every epoch",
-      samplerClass(ranks[0]), w);
+  return {fmt::format(
+              "the loader has no DistributedSampler: its {} (what DataLoader(shuffle=True) or "
+              "DataLoader() makes) draws from the whole dataset on every rank, so the ranks train "
+              "on the same samples and an epoch is {} epochs' work",
+              samplerClass(ranks[0]), w),
+          "pass sampler=DistributedSampler(dataset) with shuffle=False on the loader, and call "
+          "sampler.set_epoch(epoch) every epoch"};
 }
 
 // The samplers' rank or num_replicas are their node's (LOCAL_RANK, LOCAL_WORLD_SIZE).
@@ -51,16 +51,16 @@ std::optional<std::string> nodeCause(const std::vector<RankPass>& ranks,
 
 // The sampler's own parameters agree: say what is known and list what remains, never the
 // catalogue's "seed every rank identically" (their seeds may well agree already).
-std::string splitCandidates(const std::vector<RankPass>& ranks, const std::string& property,
+Explanation splitCandidates(const std::vector<RankPass>& ranks, const std::string& property,
                             const std::set<std::int64_t>& seeds, const std::string& interpreter) {
   const SamplerRecord* s = samplerOf(*ranks[0].trace, ranks[0].pass->loader);
   const LoaderRecord& l = ranks[0].trace->loaders.at(ranks[0].pass->loader);
   if (s && s->datasetLen > 0 && l.datasetLen > 0 && s->datasetLen != l.datasetLen) {
-    return fmt::format("{} was built over {} samples but its loader's dataset has {}: a sampler "
-                       "made for another dataset (the training set's sampler on another "
-                       "loader, or a dataset changed after the sampler was made); build the "
-                       "sampler over the loader's own dataset",
-                       samplerClass(ranks[0]), s->datasetLen, l.datasetLen);
+    return {fmt::format("{} was built over {} samples but its loader's dataset has {}: a sampler "
+                        "made for another dataset (the training set's sampler on another "
+                        "loader, or a dataset changed after the sampler was made)",
+                        samplerClass(ranks[0]), s->datasetLen, l.datasetLen),
+            "build the sampler over the loader's own dataset"};
   }
   std::vector<std::string> known;
   if (!s || s->order != OrderKind::kTorchDistributed) {
@@ -79,19 +79,19 @@ std::string splitCandidates(const std::vector<RankPass>& ranks, const std::strin
             "indices, or a random state that differs per rank (a generator not seeded from the "
             "sampler's seed, the global one after a per-rank seed)"
           : "padding or wrap-around computed with another length than the dataset's";
-  return fmt::format(
-      "{}; the trace cannot single out where its split goes wrong, candidates: {}; check the "
-      "sampler on its own: ddp-sim check-sampler -- {} -m ddph_audit.serve_sampler {} "
-      "(built as DistributedSampler is, with num_replicas, rank and seed), which shrinks a "
-      "failure to a minimal request",
-      known.empty() ? "the samplers' own parameters agree"
-                    : fmt::format("{}", fmt::join(known, ", ")),
-      candidates, sampler::shellQuote(interpreter), serveSpec(ranks[0]));
+  return {fmt::format("{}; the trace cannot single out where its split goes wrong, candidates: {}",
+                      known.empty() ? "the samplers' own parameters agree"
+                                    : fmt::format("{}", fmt::join(known, ", ")),
+                      candidates),
+          fmt::format("check the sampler on its own: ddp-sim check-sampler -- {} -m "
+                      "ddph_audit.serve_sampler {} (built as DistributedSampler is, with "
+                      "num_replicas, rank and seed), which shrinks a failure to a minimal request",
+                      sampler::shellQuote(interpreter), serveSpec(ranks[0]))};
 }
 
 }  // namespace
 
-std::string partitionCause(const std::vector<RankPass>& ranks, const std::string& property,
+Explanation partitionCause(const std::vector<RankPass>& ranks, const std::string& property,
                            const std::vector<std::int64_t>& named, const std::string& interpreter) {
   std::set<std::int64_t> seeds, replicas, samplerRanks;
   for (const auto& rp : ranks) {
@@ -104,19 +104,19 @@ std::string partitionCause(const std::vector<RankPass>& ranks, const std::string
     return wholeDatasetCause(ranks);
   }
   if (seeds.size() > 1) {
-    return fmt::format("the ranks' samplers have different seeds ({}), so each shuffles its own "
-                       "order and their shards overlap and leave samples out; give every rank "
-                       "the same seed",
-                       fmt::join(seeds, ", "));
+    return {fmt::format("the ranks' samplers have different seeds ({}), so each shuffles its own "
+                        "order and their shards overlap and leave samples out",
+                        fmt::join(seeds, ", ")),
+            "give every rank the same seed"};
   }
-  if (const auto onNodes = nodeCause(ranks, named)) return *onNodes;
+  if (const auto onNodes = nodeCause(ranks, named)) return {*onNodes, ""};
   if (!replicas.empty() && (replicas.size() > 1 || *replicas.begin() != w)) {
-    return fmt::format("the samplers' num_replicas ({}) is not the world size {}; pass "
-                       "num_replicas=world_size (or leave it to the default)",
-                       fmt::join(replicas, ", "), w);
+    return {fmt::format("the samplers' num_replicas ({}) is not the world size {}",
+                        fmt::join(replicas, ", "), w),
+            "pass num_replicas=world_size (or leave it to the default)"};
   }
   if (!samplerRanks.empty() && static_cast<std::int64_t>(samplerRanks.size()) != w) {
-    return "several ranks give their sampler the same rank; pass rank=dist.get_rank()";
+    return {"several ranks give their sampler the same rank", "pass rank=dist.get_rank()"};
   }
   return splitCandidates(ranks, property, seeds, interpreter);
 }

@@ -130,14 +130,16 @@ bool checkSplit(DataFindings& findings, std::int64_t loader, std::int64_t k, std
   if (resumedMidEpoch(findings, loader, *v, k, ranks, part)) return false;
   v->detail = fmt::format("{}, {}: {}", describeLoader(*ranks[0].trace, loader),
                           samplerName(ranks[0]), v->detail);
-  v->likelyCause =
+  const Explanation why =
       dropsEverything
-          ? fmt::format(
-                "DistributedSampler(drop_last=True) with N = {} < W = {} gives "
-                "num_samples = 0: no rank gets a sample, so every pass over it draws "
-                "nothing; use fewer ranks or drop_last=False",
-                n, world)
+          ? Explanation{fmt::format("DistributedSampler(drop_last=True) with N = {} < W = {} gives "
+                                    "num_samples = 0: no rank gets a sample, so every pass over it "
+                                    "draws nothing",
+                                    n, world),
+                        "use fewer ranks or drop_last=False"}
           : partitionCause(ranks, v->property, v->ranks, interpreterOf(findings.trace()));
+  v->likelyCause = why.cause;
+  v->help = why.help;
   findings.record(loader, *v);
   return false;
 }
@@ -169,10 +171,10 @@ bool samplerOverAnotherLength(DataFindings& findings, std::int64_t loader, std::
                                     l.datasetLen - *drawn, l.datasetLen, *drawn, l.datasetLen - 1)
                       : fmt::format("indices {}..{} are past the loader's {} samples", l.datasetLen,
                                     *drawn - 1, l.datasetLen));
-  v.likelyCause = fmt::format(
-      "the loader was given a sampler made for another dataset{}; build a sampler over the "
-      "loader's own dataset (DistributedSampler(dataset, shuffle=False) for an evaluation)",
-      owner ? fmt::format(" (loader {}'s)", *owner) : "");
+  v.likelyCause = fmt::format("the loader was given a sampler made for another dataset{}",
+                              owner ? fmt::format(" (loader {}'s)", *owner) : "");
+  v.help = "build a sampler over the loader's own dataset (DistributedSampler(dataset, "
+           "shuffle=False) for an evaluation)";
   findings.judged(property::kCoverage);
   findings.record(loader, v);
   return true;

@@ -57,13 +57,6 @@ std::string moduleName(const RankTrace& t, std::int64_t ddp) {
 
 // Every forward with gradients ran under no_sync() on every rank: no backward allreduced its
 // gradients, so each rank stepped on its own. The cause then, else empty (the catalogue's).
-// Why the replicas differ, and the remedy: a finding's likely cause and its help.
-struct Explanation {
-  std::string cause;
-  std::string help;
-  bool empty() const { return cause.empty(); }
-};
-
 Explanation noSyncCause(const Trace& trace, std::int64_t ddp, std::string& detail) {
   std::int64_t unsynced = 0, synced = 0;
   for (const auto& t : trace.ranks) {
