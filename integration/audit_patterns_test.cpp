@@ -126,7 +126,7 @@ TEST(AuditPattern, EvaluationSamplerWithDropLastLeavesSamplesUnscored) {
   EXPECT_TRUE(has(text(v, "detail"), "2 of its 402 samples were never evaluated (400, 401)"))
       << shown(a);
   EXPECT_TRUE(has(text(v, "detail"), "drop_last=True")) << shown(a);
-  EXPECT_TRUE(has(text(v, "likely_cause"), "indices[rank::world_size]")) << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "indices[rank::world_size]")) << shown(a);
 }
 
 TEST(AuditPattern, TheTrainingSamplerOnTheEvaluationLoaderLeavesItsTailUnscored) {

@@ -76,11 +76,11 @@ void checkEvaluatedOnce(DataFindings& findings, std::int64_t loader, std::int64_
                         : ""));
   v.likelyCause =
       cut ? "drop_last=True in the evaluation sampler drops N % W samples so that every rank "
-            "gets the same number, and the metric never sees them; evaluate every sample once: "
-            "an unpadded shard (indices[rank::world_size], summing counts with all_reduce) or "
-            "the whole set on rank 0"
-          : "the evaluation loop leaves samples out (the loader's drop_last=True, or a break); "
-            "an evaluation must score every sample once";
+            "gets the same number, and the metric never sees them"
+          : "the evaluation loop leaves samples out (the loader's drop_last=True, or a break)";
+  v.help = cut ? "evaluate every sample once: an unpadded shard (indices[rank::world_size], "
+                 "summing counts with all_reduce) or the whole set on rank 0"
+               : "score every sample once in an evaluation";
   findings.record(loader, v, "evaluated");
 }
 
@@ -118,34 +118,35 @@ std::optional<std::string> gatheredAfter(const std::vector<RankPass>& ranks) {
 
 // Why the ranks evaluated samples twice: the whole set on every rank, DistributedSampler's
 // padding, or shards that overlap.
-std::string duplicatesCause(const std::vector<RankPass>& ranks, const Partition& consumed,
+Explanation duplicatesCause(const std::vector<RankPass>& ranks, const Partition& consumed,
                             std::int64_t n, bool padded, const SamplerRecord* s) {
   const bool wholeOnEveryRank =
       !padded && std::all_of(consumed.ranks.begin(), consumed.ranks.end(), [&](const auto& shard) {
         return static_cast<std::int64_t>(std::set<Index>(shard.begin(), shard.end()).size()) == n;
       });
   if (wholeOnEveryRank) {
-    return fmt::format("every rank evaluates the whole set: the loader's {} is not split across "
-                       "the ranks, so a metric summed or averaged over them counts each sample "
-                       "{} times{}; shard it with DistributedSampler(shuffle=False) (and drop "
-                       "its padding), or evaluate on one rank",
-                       s ? s->className : std::string("sampler"), ranks.size(),
-                       frameworkHint(*ranks[0].trace, ", as Trainer(use_distributed_sampler="
-                                                      "False) leaves it"));
+    return {fmt::format("every rank evaluates the whole set: the loader's {} is not split across "
+                        "the ranks, so a metric summed or averaged over them counts each sample "
+                        "{} times{}",
+                        s ? s->className : std::string("sampler"), ranks.size(),
+                        frameworkHint(*ranks[0].trace, ", as Trainer(use_distributed_sampler="
+                                                       "False) leaves it")),
+            "shard it with DistributedSampler(shuffle=False) (and drop its padding), or evaluate "
+            "on one rank"};
   }
   if (padded) {
-    return fmt::format("DistributedSampler without drop_last pads every rank to ceil(N / W) "
-                       "samples with copies of the first ones, so metrics summed over ranks "
-                       "count those twice{}; evaluate an unpadded shard "
-                       "(indices[rank::world_size]) or drop the duplicates when gathering "
-                       "results",
-                       frameworkHint(*ranks[0].trace, " (Lightning puts that sampler under "
-                                                      "its validation loaders: for an exact "
-                                                      "metric validate on one device)"));
+    return {fmt::format("DistributedSampler without drop_last pads every rank to ceil(N / W) "
+                        "samples with copies of the first ones, so metrics summed over ranks "
+                        "count those twice{}",
+                        frameworkHint(*ranks[0].trace, " (Lightning puts that sampler under "
+                                                       "its validation loaders: for an exact "
+                                                       "metric validate on one device)")),
+            "evaluate an unpadded shard (indices[rank::world_size]) or drop the duplicates when "
+            "gathering results"};
   }
-  return "the ranks' evaluation shards overlap, so metrics summed over ranks count those "
-         "samples twice; give each rank a disjoint shard, or drop the duplicates when "
-         "gathering results";
+  return {"the ranks' evaluation shards overlap, so metrics summed over ranks count those "
+          "samples twice",
+          "give each rank a disjoint shard, or drop the duplicates when gathering results"};
 }
 
 // no-duplicates of what the ranks evaluated, over one dataset of `n` samples.
@@ -183,7 +184,9 @@ void checkCountedOnce(DataFindings& findings, std::int64_t loader, std::int64_t 
                         distributedNumSamples(n, static_cast<std::int64_t>(ranks.size()), false))
           : "",
       v->detail);
-  v->likelyCause = duplicatesCause(ranks, consumed, n, padded, s);
+  Explanation why = duplicatesCause(ranks, consumed, n, padded, s);
+  v->likelyCause = std::move(why.cause);
+  v->help = std::move(why.help);
   findings.record(loader, *v);
 }
 
