@@ -106,7 +106,7 @@ TEST(AuditPattern, WeightedSamplerSeededAlikeOnEveryRankIsRanksAgree) {
   EXPECT_EQ(v["ranks"], Json::array({0, 1, 2, 3})) << shown(a);
   EXPECT_EQ(v["epoch"], 0);
   EXPECT_TRUE(has(text(v, "detail"), "drew the same 200 indices")) << shown(a);
-  EXPECT_TRUE(has(text(v, "likely_cause"), "seed + rank")) << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "seed + rank")) << shown(a);
   // Coverage does not apply to a draw with replacement, and the report says so.
   bool said = false;
   for (const auto& n : a.report["notes"]) said = said || has(n.get<std::string>(), "do not apply");
@@ -271,7 +271,7 @@ TEST(AuditPattern, EvaluatingAShardedLoaderOnRankZeroOnlyIsCoverage) {
                   "ranks 1, 2 never read their shards, so 80 of the 120 samples are never seen"))
       << shown(a);
   EXPECT_EQ(v["notes"], Json::array({"the same in 2 epochs"})) << shown(a);
-  EXPECT_TRUE(has(text(v, "likely_cause"), "give that loop an unsharded loader")) << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "give that loop an unsharded loader")) << shown(a);
 }
 
 TEST(AuditPattern, AnImportErrorOnEveryRankIsOneFindingWithItsCause) {
@@ -401,7 +401,7 @@ TEST(AuditPattern, ACycledLoaderReplaysItsFirstPassAndItsSetEpochReachesNothing)
       << shown(a);
   EXPECT_TRUE(has(text(v, "detail"), "set_epoch(1), set_epoch(2) were called")) << shown(a);
   EXPECT_TRUE(has(text(v, "likely_cause"), "itertools.cycle(loader)")) << shown(a);
-  EXPECT_TRUE(has(text(v, "likely_cause"), "it = iter(loader)")) << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "it = iter(loader)")) << shown(a);
 }
 
 TEST(AuditPattern, ShardsDrawnAfterAPerRankSeedOverlapOverTheirBase) {

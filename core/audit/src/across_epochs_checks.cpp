@@ -196,8 +196,8 @@ std::optional<Violation> replayedFromACache(const Trace& trace, std::int64_t loa
       "the loader is wrapped in something that keeps its first pass, such as "
       "itertools.cycle(loader), which saves every batch of the first pass and replays them in the "
       "same order (the same samples in the same batches every epoch), so set_epoch reaches "
-      "nothing; make a new iterator when it runs out instead (on StopIteration: it = "
-      "iter(loader))";
+      "nothing";
+  v.help = "make a new iterator when it runs out instead (on StopIteration: it = iter(loader))";
   return v;
 }
 

@@ -357,9 +357,9 @@ std::optional<Violation> unevenSteps(const Trace& trace) {
       batchCounts(trace, parted->first, parted->second, ranks), rankList(outFirst), fewest, fewest);
   v.likelyCause =
       "uneven inputs: each rank's shard gives it another number of batches, so in a DDP loop the "
-      "ranks with more steps wait for a gradient allreduce nobody joins (a hang); give every rank "
-      "the same number of batches (DistributedSampler pads shards to equal length, drop_last=True "
-      "cuts them) or wrap the loop in DDP's join() context manager";
+      "ranks with more steps wait for a gradient allreduce nobody joins (a hang)";
+  v.help = "give every rank the same number of batches (DistributedSampler pads shards to equal "
+           "length, drop_last=True cuts them) or wrap the loop in DDP's join() context manager";
   return v;
 }
 

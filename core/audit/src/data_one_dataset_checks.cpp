@@ -96,8 +96,8 @@ Violation differentListings(const std::vector<RankPass>& ranks, std::int64_t loa
                            "indices",
                            describeLoader(*first.trace, loader), attribute, fmt::join(parts, "; "));
     v.likelyCause = "each rank lists its files itself (os.listdir and glob give no defined order, "
-                    "and nodes differ); sort the listing (sorted(os.listdir(root))) or build it "
-                    "once and share it";
+                    "and nodes differ)";
+    v.help = "sort the listing (sorted(os.listdir(root))) or build it once and share it";
   }
   return v;
 }

@@ -284,9 +284,10 @@ Violation unreadShards(DataFindings& findings, std::int64_t loader, std::int64_t
       n);
   v.likelyCause = fmt::format(
       "a loader sharded across {} ranks (DistributedSampler) is iterated on {} only (an "
-      "evaluation under `if rank == 0`); give that loop an unsharded loader (SequentialSampler), "
-      "or evaluate on every rank and all_reduce the sums",
+      "evaluation under `if rank == 0`)",
       *s.numReplicas, rankList(readers));
+  v.help = "give that loop an unsharded loader (SequentialSampler), or evaluate on every rank and "
+           "all_reduce the sums";
   return v;
 }
 

@@ -80,9 +80,10 @@ void checkDrawsDiffer(DataFindings& findings, std::int64_t loader, std::int64_t 
                           rankList(v->ranks), ranks[0].order->size());
   v->likelyCause = fmt::format(
       "{} draws with replacement from a generator seeded alike on every rank (or the global "
-      "seed, set alike); give each rank its own draw: a generator seeded with seed + rank, or "
-      "one draw of world_size x num_samples indices shared by all and indices[rank::world_size]",
+      "seed, set alike)",
       samplerClass(ranks[0]));
+  v->help = "give each rank its own draw: a generator seeded with seed + rank, or one draw of "
+            "world_size x num_samples indices shared by all and indices[rank::world_size]";
   findings.record(loader, *v);
 }
 
