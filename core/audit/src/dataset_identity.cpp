@@ -287,9 +287,9 @@ std::optional<Violation> differentComposition(const std::vector<const RankTrace*
   v.detail = fmt::format("{}: the ranks' ConcatDatasets differ in {} of their {} parts ({}){}",
                          about, differences.size(), n0, fmt::join(differences, "; "), consequence);
   v.likelyCause = kind == "parts" ? "each rank picks the parts itself (a listing of sources that "
-                                    "differs between nodes, a per-rank choice); build the same "
-                                    "list of parts on every rank"
+                                    "differs between nodes, a per-rank choice)"
                                   : differentDataCause(kind);
+  if (kind == "parts") v.help = "build the same list of parts on every rank";
   return v;
 }
 
@@ -383,12 +383,14 @@ std::optional<Violation> sharedOwnDatasets(const std::vector<const RankTrace*>& 
       byLocalRank
           ? "the ranks that share their data have the same LOCAL_RANK on different nodes: the data "
             "was made or picked from LOCAL_RANK (torch.manual_seed(local_rank) before a random "
-            "split or draw, a shard index from LOCAL_RANK), which repeats on every node; use the "
-            "global RANK (dist.get_rank()) for anything that must differ across the world"
+            "split or draw, a shard index from LOCAL_RANK), which repeats on every node"
           : "the ranks make or pick their data from something that does not differ on every "
             "rank (a seed, a shard index or a file name from another value than the rank, or "
-            "two ranks given the same one); derive it from dist.get_rank(), or split one dataset "
-            "with DistributedSampler";
+            "two ranks given the same one)";
+  v.help = byLocalRank ? "use the global RANK (dist.get_rank()) for anything that must differ "
+                         "across the world"
+                       : "derive it from dist.get_rank(), or split one dataset with "
+                         "DistributedSampler";
   return v;
 }
 
@@ -437,9 +439,10 @@ std::optional<Violation> overlappingSubsets(const std::vector<const RankTrace*>&
   v.likelyCause =
       "each rank drew its own split of the base: a permutation (torch.randperm, random.shuffle) "
       "or random_split after a per-rank seed (torch.manual_seed(seed + rank)), so the shards "
-      "overlap and leave samples out; draw the split with a generator seeded alike on every rank "
-      "(torch.randperm(n, generator=torch.Generator().manual_seed(0))) and take "
-      "indices[rank::world_size], or use DistributedSampler";
+      "overlap and leave samples out";
+  v.help = "draw the split with a generator seeded alike on every rank (torch.randperm(n, "
+           "generator=torch.Generator().manual_seed(0))) and take indices[rank::world_size], or "
+           "use DistributedSampler";
   return v;
 }
 

@@ -220,10 +220,9 @@ void checkProcessGroup(const Trace& trace, std::vector<Violation>& out) {
   v.detail = fmt::format("no rank initialized a process group: {} of {} rank{} traced, none "
                          "called init_process_group, so nothing was distributed",
                          python, trace.worldSize, trace.worldSize == 1 ? "" : "s");
-  v.likelyCause =
-      "each process trained alone; call torch.distributed.init_process_group in every rank (a "
-      "program that starts its ranks with torch.multiprocessing.spawn is audited through them, "
-      "docs/audit.md)";
+  v.likelyCause = "each process trained alone";
+  v.help = "call torch.distributed.init_process_group in every rank (a program that starts its "
+           "ranks with torch.multiprocessing.spawn is audited through them, docs/audit.md)";
   out.push_back(std::move(v));
 }
 
