@@ -26,6 +26,7 @@
 #include "ddph/verify/contract.h"
 #include "ddph/sampler/elastic_sampler.h"
 #include "ddph/report/html_report.h"
+#include "ddph/report/verdict.h"
 #include "ddph/sampler/property.h"
 #include "ddph/sampler/builtin_samplers.h"
 #include "ddph/sampler/line_protocol_sampler.h"
@@ -313,9 +314,9 @@ void reportSearch(Sampler& sampler, const CheckSamplerArgs& a, const Contract& c
   const std::string help = sampler::helpOf(*r.violation);
   if (!help.empty()) fmt::print("       help: {}\n", help);
   page.counterexamples.push_back(printMinimalCase(sampler, a, contract, r));
-  page.verdict.violations.push_back({r.property, r.violation->ranks, r.violation->epoch,
-                                     r.violation->step, r.violation->detail,
-                                     likelyCauseOf(*r.violation), r.violation->notes, help});
+  report::ViolationRow row = report::violationRow(*r.violation);
+  row.property = r.property;  // the searched property, as the line above names it
+  page.verdict.violations.push_back(std::move(row));
 }
 
 // Searches each property of the contract in turn, printing its line as it ends; returns the

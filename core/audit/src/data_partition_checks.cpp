@@ -193,7 +193,10 @@ bool datasetChangedUnderItsSampler(DataFindings& findings, std::int64_t loader, 
   if (!s || s->order != OrderKind::kTorchDistributed || built <= 0 || now <= 0 || built == now) {
     return false;
   }
-  const auto world = static_cast<std::int64_t>(ranks.size());
+  // torch's total_size: num_samples of the length it was built for, times its num_replicas.
+  const std::int64_t world = ranks[0].pass->numReplicas.value_or(
+      s->numReplicas.value_or(static_cast<std::int64_t>(ranks.size())));
+  if (world <= 0) return false;
   const bool dropLast = ranks[0].pass->dropLast.value_or(s->dropLast.value_or(false));
   const std::int64_t total = distributedNumSamples(built, world, dropLast) * world;
   if ((!dropLast && now >= total) || (dropLast && now <= total)) return false;  // torch raises

@@ -35,11 +35,12 @@ struct StreamCounts {
   std::set<std::int64_t> sharing;      ///< the ranks that hold such batches
   std::vector<std::int64_t> withRepeats;  ///< ranks that consumed a batch twice in the pass
   std::int64_t repeated = 0;              ///< how many batches they consumed again
+  std::map<std::string, std::set<std::int64_t>> holders;  ///< fingerprint -> the ranks holding it
 };
 
 StreamCounts countStream(const std::vector<RankPass>& ranks) {
   StreamCounts c;
-  std::map<std::string, std::set<std::int64_t>> holders;
+  auto& holders = c.holders;
   for (const auto& rp : ranks) {
     std::set<std::string> own;
     for (const auto& b : rp.pass->batches) {
@@ -63,16 +64,10 @@ StreamCounts countStream(const std::vector<RankPass>& ranks) {
 
 // Where a rank's batches that other ranks consumed too sit in its pass: "its last 8 of 16
 // batches", "its first 8 of 16", or "8 of its 16 batches".
-std::string sharedPart(const RankPass& rp, const std::vector<RankPass>& ranks) {
-  std::map<std::string, std::int64_t> seenOn;  // fingerprint -> ranks holding it
-  for (const auto& other : ranks) {
-    std::set<std::string> own;
-    for (const auto& b : other.pass->batches) own.insert(b.fingerprint);
-    for (const auto& f : own) ++seenOn[f];
-  }
+std::string sharedPart(const RankPass& rp, const StreamCounts& c) {
   const auto& batches = rp.pass->batches;
   std::vector<bool> shared;
-  for (const auto& b : batches) shared.push_back(seenOn[b.fingerprint] > 1);
+  for (const auto& b : batches) shared.push_back(c.holders.at(b.fingerprint).size() > 1);
   const auto n = static_cast<std::int64_t>(std::count(shared.begin(), shared.end(), true));
   const auto firstShared = std::find(shared.begin(), shared.end(), true) - shared.begin();
   const auto lastShared = shared.rend() - std::find(shared.rbegin(), shared.rend(), true);
@@ -107,7 +102,7 @@ Violation sameStreamOnRanks(const RankPass& first, std::int64_t loader, std::int
         "a part of the stream is the same on every rank it reaches (rank {}: {}) while the rest "
         "is split by rank: a dataset chained or appended to the sharded one (ChainDataset, "
         "itertools.chain, a second IterableDataset in __iter__) that does not shard itself",
-        sharer.trace->rank, sharedPart(sharer, ranks));
+        sharer.trace->rank, sharedPart(sharer, c));
     v.help = "shard every part of the stream by rank in its own __iter__ (itertools.islice(part, "
              "rank, None, world_size))" + byWorker;
     return v;

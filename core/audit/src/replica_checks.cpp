@@ -331,7 +331,7 @@ bool restoredForAnother(const RankTrace& t, std::int64_t ddp, std::int64_t from,
 // not (the same points by their place in the run), or nothing.
 std::optional<int> movedElsewhere(const Trace& trace, std::int64_t ddp,
                                   const std::vector<std::int64_t>& still) {
-  const RankTrace* stillRank = trace.ranks[static_cast<std::size_t>(still.front())] ? &*trace.ranks[static_cast<std::size_t>(still.front())] : nullptr;
+  const auto& stillRank = trace.ranks[static_cast<std::size_t>(still.front())];
   if (!stillRank) return std::nullopt;
   const auto stuck = pointsOf(*stillRank, ddp);
   for (std::size_t i = 0; i + 1 < stuck.size(); ++i) {

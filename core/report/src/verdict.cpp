@@ -7,6 +7,12 @@ using sampler::likelyCauseOf;
 using sampler::PropertyInfo;
 using sampler::Violation;
 
+ViolationRow violationRow(const Violation& violation) {
+  return {violation.property, violation.ranks,           violation.epoch,
+          violation.step,     violation.detail,          likelyCauseOf(violation),
+          violation.notes,    sampler::helpOf(violation)};
+}
+
 Verdict verdictOf(bool passed, const std::vector<Violation>& violations,
                  const std::vector<std::string>& notes,
                  const std::vector<std::string_view>& checked,
@@ -18,11 +24,7 @@ Verdict verdictOf(bool passed, const std::vector<Violation>& violations,
     v.properties.push_back({std::string(name), info ? std::string(info->summary) : std::string(),
                             notApplicable.count(std::string(name)) == 0});
   }
-  for (const auto& violation : violations) {
-    v.violations.push_back({violation.property, violation.ranks, violation.epoch, violation.step,
-                            violation.detail, likelyCauseOf(violation), violation.notes,
-                            sampler::helpOf(violation)});
-  }
+  for (const auto& violation : violations) v.violations.push_back(violationRow(violation));
   v.notes = notes;
   return v;
 }

@@ -12,6 +12,9 @@
 
 namespace ddph::report {
 
+/// One violation as the page shows it: its evidence, likely cause, notes and help.
+ViolationRow violationRow(const sampler::Violation& violation);
+
 /// The verdict: `checked` with their catalogue summaries (those in `notApplicable` as "n/a"),
 /// each violation with its likely cause.
 Verdict verdictOf(bool passed, const std::vector<sampler::Violation>& violations,
