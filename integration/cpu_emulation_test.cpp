@@ -94,11 +94,13 @@ TEST(CpuEmulation, CudaProgramWithoutCpuIsToldToRerunWithCpu) {
   EXPECT_LE(found.size(), 2u) << shown(a);
   EXPECT_EQ(a.report["violations"].size(), found.size()) << shown(a);
   const std::string cause = found[0]["likely_cause"];
-  EXPECT_TRUE(has(cause, "rerun it with --cpu")) << cause;
+  EXPECT_TRUE(has(cause, "asks for CUDA or NCCL")) << cause;
+  const std::string help = found[0]["help"];
+  EXPECT_TRUE(has(help, "rerun it with --cpu")) << help;
   // The command to rerun is the user's own, with the interpreter they ran (not "python3").
-  EXPECT_TRUE(has(cause, "ddp-sim launch --audit --cpu -n 2 -- " + kPython + " " + kPrograms +
-                             "/gpu_torchrun.py 1 1"))
-      << cause;
+  EXPECT_TRUE(has(help, "ddp-sim launch --audit --cpu -n 2 -- " + kPython + " " + kPrograms +
+                            "/gpu_torchrun.py 1 1"))
+      << help;
 }
 
 // A torchvision dataset that cannot be downloaded (under --cpu, as the seed articles run): the
@@ -108,11 +110,11 @@ TEST(CpuEmulation, ADatasetThatCannotDownloadIsToldToRerunWithStandInData) {
   ASSERT_EQ(a.command.exitCode, 1) << shown(a);
   const auto found = violationsOf(a, "rank-failure");
   ASSERT_FALSE(found.empty()) << shown(a);
-  const std::string cause = found[0]["likely_cause"];
-  EXPECT_TRUE(has(cause, "rerun it with --stand-in-data")) << cause;
-  EXPECT_TRUE(has(cause, "ddp-sim launch --audit --cpu --stand-in-data -n 2 -- " + kPython + " " +
-                             kPrograms + "/torchvision_download.py"))
-      << cause;
+  const std::string help = found[0]["help"];
+  EXPECT_TRUE(has(help, "rerun it with --stand-in-data")) << help;
+  EXPECT_TRUE(has(help, "ddp-sim launch --audit --cpu --stand-in-data -n 2 -- " + kPython + " " +
+                            kPrograms + "/torchvision_download.py"))
+      << help;
   const auto served = launchAudited(2, program("torchvision_download.py"), 240,
                                     {"--cpu", "--stand-in-data"});
   EXPECT_EQ(served.command.exitCode, 0) << shown(served);

@@ -122,10 +122,12 @@ def check_coverage(page, html, rows, must_show):
                     or any(loader + " " in detail + " " for loader in drawn))]
     if "no sample was missed or consumed twice" in reading and against:
         raise Failure(f"{page}: the coverage reading {reading!r} beside FAIL {against}")
-    # A chart's own reading against the failures that name its loader.
+    # A chart's own reading against the failures about its loader: the loader a finding names
+    # first (its subject; a later one is a reason: "… when loader 1 (cifar10) ran out").
     for name, chart_reading, _ in charts:
         loader = re.search(r"\((loader \d+)\)", name)
-        named = [p for p, detail in failures if loader and loader.group(1) + " " in detail + " "]
+        named = [p for p, detail in failures
+                 if loader and (re.search(r"loader \d+", detail) or [None])[0] == loader.group(1)]
         if "exactly once" in chart_reading and any(p in ("no-duplicates", "coverage") for p in named):
             raise Failure(f"{page}: {chart_reading!r} beside a FAIL naming {loader.group(1)}: {named}")
     return reading

@@ -116,7 +116,7 @@ TEST(MultiNode, ExecdRanksHaveTheirNodesVariablesHostNameAndAddress) {
 }
 
 TEST(MultiNode, UnderCpuEachNodeHasItsOwnDevices) {
-  for (const std::vector<std::string> gpus : {std::vector<std::string>{}, {"--gpus", "3"}}) {
+  for (const std::vector<std::string>& gpus : {std::vector<std::string>{}, {"--gpus", "3"}}) {
     std::vector<std::string> flags = {"--cpu", "--nnodes", "2", "-n", "2"};
     flags.insert(flags.end(), gpus.begin(), gpus.end());
     const auto r = launchProbe(flags, {"--cuda"});
@@ -151,8 +151,9 @@ TEST(MultiNode, ASamplerGivenLocalRankPassesOnOneNodeAndFailsOnTwo) {
   EXPECT_TRUE(has(v["detail"].get<std::string>(), "256 of 512 indices are on no rank")) << shown(two);
   EXPECT_EQ(v["likely_cause"],
             "sampler 0's rank is LOCAL_RANK, not RANK: ranks 0 and 2 (local rank 0 on nodes 0 and "
-            "1) drew the same samples; pass rank=dist.get_rank() (or leave rank and num_replicas "
-            "to DistributedSampler)");
+            "1) drew the same samples");
+  EXPECT_EQ(v["help"],
+            "pass rank=dist.get_rank() (or leave rank and num_replicas to DistributedSampler)");
   EXPECT_EQ(two.report["seen"]["ranks_per_node"],
             Json::array({"node 0 (node0): ranks 0, 1 (local ranks 0, 1)",
                          "node 1 (node1): ranks 2, 3 (local ranks 0, 1)"}));
@@ -168,6 +169,9 @@ TEST(MultiNode, NumReplicasFromDeviceCountIsNamedToo) {
                   "sampler 0's rank is LOCAL_RANK and its num_replicas LOCAL_WORLD_SIZE (2), not "
                   "RANK and WORLD_SIZE (4): ranks 1 and 3 (local rank 1 on nodes 0 and 1)"))
       << shown(a);  // the ranks the finding names
+  EXPECT_EQ(v["help"], "pass rank=dist.get_rank() and num_replicas=dist.get_world_size() (or leave "
+                       "rank and num_replicas to DistributedSampler)")
+      << shown(a);
 }
 
 TEST(MultiNode, TheHealthyTwinPassesOnOneNodeAndOnTwo) {
@@ -224,7 +228,8 @@ TEST(MultiNode, ADeviceChosenByRankPassesOnOneNodeAndIsNamedOnTwo) {
   EXPECT_TRUE(has(cause, "rank 2 (local rank 0 on node 1) asked for device 2, but its node has 2") ||
               has(cause, "rank 3 (local rank 1 on node 1) asked for device 3, but its node has 2"))
       << shown(two);
-  EXPECT_TRUE(has(cause, "LOCAL_RANK")) << shown(two);
+  EXPECT_TRUE(has(failures[0]["help"].get<std::string>(), "use the node-local LOCAL_RANK"))
+      << shown(two);
 }
 
 // A port below the kernel's ephemeral range (no connection takes it by chance) that binds on

@@ -124,16 +124,7 @@ std::string interruptedNote(const Trace& trace) {
 
 }  // namespace
 
-std::vector<Violation> auditRankFailures(const Trace& trace) {
-  std::vector<Violation> found, failures;
-  checkRanks(trace, found);
-  for (auto& v : found) {
-    if (v.property == property::kRankFailure) failures.push_back(std::move(v));
-  }
-  return failures;
-}
-
-AuditReport auditTrace(const Trace& trace) {
+AuditReport judge(const Trace& trace, const PlannedRun& plan) {
   AuditReport report;
   report.traceDir = trace.dir.string();
   report.worldSize = trace.worldSize;
@@ -171,9 +162,16 @@ AuditReport auditTrace(const Trace& trace) {
     }
   }
   report.seen.ranksPerNode = ranksPerNode(trace);
+  applyPlan(plan, report);
+  if (trace.launch && trace.launch->timedOut) {
+    std::stable_partition(report.violations.begin(), report.violations.end(),
+                          [](const Violation& v) { return v.property == property::kRankFailure; });
+  }
   report.passed = report.violations.empty();
   return report;
 }
+
+AuditReport auditTrace(const Trace& trace) { return judge(trace, PlannedRun{}); }
 
 namespace {
 

@@ -10,6 +10,8 @@
 #include <tuple>
 #include <vector>
 
+#include "ddph/audit/audit.h"
+#include "ddph/audit/planned_run.h"
 #include "ddph/audit/trace_records.h"
 #include "ddph/sampler/distributed_sampler.h"
 #include "ddph/sampler/property.h"
@@ -38,6 +40,10 @@ void checkData(const Trace& trace, std::vector<sampler::Violation>& out,
 
 /// replica_checks.cpp: replica-consistency and parameter-updates.
 void checkReplicas(const Trace& trace, std::vector<sampler::Violation>& out);
+
+/// planned_run.cpp: what a planned run's caller knows, applied to the audit's own findings
+/// (NOTE [One judge]).
+void applyPlan(const PlannedRun& plan, AuditReport& report);
 
 // --- what each rank's sampler yields and what it consumed (data_pass.cpp) -----------------------
 
@@ -126,8 +132,11 @@ std::optional<sampler::Violation> differentItems(const std::vector<const RankTra
                                                 std::int64_t loader);
 
 /// The likely causes of data that differ across ranks by `kind`: "order", "length", "items" or
-/// "items-or-order".
-std::string differentDataCause(const std::string& kind);
+/// "items-or-order", and the remedy.
+Explanation differentDataCause(const std::string& kind);
+
+/// Sets `v`'s likely cause and help.
+void explain(sampler::Violation& v, Explanation e);
 
 /// What tells one rank's dataset from another's: the loader's dataset class and everything the
 /// recorder hashed of it (listing, items, content, a ConcatDataset's parts). Equal on ranks that
@@ -164,7 +173,7 @@ struct SamplerOnRank {
 /// num_replicas is LOCAL_WORLD_SIZE in a larger world. The ranks named share a local rank: the
 /// first of `named` (the finding's ranks) when it is one of them. Nothing when the headers cannot
 /// say.
-std::optional<std::string> nodeTopologyCause(const std::vector<SamplerOnRank>& ranks,
+std::optional<Explanation> nodeTopologyCause(const std::vector<SamplerOnRank>& ranks,
                                              std::int64_t samplerId,
                                              const std::vector<std::int64_t>& named = {});
 

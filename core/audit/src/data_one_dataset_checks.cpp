@@ -159,7 +159,7 @@ std::optional<std::int64_t> commonDatasetLen(DataFindings& findings, std::int64_
   v.detail = fmt::format("{}: the ranks' datasets differ in length ({}), so their shards do not "
                          "split one dataset",
                          describeLoader(*ranks[0].trace, loader), fmt::join(parts, ", "));
-  v.likelyCause = differentDataCause("length");
+  explain(v, differentDataCause("length"));
   findings.record(loader, v);
   return std::nullopt;
 }

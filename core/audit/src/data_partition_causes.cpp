@@ -40,7 +40,7 @@ Explanation wholeDatasetCause(const std::vector<RankPass>& ranks) {
 }
 
 // The samplers' rank or num_replicas are their node's (LOCAL_RANK, LOCAL_WORLD_SIZE).
-std::optional<std::string> nodeCause(const std::vector<RankPass>& ranks,
+std::optional<Explanation> nodeCause(const std::vector<RankPass>& ranks,
                                      const std::vector<std::int64_t>& named) {
   const SamplerRecord* s = samplerOf(*ranks[0].trace, ranks[0].pass->loader);
   if (!s) return std::nullopt;
@@ -109,7 +109,7 @@ Explanation partitionCause(const std::vector<RankPass>& ranks, const std::string
                         fmt::join(seeds, ", ")),
             "give every rank the same seed"};
   }
-  if (const auto onNodes = nodeCause(ranks, named)) return {*onNodes, ""};
+  if (auto onNodes = nodeCause(ranks, named)) return std::move(*onNodes);
   if (!replicas.empty() && (replicas.size() > 1 || *replicas.begin() != w)) {
     return {fmt::format("the samplers' num_replicas ({}) is not the world size {}",
                         fmt::join(replicas, ", "), w),

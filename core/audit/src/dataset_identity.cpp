@@ -218,30 +218,38 @@ bool datasetHashed(const LoaderRecord& l) {
          !l.datasetParts.empty();
 }
 
-std::string differentDataCause(const std::string& kind) {
+Explanation differentDataCause(const std::string& kind) {
   if (kind == "order") {
-    return "the data was permuted on each rank before the sampler, with a per-rank random state "
-           "(torch.randperm or random.shuffle after a per-rank seed such as "
-           "torch.manual_seed(rank)); leave the shuffling to DistributedSampler (shuffle=True and "
-           "set_epoch), or permute with a generator seeded alike on every rank";
+    return {"the data was permuted on each rank before the sampler, with a per-rank random state "
+            "(torch.randperm or random.shuffle after a per-rank seed such as "
+            "torch.manual_seed(rank))",
+            "leave the shuffling to DistributedSampler (shuffle=True and set_epoch), or permute "
+            "with a generator seeded alike on every rank"};
   }
   if (kind == "length") {
-    return "each rank filters or lists that data itself: a random filter or subsample after a "
-           "per-rank seed, a listing that differs between nodes, or a file missing on one node; "
-           "the trace cannot tell which: filter with a random state seeded alike on every rank "
-           "(or filter once and share the kept indices), and list the same files everywhere";
+    return {"each rank filters or lists that data itself: a random filter or subsample after a "
+            "per-rank seed, a listing that differs between nodes, or a file missing on one node; "
+            "the trace cannot tell which",
+            "filter with a random state seeded alike on every rank (or filter once and share the "
+            "kept indices), and list the same files everywhere"};
   }
   const bool orderToo = kind == "items-or-order";
-  return fmt::format(
-      "{}each rank made or picked{} its data with its own random state (a random subset, "
-      "torch.randn{} after a per-rank seed such as torch.manual_seed(rank)), or read other data "
-      "(another file or node); the trace cannot tell which: build the data the same way on every "
-      "rank (a generator seeded alike, torch.Generator().manual_seed(0), the same files), or "
-      "build it on one rank and broadcast it",
-      orderToo ? "the ranks' data differ in content or in order (the data is too large for the "
-                 "digest that would tell which): "
-               : "",
-      orderToo ? " or ordered" : "", orderToo ? " or a shuffle" : "");
+  return {fmt::format(
+              "{}each rank made or picked{} its data with its own random state (a random subset, "
+              "torch.randn{} after a per-rank seed such as torch.manual_seed(rank)), or read "
+              "other data (another file or node); the trace cannot tell which",
+              orderToo ? "the ranks' data differ in content or in order (the data is too large "
+                         "for the digest that would tell which): "
+                       : "",
+              orderToo ? " or ordered" : "", orderToo ? " or a shuffle" : ""),
+          "build the data the same way on every rank (a generator seeded alike, "
+          "torch.Generator().manual_seed(0), the same files), or build it on one rank and "
+          "broadcast it"};
+}
+
+void explain(Violation& v, Explanation e) {
+  v.likelyCause = std::move(e.cause);
+  v.help = std::move(e.help);
 }
 
 std::optional<Violation> differentComposition(const std::vector<const RankTrace*>& traces,
@@ -267,8 +275,9 @@ std::optional<Violation> differentComposition(const std::vector<const RankTrace*
         "each rank builds its list of parts in its own order: a listing of shard files (os.listdir "
         "and glob give no defined order, and nodes differ), iteration over a set (string hashes "
         "differ per process), or a shuffle of the list after a per-rank seed; the trace cannot "
-        "tell which: sort the list of parts (or shuffle it with a seed shared by every rank) "
-        "before ConcatDataset";
+        "tell which";
+    v.help = "sort the list of parts (or shuffle it with a seed shared by every rank) before "
+             "ConcatDataset";
     return v;
   }
   if (!holdAsManyParts(*c)) {
@@ -277,8 +286,8 @@ std::optional<Violation> differentComposition(const std::vector<const RankTrace*
     v.likelyCause =
         "each rank picks the parts itself: a listing of sources that differs between nodes, a "
         "part skipped on some ranks (a missing or unreadable file, a per-rank condition), or a "
-        "per-rank choice; the trace cannot tell which: build the same list of parts on every "
-        "rank (sorted, from one listing shared by all)";
+        "per-rank choice; the trace cannot tell which";
+    v.help = "build the same list of parts on every rank (sorted, from one listing shared by all)";
     return v;
   }
   std::string kind;
@@ -286,10 +295,13 @@ std::optional<Violation> differentComposition(const std::vector<const RankTrace*
   if (differences.empty()) return std::nullopt;
   v.detail = fmt::format("{}: the ranks' ConcatDatasets differ in {} of their {} parts ({}){}",
                          about, differences.size(), n0, fmt::join(differences, "; "), consequence);
-  v.likelyCause = kind == "parts" ? "each rank picks the parts itself (a listing of sources that "
-                                    "differs between nodes, a per-rank choice)"
-                                  : differentDataCause(kind);
-  if (kind == "parts") v.help = "build the same list of parts on every rank";
+  if (kind == "parts") {
+    v.likelyCause = "each rank picks the parts itself (a listing of sources that differs between "
+                    "nodes, a per-rank choice)";
+    v.help = "build the same list of parts on every rank";
+  } else {
+    explain(v, differentDataCause(kind));
+  }
   return v;
 }
 
@@ -331,7 +343,7 @@ std::optional<Violation> differentItems(const std::vector<const RankTrace*>& tra
                       : (kind == "items" ? "different samples" : "different items"),
       fmt::join(parts, "; "),
       contentKnown ? " and a digest of all their rows that ignores their order" : "");
-  v.likelyCause = differentDataCause(kind);
+  explain(v, differentDataCause(kind));
   return v;
 }
 

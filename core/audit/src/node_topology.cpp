@@ -34,7 +34,7 @@ std::string ranges(const std::vector<std::int64_t>& sorted) {
 
 }  // namespace
 
-std::optional<std::string> nodeTopologyCause(const std::vector<SamplerOnRank>& ranks,
+std::optional<Explanation> nodeTopologyCause(const std::vector<SamplerOnRank>& ranks,
                                              std::int64_t samplerId,
                                              const std::vector<std::int64_t>& named) {
   bool localRanks = !ranks.empty(), localReplicas = !ranks.empty(), someRankDiffers = false;
@@ -51,10 +51,11 @@ std::optional<std::string> nodeTopologyCause(const std::vector<SamplerOnRank>& r
   localRanks = localRanks && someRankDiffers;
   if (!localRanks && !localReplicas) return std::nullopt;
   if (!localRanks) {
-    return fmt::format("sampler {}'s num_replicas is LOCAL_WORLD_SIZE ({}), the ranks of one node, "
-                       "not the world size {}; pass num_replicas=dist.get_world_size() (or leave "
-                       "it to DistributedSampler)",
-                       samplerId, perNode, world);
+    return Explanation{
+        fmt::format("sampler {}'s num_replicas is LOCAL_WORLD_SIZE ({}), the ranks of one node, "
+                    "not the world size {}",
+                    samplerId, perNode, world),
+        "pass num_replicas=dist.get_world_size() (or leave it to DistributedSampler)"};
   }
   // A local rank several ranks share (the first named rank's, else the lowest), and their nodes.
   std::map<std::int64_t, std::vector<const SamplerOnRank*>> byLocal;
@@ -86,10 +87,12 @@ std::optional<std::string> nodeTopologyCause(const std::vector<SamplerOnRank>& r
       ? fmt::format("'s rank is LOCAL_RANK and its num_replicas LOCAL_WORLD_SIZE ({}), not RANK "
                     "and WORLD_SIZE ({})", perNode, world)
       : std::string("'s rank is LOCAL_RANK, not RANK");
-  return fmt::format("sampler {}{}: ranks {} ({}) drew the same samples; pass rank=dist.get_rank(){} "
-                     "(or leave rank and num_replicas to DistributedSampler)",
-                     samplerId, what, joinAnd(same), where,
-                     localReplicas ? " and num_replicas=dist.get_world_size()" : "");
+  return Explanation{
+      fmt::format("sampler {}{}: ranks {} ({}) drew the same samples", samplerId, what,
+                  joinAnd(same), where),
+      fmt::format("pass rank=dist.get_rank(){} (or leave rank and num_replicas to "
+                  "DistributedSampler)",
+                  localReplicas ? " and num_replicas=dist.get_world_size()" : "")};
 }
 
 std::vector<std::string> ranksPerNode(const Trace& trace) {

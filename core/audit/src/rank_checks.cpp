@@ -75,6 +75,7 @@ bool hungAtExitWithDdpAlive(const RankTrace& t, const LaunchedRank* l) {
 struct KnownError {
   std::string_view part;
   std::string_view cause;
+  std::string_view help;
 };
 constexpr std::string_view kPeerLost =
     "a peer rank went away while this rank waited for it in a collective, so this error is a "
@@ -83,10 +84,11 @@ constexpr std::string_view kPeerLost =
 constexpr KnownError kKnownErrors[] = {
     {"use_libuv was requested",
      "this torch is built without libuv (Debian's torch 2.x), which torch's TCPStore asks for by "
-     "default since torch 2.4: set USE_LIBUV=0 in the ranks' environment (docs/torch2.md)"},
-    {"Connection closed by peer", kPeerLost},                     // gloo
-    {"Connection reset by peer", kPeerLost},                      // gloo
-    {"remote process exiting prematurely", kPeerLost},            // NCCL's ncclRemoteError
+     "default since torch 2.4",
+     "set USE_LIBUV=0 in the ranks' environment (docs/torch2.md)"},
+    {"Connection closed by peer", kPeerLost, ""},                 // gloo
+    {"Connection reset by peer", kPeerLost, ""},                  // gloo
+    {"remote process exiting prematurely", kPeerLost, ""},        // NCCL's ncclRemoteError
 };
 
 // torch's words when a program asks for CUDA or NCCL that this torch or machine lacks.
@@ -102,21 +104,21 @@ constexpr std::string_view kNoCudaHere[] = {
 };
 
 // A CUDA program on a machine without CUDA: rerun it with --cpu (the command, in full).
-std::string noCudaCause(const Trace& trace, const RankTrace& t) {
+Explanation noCudaCause(const Trace& trace, const RankTrace& t) {
   const bool cuda = std::any_of(std::begin(kNoCudaHere), std::end(kNoCudaHere), [&](auto part) {
     return t.errorMessage->find(part) != std::string::npos;
   });
   if (!cuda) return {};
   if (t.emulation) {
-    return "the program uses a CUDA feature the CPU emulation (--cpu) does not serve: see what "
-           "is emulated and what is not in docs/cpu-emulation.md";
+    return {"the program uses a CUDA feature the CPU emulation (--cpu) does not serve",
+            "see what is emulated and what is not in docs/cpu-emulation.md"};
   }
   RerunWith with;
   with.cpu = true;
-  return fmt::format("the program asks for CUDA or NCCL, which this machine's torch does not "
-                     "have: rerun it with --cpu, which serves CUDA from the CPU and runs nccl on "
-                     "gloo without editing the program: {}",
-                     rerunCommand(trace, with));
+  return {"the program asks for CUDA or NCCL, which this machine's torch does not have",
+          fmt::format("rerun it with --cpu, which serves CUDA from the CPU and runs nccl on gloo "
+                      "without editing the program: {}",
+                      rerunCommand(trace, with))};
 }
 
 // torchvision's words when a dataset could not be fetched (MNIST's mirrors, CIFAR's download_url,
@@ -130,23 +132,24 @@ constexpr std::string_view kNoDownload[] = {
 
 // A dataset that could not be downloaded: rerun with --stand-in-data (the command, in full),
 // unless the launcher gave it already (the stand-in's own error then names what it covers).
-std::string noDownloadCause(const Trace& trace, const RankTrace& t) {
+Explanation noDownloadCause(const Trace& trace, const RankTrace& t) {
   const bool download = std::any_of(std::begin(kNoDownload), std::end(kNoDownload), [&](auto part) {
     return t.errorMessage->find(part) != std::string::npos;
   });
   if (!download || (trace.launch && trace.launch->standInData)) return {};
   RerunWith with;
   with.standInData = true;
-  return fmt::format("the program's dataset could not be downloaded or found (no internet here, or "
-                     "not in the folder it reads): rerun it with --stand-in-data, which serves "
-                     "torchvision's MNIST, FashionMNIST, CIFAR10 and CIFAR100 with their real "
-                     "lengths and classes without downloading (docs/cpu-emulation.md): {}",
-                     rerunCommand(trace, with));
+  return {"the program's dataset could not be downloaded or found (no internet here, or not in "
+          "the folder it reads)",
+          fmt::format("rerun it with --stand-in-data, which serves torchvision's MNIST, "
+                      "FashionMNIST, CIFAR10 and CIFAR100 with their real lengths and classes "
+                      "without downloading (docs/cpu-emulation.md): {}",
+                      rerunCommand(trace, with))};
 }
 
 // A device ordinal beyond the node's devices: on a second node RANK passes the node's device
 // count, so set_device(RANK) (or .to(rank), device_ids=[rank]) fails there and only there.
-std::string deviceOrdinalCause(const RankTrace& t) {
+Explanation deviceOrdinalCause(const RankTrace& t) {
   const std::string& m = *t.errorMessage;
   if (m.find("invalid device ordinal") == std::string::npos) return {};
   static const std::regex kOrdinal(R"(device (\d+) of the (\d+) stand-in devices)");
@@ -159,25 +162,29 @@ std::string deviceOrdinalCause(const RankTrace& t) {
   const std::string where =
       t.localRank && t.node ? fmt::format(" (local rank {} on node {})", *t.localRank, *t.node) : "";
   if (asked && t.localRank && *asked == t.rank && t.rank != *t.localRank) {
-    return fmt::format(
-        "rank {}{} asked for device {}, but its node has {}: the program picks its device with "
-        "the global RANK (torch.cuda.set_device(rank), .to(rank), device_ids=[rank]), which passes "
-        "the node's devices from the second node on; use the node-local LOCAL_RANK "
-        "(int(os.environ[\"LOCAL_RANK\"])) for devices",
-        t.rank, where, *asked, *devices);
+    return {fmt::format("rank {}{} asked for device {}, but its node has {}: the program picks its "
+                        "device with the global RANK (torch.cuda.set_device(rank), .to(rank), "
+                        "device_ids=[rank]), which passes the node's devices from the second node "
+                        "on",
+                        t.rank, where, *asked, *devices),
+            "use the node-local LOCAL_RANK (int(os.environ[\"LOCAL_RANK\"])) for devices"};
   }
-  return fmt::format("rank {}{} asked for a device beyond its node's{}: the program's device index "
-                     "is not the node-local LOCAL_RANK (or the node has fewer devices than ranks)",
-                     t.rank, where, devices ? fmt::format(" {} devices", *devices) : "");
+  return {fmt::format("rank {}{} asked for a device beyond its node's{}: the program's device "
+                      "index is not the node-local LOCAL_RANK (or the node has fewer devices "
+                      "than ranks)",
+                      t.rank, where, devices ? fmt::format(" {} devices", *devices) : ""),
+          "pick each rank's device with LOCAL_RANK"};
 }
 
-std::string knownErrorCause(const Trace& trace, const RankTrace& t) {
+Explanation knownErrorCause(const Trace& trace, const RankTrace& t) {
   if (!t.errorMessage) return {};
-  if (std::string cause = deviceOrdinalCause(t); !cause.empty()) return cause;
-  if (std::string cause = noCudaCause(trace, t); !cause.empty()) return cause;
-  if (std::string cause = noDownloadCause(trace, t); !cause.empty()) return cause;
+  if (Explanation e = deviceOrdinalCause(t); !e.empty()) return e;
+  if (Explanation e = noCudaCause(trace, t); !e.empty()) return e;
+  if (Explanation e = noDownloadCause(trace, t); !e.empty()) return e;
   for (const auto& known : kKnownErrors) {
-    if (t.errorMessage->find(known.part) != std::string::npos) return std::string(known.cause);
+    if (t.errorMessage->find(known.part) != std::string::npos) {
+      return {std::string(known.cause), std::string(known.help)};
+    }
   }
   return {};
 }
@@ -248,25 +255,26 @@ bool isPeerLost(const RankTrace& t) {
 }
 
 // Errors whose type alone says the program could not start its work: not a distributed bug.
-std::string startupCause(const RankTrace& t) {
+Explanation startupCause(const RankTrace& t) {
   if (*t.errorType == "ModuleNotFoundError" || *t.errorType == "ImportError") {
-    return "the program failed at an import, before any distributed work: the module is missing "
-           "from this interpreter or misspelt (install it, or run the program with the "
-           "interpreter that has it); not a distributed bug";
+    return {"the program failed at an import, before any distributed work: the module is missing "
+            "from this interpreter or misspelt; not a distributed bug",
+            "install it, or run the program with the interpreter that has it"};
   }
   if (*t.errorType == "FileNotFoundError" || *t.errorType == "PermissionError") {
-    return "the program failed to open a file it needs on this machine (a path or a permission); "
-           "not a distributed bug";
+    return {"the program failed to open a file it needs on this machine (a path or a "
+            "permission); not a distributed bug",
+            ""};
   }
   return {};
 }
 
 // Every rank that raised raised the same error at the same place: the program's own error.
-std::string sameErrorCause(const RankTrace& t) {
-  if (std::string cause = startupCause(t); !cause.empty()) return cause;
-  return "the ranks raised the same error at the same place, so it comes from the program's own "
-         "code, data or environment, not from one rank's state or from the distribution: fix it "
-         "there (the program run once on its own shows the full traceback)";
+Explanation sameErrorCause(const RankTrace& t) {
+  if (Explanation e = startupCause(t); !e.empty()) return e;
+  return {"the ranks raised the same error at the same place, so it comes from the program's own "
+          "code, data or environment, not from one rank's state or from the distribution",
+          "fix it there (the program run once on its own shows the full traceback)"};
 }
 
 int raisedCount(const Trace& trace) {
@@ -276,59 +284,64 @@ int raisedCount(const Trace& trace) {
 
 // A rank that failed without raising, whose way of ending names no cause of its own: what its
 // ending says and the candidates it leaves (never the catalogue's generic "OOM kill, exception").
-std::string endingCause(const Trace& trace, const RankTrace* t, const LaunchedRank* l) {
+Explanation endingCause(const Trace& trace, const RankTrace* t, const LaunchedRank* l) {
   if (!t) {
-    return "the trace holds nothing of this rank, so what ended it is in the rank's own output "
-           "(the error it printed before the recorder started: the interpreter, an import, the "
-           "launcher), or its trace went to another folder";
+    return {"the trace holds nothing of this rank, so what ended it is in the rank's own output "
+            "(the error it printed before the recorder started: the interpreter, an import, the "
+            "launcher), or its trace went to another folder",
+            ""};
   }
   if (l && l->outcome == "signaled" && l->signal == 9) {
-    return "SIGKILL comes from outside the program: the kernel's out-of-memory killer (dmesg, the "
-           "job's memory limit), a scheduler's limit or a person; the trace cannot tell which";
+    return {"SIGKILL comes from outside the program: the kernel's out-of-memory killer (dmesg, "
+            "the job's memory limit), a scheduler's limit or a person; the trace cannot tell which",
+            ""};
   }
   if (l && l->outcome == "signaled") {
-    return fmt::format("a crash in native code ({}): torch, an extension, or a DataLoader worker's "
-                       "shared memory (SIGBUS when /dev/shm is full); run the rank with {} -X "
-                       "faulthandler to see where",
-                       signalName(l->signal), interpreterOf(trace));
+    return {fmt::format("a crash in native code ({}): torch, an extension, or a DataLoader "
+                        "worker's shared memory (SIGBUS when /dev/shm is full)",
+                        signalName(l->signal)),
+            fmt::format("run the rank with {} -X faulthandler to see where", interpreterOf(trace))};
   }
   const bool hung = (l && l->outcome == "timed-out") || (!l && trace.launch && trace.launch->timedOut);
   const CollectiveRecord* last = t->lastCollective();
   if (hung && last && !last->done) {
-    return "it waited in a collective that a peer never completed: a peer that failed, hung or "
-           "left its loop, or collectives that differ across ranks (any such finding above is "
-           "the cause)";
+    return {"it waited in a collective that a peer never completed: a peer that failed, hung or "
+            "left its loop, or collectives that differ across ranks (any such finding above is "
+            "the cause)",
+            ""};
   }
   if (hung) {
-    return "it hung outside any collective: in the program's own code, a DataLoader worker or at "
-           "exit; the trace cannot tell where: dump its stack (py-spy dump, or "
-           "faulthandler.dump_traceback_later) when it hangs";
+    return {"it hung outside any collective: in the program's own code, a DataLoader worker or "
+            "at exit; the trace cannot tell where",
+            "dump its stack (py-spy dump, or faulthandler.dump_traceback_later) when it hangs"};
   }
   if (t->ended) {
-    return fmt::format("the program ended with exit code {} without an exception (sys.exit or "
-                       "os._exit on this rank)",
-                       t->endCode);
+    return {fmt::format("the program ended with exit code {} without an exception (sys.exit or "
+                        "os._exit on this rank)",
+                        t->endCode),
+            ""};
   }
   if (l && l->outcome == "exited") {  // the launcher saw a plain exit: no signal, no crash
-    return fmt::format("the process exited with code {} without running Python's exit handlers: "
-                       "os._exit({}) in the program or a library, or exit() from native code, at "
-                       "the point shown",
-                       l->code, l->code);
+    return {fmt::format("the process exited with code {} without running Python's exit "
+                        "handlers: os._exit({}) in the program or a library, or exit() from "
+                        "native code, at the point shown",
+                        l->code, l->code),
+            ""};
   }
-  return "its trace has no end: killed (SIGKILL, the out-of-memory killer), crashed in native code, "
-         "or still running when the trace was read; the trace cannot tell which: check the rank's "
-         "log and exit status";
+  return {"its trace has no end: killed (SIGKILL, the out-of-memory killer), crashed in native "
+          "code, or still running when the trace was read; the trace cannot tell which",
+          "check the rank's log and exit status"};
 }
 
 // A rank that raised an error no known cause explains, other than on every rank alike.
-std::string raisedCause(const std::vector<std::int64_t>& ranks) {
+Explanation raisedCause(const std::vector<std::int64_t>& ranks) {
   const bool one = ranks.size() == 1;
-  return fmt::format("{} raised the error {} (the line above), and the ranks waiting for {} in a "
-                     "collective fail or hang after it; the trace cannot tell why {} raised it "
-                     "(data, state or environment that differ per rank): the log has the full "
-                     "traceback",
-                     rankList(ranks), one ? "itself" : "themselves", one ? "it" : "them",
-                     one ? "this rank" : "these ranks");
+  return {fmt::format("{} raised the error {} (the line above), and the ranks waiting for {} in "
+                      "a collective fail or hang after it; the trace cannot tell why {} raised it "
+                      "(data, state or environment that differ per rank)",
+                      rankList(ranks), one ? "itself" : "themselves", one ? "it" : "them",
+                      one ? "this rank" : "these ranks"),
+          "read the full traceback in the rank's log"};
 }
 
 // NOTE [The rank that never arrived] (docs/audit.md "A rank that never arrived"): ranks that
@@ -467,26 +480,27 @@ std::string whatTheWaitingSaw(const Trace& trace, const NeverArrived& n) {
 }
 
 // Why the ranks never arrived: stopped (state T), alive elsewhere, or what their trace cannot say.
-std::string neverArrivedCause(const Trace& trace, const std::vector<std::int64_t>& frozen, bool one,
+Explanation neverArrivedCause(const Trace& trace, const std::vector<std::int64_t>& frozen, bool one,
                               bool deadline) {
   const std::string until =
       deadline ? "until the run's deadline stopped them" : "until their collective timed out";
   if (!frozen.empty()) {
-    return fmt::format(
-        "{} stopped (SIGSTOP, a debugger, a frozen host or container) and never answered, so the "
-        "others waited for {} in the collective {}; a hang, not a crash: look at what stopped it",
-        rankList(frozen), frozen.size() == 1 ? "it" : "them", until);
+    return {fmt::format("{} stopped (SIGSTOP, a debugger, a frozen host or container) and never "
+                        "answered, so the others waited for {} in the collective {}; a hang, not "
+                        "a crash",
+                        rankList(frozen), frozen.size() == 1 ? "it" : "them", until),
+            "look at what stopped it"};
   }
   if (trace.launch) {
-    return fmt::format(
-        "{} alive elsewhere while the others waited {}: hung or slow outside any collective (in "
-        "the program's own code, data loading, I/O or a lock); the trace cannot tell where: dump "
-        "its stack (py-spy dump, or faulthandler.dump_traceback_later) when it hangs",
-        one ? "it was" : "they were", until);
+    return {fmt::format("{} alive elsewhere while the others waited {}: hung or slow outside any "
+                        "collective (in the program's own code, data loading, I/O or a lock); "
+                        "the trace cannot tell where",
+                        one ? "it was" : "they were", until),
+            "dump its stack (py-spy dump, or faulthandler.dump_traceback_later) when it hangs"};
   }
-  return "its trace has no end and it never entered the collective: killed, crashed, or hung "
-         "outside "
-         "any collective; check its log and exit status";
+  return {"its trace has no end and it never entered the collective: killed, crashed, or hung "
+          "outside any collective",
+          "check its log and exit status"};
 }
 
 Violation neverArrivedFinding(const Trace& trace, const NeverArrived& n) {
@@ -528,7 +542,7 @@ Violation neverArrivedFinding(const Trace& trace, const NeverArrived& n) {
                              *trace.launch->deadlineS)
                : "",
       saw.empty() ? "" : ": " + saw);
-  v.likelyCause = neverArrivedCause(trace, frozen, one, deadline);
+  explain(v, neverArrivedCause(trace, frozen, one, deadline));
   return v;
 }
 
@@ -566,7 +580,7 @@ std::vector<RankFinding> mergeSameFailures(std::vector<RankFinding> found, const
       if (const auto at = m.v.detail.find(one); at != std::string::npos) m.v.detail.replace(at, one.size(), all);
     }
     if (m.v.likelyCause.empty() && static_cast<int>(m.v.ranks.size()) == raisedCount(trace)) {
-      m.v.likelyCause = sameErrorCause(t);
+      explain(m.v, sameErrorCause(t));
     }
   }
   return merged;
@@ -584,11 +598,11 @@ std::string howItEnded(const Trace& trace, const RankTrace& t, const std::string
 }
 
 // The likely cause of rank `t`'s failure that its own trace shows, or empty.
-std::string failureCause(const Trace& trace, const RankTrace& t, const LaunchedRank* l) {
-  std::string cause = knownErrorCause(trace, t);
-  if (cause.empty() && t.errorType) cause = startupCause(t);
-  if (cause.empty() && !t.errorType) cause = endingCause(trace, &t, l);
-  return cause;
+Explanation failureCause(const Trace& trace, const RankTrace& t, const LaunchedRank* l) {
+  Explanation e = knownErrorCause(trace, t);
+  if (e.empty() && t.errorType) e = startupCause(t);
+  if (e.empty() && !t.errorType) e = endingCause(trace, &t, l);
+  return e;
 }
 
 // A hang at exit with DDP modules alive at destroy_process_group (torch 1.13): said, and its cause.
@@ -598,8 +612,8 @@ void nameHangAtExit(Violation& v, const RankTrace& t, const LaunchedRank* l) {
                           fmt::join(*t.ddpAliveAtDestroy, ", "));
   v.likelyCause =
       "a hang at exit (torch 1.13): a DDP module that outlives destroy_process_group holds the "
-      "last reference to the gloo group, and freeing it deadlocks on the GIL; delete the DDP "
-      "module (del model) before dist.destroy_process_group()";
+      "last reference to the gloo group, and freeing it deadlocks on the GIL";
+  v.help = "delete the DDP module (del model) before dist.destroy_process_group()";
 }
 
 // Ranks that lost their peer in the same collective share one finding whatever the address in
@@ -640,7 +654,7 @@ RankFinding failedRank(const Trace& trace, int r, const RankTrace& t, const Laun
                                                    first.lead, first.next)
                                      : "",
                          launcherSide, rest);
-  v.likelyCause = failureCause(trace, t, l);
+  explain(v, failureCause(trace, t, l));
   nameHangAtExit(v, t, l);
   // A rank killed by a signal failed of its own (the launcher's stops are "stopped"): first.
   const bool killed = l && l->outcome == "signaled";
@@ -671,7 +685,7 @@ std::optional<RankFinding> rankFinding(const Trace& trace, int r, const FirstRai
         "rank {} left no trace{}: it never ran the recorder (it failed before importing torch, "
         "or is not a program the audit watches) or its trace folder is not the others'",
         r, byLauncher.empty() ? "" : "; it " + byLauncher);
-    v.likelyCause = endingCause(trace, nullptr, l);
+    explain(v, endingCause(trace, nullptr, l));
     return RankFinding{std::move(v), {}, {}, 1};
   }
   if (stoppedByOthers && !t->errorType) return std::nullopt;
@@ -703,7 +717,7 @@ void checkRanks(const Trace& trace, std::vector<Violation>& out) {
   std::stable_sort(merged.begin(), merged.end(),
                    [](const RankFinding& a, const RankFinding& b) { return a.order < b.order; });
   for (auto& m : merged) {
-    if (m.v.likelyCause.empty() && !m.v.ranks.empty()) m.v.likelyCause = raisedCause(m.v.ranks);
+    if (m.v.likelyCause.empty() && !m.v.ranks.empty()) explain(m.v, raisedCause(m.v.ranks));
     out.push_back(std::move(m.v));
   }
 }

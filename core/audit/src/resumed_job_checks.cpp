@@ -234,8 +234,10 @@ class ResumedJobChecker {
       return;
     }
     Violation v = trainedTwiceOrNever(loader, epoch, where, steps, a->expected, held.mismatch);
-    v.likelyCause = cause(loader, *(*b)[0].pass, aPass, *b, held.steps, began.fromEnd,
-                          began.fromStart, trainedInB, a->expected);
+    Explanation why = cause(loader, *(*b)[0].pass, aPass, *b, held.steps, began.fromEnd,
+                            began.fromStart, trainedInB, a->expected);
+    v.likelyCause = std::move(why.cause);
+    v.help = std::move(why.help);
     out_.violations.push_back(std::move(v));
   }
 
@@ -340,7 +342,7 @@ class ResumedJobChecker {
   }
 
   // The cause the evidence points at: B's sampler epoch, where B began, what B skipped.
-  std::string cause(std::int64_t loader, const PassRecord& bPass, const PassRecord& aPass,
+  Explanation cause(std::int64_t loader, const PassRecord& bPass, const PassRecord& aPass,
                     const std::vector<RankEpoch>& b, std::size_t held, bool fromEnd, bool fromStart,
                     const Counts& trainedInB, const Counts& expected) const {
     const std::string jobB = jobName(jobA_ + 1, b_);
@@ -349,36 +351,37 @@ class ResumedJobChecker {
       const SamplerRecord* s = samplerOf(*b_.ranks[0], loader);
       const bool called = s && !s->setEpochCalls.empty() &&
                           s->setEpochCalls.front().line < bPass.startLine;
-      return fmt::format(
-          "{} drew the rest of epoch {} from epoch {}'s order: its sampler's set_epoch {} before "
-          "that pass, so the batches it skipped and the ones it trained are not the rest of the "
-          "epoch the checkpoint stopped in; call sampler.set_epoch(epoch) with the checkpoint's "
-          "epoch before skipping the batches it holds",
-          jobB, *ea, *eb,
-          called ? fmt::format("was called with {}", *eb) : std::string("was not called"));
+      return {fmt::format(
+                  "{} drew the rest of epoch {} from epoch {}'s order: its sampler's set_epoch {} "
+                  "before that pass, so the batches it skipped and the ones it trained are not the "
+                  "rest of the epoch the checkpoint stopped in",
+                  jobB, *ea, *eb,
+                  called ? fmt::format("was called with {}", *eb) : std::string("was not called")),
+              "call sampler.set_epoch(epoch) with the checkpoint's epoch before skipping the "
+              "batches it holds"};
     }
     std::int64_t trainedB = 0, total = 0;
     for (const auto& [i, c] : trainedInB) trainedB += c;
     for (const auto& [i, c] : expected) total += c;
     if (trainedB >= total && !fromStart) {
-      return fmt::format(
-          "{} trained epoch {} again from its start, but its parameters when it began were {} "
-          "state after {} steps of that epoch, not the epoch's start: the checkpoint's steps were "
-          "trained twice; skip the batches the checkpoint holds (save the step with it)",
-          jobB, ea.value_or(aPass.iter), fromEnd ? "job " + std::to_string(jobA_) + "'s last" : "a",
-          held);
+      return {fmt::format(
+                  "{} trained epoch {} again from its start, but its parameters when it began "
+                  "were {} state after {} steps of that epoch, not the epoch's start: the "
+                  "checkpoint's steps were trained twice",
+                  jobB, ea.value_or(aPass.iter),
+                  fromEnd ? "job " + std::to_string(jobA_) + "'s last" : "a", held),
+              "skip the batches the checkpoint holds (save the step with it)"};
     }
     const std::int64_t skipped = b[0].skippedAtStart;
     if (fromEnd && static_cast<std::size_t>(skipped) != held) {
-      return fmt::format(
-          "{} skipped {} batches of the epoch, but its checkpoint holds {} steps of it (its "
-          "parameters when it began were job {}'s last): skip exactly the steps saved with the "
-          "checkpoint, on every rank",
-          jobB, skipped, held, jobA_);
+      return {fmt::format("{} skipped {} batches of the epoch, but its checkpoint holds {} steps "
+                          "of it (its parameters when it began were job {}'s last)",
+                          jobB, skipped, held, jobA_),
+              "skip exactly the steps saved with the checkpoint, on every rank"};
     }
-    return "the resumed job's batches are not the rest of the epoch its checkpoint stopped in: "
-           "restore the sampler's epoch (set_epoch) and skip exactly the batches the checkpoint "
-           "holds";
+    return {"the resumed job's batches are not the rest of the epoch its checkpoint stopped in",
+            "restore the sampler's epoch (set_epoch) and skip exactly the batches the checkpoint "
+            "holds"};
   }
 
   const Trace& a_;

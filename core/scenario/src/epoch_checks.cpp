@@ -31,7 +31,7 @@ using sampler::Violation;
 namespace property = sampler::property;
 
 EpochChecks::EpochChecks(const Scenario& s, const std::vector<Checked>& checked, std::int64_t world,
-                         Findings& out)
+                         audit::PlannedRun& out)
     : s_(s), checked_(checked), world_(world), out_(out), previous_(checked.size()) {}
 
 void EpochChecks::check(std::int64_t epoch,
@@ -71,7 +71,7 @@ void EpochChecks::check(std::int64_t epoch,
     if (s_.phase == "eval") {
       const std::string metric = evalMetric(p, c);
       out_.notes.push_back(fmt::format("epoch {}: {}", epoch, metric));
-      if (disjoint) disjoint->detail += "; " + metric;
+      if (disjoint) disjoint->notes.push_back(metric);
     }
     report(std::move(disjoint), info);
     report(checkEqualLength(p, e), info);
@@ -111,11 +111,16 @@ void EpochChecks::checkResumed(std::int64_t epoch, const std::vector<std::vector
 
 void EpochChecks::report(std::optional<Violation> v, const Checked& c) {
   if (!v) return;
+  bool explained = false;
   for (const auto& hint : hints_) {
-    if (hint.dataset == c.name && hint.property == v->property) v->likelyCause = hint.text;
+    if (hint.dataset == c.name && hint.property == v->property) {
+      v->likelyCause = hint.cause;
+      v->help = hint.help;
+      explained = true;
+    }
   }
   if (checked_.size() > 1) v->detail = fmt::format("dataset {}: {}", c.name, v->detail);
-  out_.violations.push_back(std::move(*v));
+  out_.findings.push_back({std::move(*v), c.name, explained});
 }
 
 void EpochChecks::noteUnvisited(const Partition& p, const Checked& info) {

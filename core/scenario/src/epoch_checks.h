@@ -1,6 +1,6 @@
 #pragma once
 // Private to the scenario library: the checks of each epoch every rank completed, over what every
-// rank consumed (read from the run's trace: trace_checks.h): valid range, coverage per dataset,
+// rank consumed (read from the run's trace: scenario_plan.h): valid range, coverage per dataset,
 // disjointness (in the eval phase no-duplicates, with the eval metric's skew), equal length and
 // reshuffle against the previous epoch, and a note of the samples no rank visited.
 
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ddph/audit/planned_run.h"
 #include "ddph/scenario/scenario.h"
 #include "ddph/sampler/partition_checks.h"
 #include "ddph/sampler/property.h"
@@ -17,25 +18,20 @@
 
 namespace ddph::scenario {
 
-/// What the run's own checks found, in the order found, and the facts worth showing in the summary
-/// (the eval metric, unvisited samples per dataset).
-struct Findings {
-  std::vector<sampler::Violation> violations;
-  std::vector<std::string> notes;
-};
-
 class EpochChecks {
  public:
-  /// `checked` and `out` must outlive this object; what the checks find is added to `out`.
+  /// `checked` and `out` must outlive this object; what the checks find is added to `out` as the
+  /// plan's findings, and the facts worth showing (the eval metric, unvisited samples per
+  /// dataset) as its notes.
   EpochChecks(const Scenario& s, const std::vector<Checked>& checked, std::int64_t world,
-              Findings& out);
+              audit::PlannedRun& out);
 
   /// `gathered[source][rank]`: the ids rank consumed from that source in `epoch`.
   void check(std::int64_t epoch,
              const std::vector<std::vector<std::vector<sampler::Index>>>& gathered);
 
-  /// What the pipeline's configuration explains: each hint becomes the likely cause of the
-  /// violations of its property on its dataset.
+  /// What the pipeline's configuration explains: each hint becomes the likely cause and help of
+  /// the violations of its property on its dataset.
   void explainWith(std::vector<PipelineHint> hints) { hints_ = std::move(hints); }
 
   /// [resume] (one dataset): `gathered[rank]` holds what the rank took before the stop (its first
@@ -51,7 +47,7 @@ class EpochChecks {
   const Scenario& s_;
   const std::vector<Checked>& checked_;
   std::int64_t world_;
-  Findings& out_;
+  audit::PlannedRun& out_;
   std::vector<PipelineHint> hints_;
   std::vector<std::optional<sampler::Partition>> previous_;  ///< per checked dataset, last epoch
 };

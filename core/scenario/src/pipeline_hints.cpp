@@ -24,10 +24,10 @@ void addZipHints(const std::vector<DatasetSpec>& datasets, const std::vector<std
     if (batchesPerRank[d] == batchesPerRank[shortest]) continue;
     hints.push_back({datasets[d].name, coverage, fmt::format(
         "zip() stops with the shortest loader: {} has {} batches per rank, {} has {}; "
-        "the last {} batches of {} are never drawn (cycle the shorter or iterate by epochs of "
-        "the longer)",
+        "the last {} batches of {} are never drawn",
         datasets[shortest].name, batchesPerRank[shortest], datasets[d].name, batchesPerRank[d],
-        batchesPerRank[d] - batchesPerRank[shortest], datasets[d].name)});
+        batchesPerRank[d] - batchesPerRank[shortest], datasets[d].name),
+        "cycle the shorter loader or iterate by epochs of the longer"});
   }
 }
 
@@ -45,14 +45,13 @@ void addCycleHints(const std::vector<DatasetSpec>& datasets, const std::vector<s
          fmt::format(
              "cycling restarts {}'s loader whenever it runs out: an epoch of {} ({} batches per "
              "rank) draws {}'s {} batches per rank {:.1f} times, so its samples repeat within "
-             "the "
-             "epoch by design (each pass over {} is its own partition); count its epochs by its "
-             "own passes if every sample must be seen once",
+             "the epoch by design (each pass over {} is its own partition)",
              datasets[d].name, datasets[longest].name, batchesPerRank[longest], datasets[d].name,
              batchesPerRank[d],
              static_cast<double>(batchesPerRank[longest]) /
                  static_cast<double>(batchesPerRank[d]),
-             datasets[d].name)});
+             datasets[d].name),
+         "count its epochs by its own passes if every sample must be seen once"});
   }
 }
 
@@ -68,21 +67,24 @@ void addSamplerHints(const Scenario& s, const DatasetSpec& spec, std::int64_t w,
         "DataLoader(drop_last=True) drops the last {} samples of every rank's shard of "
         "{} ({} per epoch); DistributedSampler(drop_last=True) is the one that drops at most "
         "W - 1 = {} samples",
-        perRank % s.batchSize, spec.name, (perRank % s.batchSize) * w, w - 1)});
+        perRank % s.batchSize, spec.name, (perRank % s.batchSize) * w, w - 1),
+        "use DataLoader(drop_last=False), or DistributedSampler(drop_last=True) for equal "
+        "shards"});
   }
   if (spec.samplerDropLast && perRank == 0) {
     hints.push_back({spec.name, coverage, fmt::format(
         "DistributedSampler(drop_last=True) with N = {} < W = {} gives num_samples = 0: "
-        "no rank gets a sample; use fewer ranks or drop_last=False",
-        n, w)});
+        "no rank gets a sample",
+        n, w),
+        "use fewer ranks or drop_last=False"});
   }
   const std::int64_t padding = perRank * w - n;
   if (s.phase == "eval" && padding > 0) {
     hints.push_back({spec.name, std::string(property::kNoDuplicates), fmt::format(
         "DistributedSampler pads {} with {} repeated samples to give {} ranks equal "
-        "shards; evaluation counts them twice: evaluate without padding (an unpadded sampler, "
-        "then all_reduce the metric sums)",
-        spec.name, padding, w)});
+        "shards; evaluation counts them twice",
+        spec.name, padding, w),
+        "evaluate without padding (an unpadded sampler, then all_reduce the metric sums)"});
   }
 }
 

@@ -18,7 +18,8 @@ namespace ddph::scenario {
 struct PipelineHint {
   std::string dataset;   ///< the dataset whose violations it explains
   std::string property;  ///< the property it explains
-  std::string text;      ///< the cause and its remedy
+  std::string cause;     ///< why, from the configuration
+  std::string help;      ///< the remedy
 };
 
 /// `datasets[d]` yields `batchesPerRank[d]` batches per rank per epoch, at world size `world`.

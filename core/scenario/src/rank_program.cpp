@@ -167,7 +167,7 @@ class RankRun {
 
   // Everyone knows now (same collective); one more all-gather tells each rank every rank's
   // planned steps, so rank 0 can name the sides (`ddp-sim rank-run` prints it; `ddp-sim run`
-  // finds the same over the trace: trace_checks.h).
+  // judges the trace with the audit: scenario_plan.h).
   void reportMismatch(std::int64_t epoch, std::int64_t step, std::int64_t planned) {
     const auto steps = comm_.allgather({planned}, std::vector<std::int64_t>(static_cast<std::size_t>(world_), 1),
                                        fmt::format("epoch {} step {} mismatch", epoch, step));

@@ -1,7 +1,7 @@
 #pragma once
 // Private to the scenario library: what a forked rank of `ddp-sim run` tells its supervisor when
 // it ends well: its own measurements, one JSON line on its result pipe. Never a verdict: the run is
-// judged over its trace (trace_checks.h, the audit's rank checks).
+// judged over its trace (the one judge: scenario_plan.h).
 
 #include <cstdint>
 #include <optional>

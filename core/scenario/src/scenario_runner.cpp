@@ -25,8 +25,7 @@
 #include "ddph/scenario/scenario_file.h"
 #include "ddph/sampler/randperm.h"
 #include "rank_report.h"
-#include "straggler_check.h"
-#include "trace_checks.h"
+#include "scenario_plan.h"
 
 namespace ddph::scenario {
 
@@ -140,28 +139,13 @@ bool needsLibTorch(const Scenario& s, const comm::GlooOptions& engine) {
   return false;
 }
 
-bool has(const std::vector<Violation>& violations, std::string_view property) {
-  return std::any_of(violations.begin(), violations.end(),
-                     [&](const Violation& v) { return v.property == property; });
-}
-
-// The verdict, over the run's trace and its launch record: the scenario's own checks, then each
-// rank failure as the audit diagnoses it (`ddp-sim launch --audit` gives a real script the same),
-// and a straggler when every rank ran to its end. A run stopped by its deadline is reported as that
-// first: what the finished ranks found is secondary to the run not finishing; a rank's own failure
-// follows the violations (a collective mismatch explains the failure it causes).
-void judge(const Scenario& s, const trace::Trace& trace, bool deadlinePassed, RunReport& report) {
-  Findings found = checkRunTrace(s, trace);
-  report.violations = std::move(found.violations);
-  report.notes = std::move(found.notes);
-  std::vector<Violation> failures = audit::auditRankFailures(trace);
-  // Over the step times of ranks that all ran to their end in step (a mismatch stops them early).
-  if (failures.empty() && !has(report.violations, property::kCollectiveMismatch)) {
-    if (auto slow = findStragglers(trace)) report.violations.push_back(std::move(*slow));
-  }
-  report.violations.insert(deadlinePassed ? report.violations.begin() : report.violations.end(),
-                           std::make_move_iterator(failures.begin()),
-                           std::make_move_iterator(failures.end()));
+// The verdict, over the run's trace and its launch record: the one judge (NOTE [One judge]), the
+// audit's checks with what the scenario planned (its PlannedRun). A run stopped by its deadline
+// reports that first (the judge puts rank failures first then).
+void judge(const Scenario& s, const trace::Trace& trace, RunReport& report) {
+  audit::AuditReport judged = audit::judge(trace, planOf(s, trace));
+  report.violations = std::move(judged.violations);
+  report.notes = std::move(judged.notes);
 }
 
 // Per rank its step times and peak RSS; for the run its phases and memory.
@@ -242,7 +226,7 @@ RunReport runScenario(Scenario s, const RunOptions& options) {
   report.description = s.description;
   report.worldSize = s.worldSize;
   report.interruptedBy = result.interruptedBy;
-  judge(s, trace::readTrace(target.dir), result.deadlinePassed, report);
+  judge(s, trace::readTrace(target.dir), report);
   report.passed = report.violations.empty() && result.interruptedBy == 0;
   addTimings(result, ranks, std::chrono::duration<double>(Clock::now() - start).count(), report);
   return report;

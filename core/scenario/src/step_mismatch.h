@@ -1,6 +1,8 @@
 #pragma once
-// Private to the scenario library: the `collective-mismatch` violation of NOTE [Step agreement],
-// when some ranks ran out of batches while others still ran a step.
+// Private to the scenario library: the `collective-mismatch` a rank program finds while it runs
+// (NOTE [Step agreement]), when some ranks ran out of batches while others still ran a step:
+// what `ddp-sim rank-run` prints under an outside launcher. A run's trace is judged by the audit
+// (NOTE [One judge]), which finds the same uneven steps there.
 
 #include <cstdint>
 #include <optional>

@@ -1,5 +1,5 @@
 // The rank program thread-per-rank over an in-process store (no processes, no ports): the same
-// code `ddp-sim run` forks, its trace judged by the run's own checks (trace_checks.h).
+// code `ddp-sim run` forks, its trace judged as `ddp-sim run` judges it (audit::judge with the plan, scenario_plan.h).
 #include "ddph/scenario/rank_program.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +12,8 @@
 #include "ddph/comm/gloo_communicator.h"
 #include "ddph/common/private_folder.h"
 #include "ddph/scenario/builtin_scenarios.h"
-#include "trace_checks.h"
+#include "ddph/audit/audit.h"
+#include "scenario_plan.h"
 
 using namespace std::chrono_literals;
 
@@ -38,7 +39,8 @@ std::vector<Violation> runInThreads(const Scenario& s) {
     }));
   }
   for (auto& f : ranks) f.get();
-  return checkRunTrace(s, trace::readTrace(folder.path())).violations;
+  const trace::Trace t = trace::readTrace(folder.path());
+  return audit::judge(t, planOf(s, t)).violations;
 }
 
 TEST(RankProgramThreads, HealthyHasNoViolation) {

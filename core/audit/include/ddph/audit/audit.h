@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "ddph/audit/planned_run.h"
 #include "ddph/audit/trace_records.h"
 #include "ddph/sampler/property.h"
 
@@ -53,7 +54,13 @@ struct AuditReport {
   std::vector<std::string> jobs;
 };
 
-/// Runs every check on `trace`. Never throws for what a trace says (only for internal errors).
+/// The one judge of a trace: every check on `trace`, then what the caller's plan knows
+/// (planned_run.h; `ddp-sim run` gives its scenario's, a real program's audit none). Never
+/// throws for what a trace says (only for internal errors). A run stopped by its deadline gives
+/// its rank failures first: what the finished ranks found is secondary to the run not finishing.
+AuditReport judge(const Trace& trace, const PlannedRun& plan);
+
+/// judge(trace) of a real program: no plan.
 AuditReport auditTrace(const Trace& trace);
 
 /// Runs every check on each job of a run (readRun) and judges each job with the one it resumed
@@ -61,10 +68,6 @@ AuditReport auditTrace(const Trace& trace);
 /// (NOTE [A run of several jobs]), in place of each job's own view of it. One job: auditTrace.
 /// Findings and notes of a run of several jobs name their job ("job 2: …").
 AuditReport auditRun(const std::vector<Trace>& jobs);
-
-/// The `rank-failure` findings of auditTrace alone (how each rank ended, the rank that never
-/// arrived): what `ddp-sim run` takes from the audit without judging the data again.
-std::vector<sampler::Violation> auditRankFailures(const Trace& trace);
 
 /// {"trace_dir":…, "program":…, "world_size":…, "passed":…, "violations":[…], "notes":[…],
 ///  "seen":{…}} — violations as in `ddp-sim run`'s report; "attempt" and "later_attempts" when

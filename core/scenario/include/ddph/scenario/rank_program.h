@@ -2,7 +2,7 @@
 // What one rank of `ddp-sim run` does: build the scenario's datasets, samplers and batching, run
 // the epochs with a gradient allreduce per step, and write its audit trace (every batch with its
 // sample ids, every collective). The run is judged over those traces after the ranks end
-// (scenario_runner.h), by the audit's rank checks and the scenario's own checks.
+// (scenario_runner.h), by the audit's judge with the scenario's plan (NOTE [One judge]).
 //
 // NOTE [Step agreement]: each step's gradient allreduce carries a header of W floats, rank r's
 // slot set to 1 when r has a batch for this step. Every rank keeps calling the allreduce (with an

@@ -1,14 +1,17 @@
-#include "trace_checks.h"
+#include "scenario_plan.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
+#include <set>
 
 #include "ddph/common/error.h"
+#include "epoch_checks.h"
 #include "epoch_schedule.h"
 #include "pipeline_hints.h"
 #include "rank_sources.h"
-#include "step_mismatch.h"
+#include "straggler_check.h"
 
 namespace ddph::scenario {
 
@@ -65,13 +68,17 @@ bool everyRankCompleted(const std::vector<TracedRank>& ranks, std::int64_t epoch
   return true;
 }
 
-// The steps rank `r` planned for `epoch`: its schedule over the batches its passes declared.
-std::int64_t plannedSteps(const Scenario& s, const std::vector<const trace::PassRecord*>& passes,
-                          std::int64_t epoch) {
-  std::vector<std::size_t> counts;
-  for (const auto* p : passes)
-    counts.push_back(static_cast<std::size_t>(p->declaredBatches.value_or(0)));
-  return static_cast<std::int64_t>(epochSchedule(s, counts, epoch).size());
+// Whether the ranks planned different numbers of steps for `epoch` (their schedules over the
+// batches their passes declared): uneven inputs, which the audit judges (collective-mismatch).
+bool unevenSteps(const Scenario& s, const std::vector<std::vector<const trace::PassRecord*>>& passes,
+                 std::int64_t epoch) {
+  std::set<std::size_t> steps;
+  for (const auto& rank : passes) {
+    std::vector<std::size_t> counts;
+    for (const auto* p : rank) counts.push_back(static_cast<std::size_t>(p->declaredBatches.value_or(0)));
+    steps.insert(epochSchedule(s, counts, epoch).size());
+  }
+  return steps.size() > 1;
 }
 
 // The ids rank `r` consumed from source `d` in the pass `p`, in the order it consumed them.
@@ -99,7 +106,8 @@ class RunTraceChecks {
     if (s_.resume) stepsBeforeStop_ = stepsBeforeStop(s_, ranks_.front().data.sources.front());
   }
 
-  Findings run() {
+  audit::PlannedRun run() {
+    if (s_.resume) planResume();
     for (std::int64_t epoch = 0; epoch < s_.epochs; ++epoch) {
       std::vector<std::vector<const trace::PassRecord*>> passes;
       for (const auto& r : ranks_) {
@@ -108,12 +116,10 @@ class RunTraceChecks {
         passes.push_back(std::move(*p));
       }
       if (epoch == 0) explainWithHints(passes.front());
-      std::vector<std::int64_t> planned;
-      for (const auto& p : passes) planned.push_back(plannedSteps(s_, p, epoch));
-      if (auto mismatch = findStepMismatch(s_, epoch, planned, stepsBeforeStop_)) {
-        out_.violations.push_back(std::move(*mismatch));  // the ranks stopped in that step
-        return std::move(out_);
-      }
+      // An epoch some rank left early or ran in other steps is the audit's to judge (uneven
+      // steps, a failure); the stop before a planned resume is the plan's.
+      const bool resumed = s_.resume && epoch == 0;
+      if (!resumed && unevenSteps(s_, passes, epoch)) return std::move(out_);
       if (!everyRankCompleted(ranks_, epoch)) return std::move(out_);
       check(epoch, passes);
     }
@@ -122,6 +128,17 @@ class RunTraceChecks {
 
  private:
   int world() const { return static_cast<int>(ranks_.size()); }
+
+  // [resume]: the ranks beyond the resumed world leave after the steps before the stop, and the
+  // resumed epoch is judged by the resume properties (checkResumed), not as one epoch.
+  void planResume() {
+    audit::PlannedDeparture d;
+    for (int r = s_.resume->worldSize; r < world(); ++r) d.ranks.push_back(r);
+    d.epoch = 0;
+    d.step = stepsBeforeStop_;
+    if (!d.ranks.empty()) out_.departure = std::move(d);
+    out_.epochsJudgedByPlan.insert(0);
+  }
 
   // What the pipeline's configuration explains, from rank 0's batches per dataset in epoch 0.
   void explainWithHints(const std::vector<const trace::PassRecord*>& rank0) {
@@ -161,21 +178,32 @@ class RunTraceChecks {
 
   const Scenario& s_;
   std::vector<TracedRank> ranks_;
-  Findings out_;
+  audit::PlannedRun out_;
   EpochChecks checks_;
   std::int64_t stepsBeforeStop_ = 0;
 };
 
 }  // namespace
 
-Findings checkRunTrace(const Scenario& s, const trace::Trace& trace) {
+// Every rank ran to its end: their step times compare like with like (a mismatch or a failure
+// stops some early, and the audit names that).
+bool everyRankEndedNormally(const trace::Trace& trace) {
+  return std::all_of(trace.ranks.begin(), trace.ranks.end(),
+                     [](const auto& t) { return t && t->endedNormally(); });
+}
+
+audit::PlannedRun planOf(const Scenario& s, const trace::Trace& trace) {
   std::vector<TracedRank> ranks;
   for (const auto& t : trace.ranks) {
     if (!t) return {};  // a rank that left no trace failed before its first epoch
     ranks.push_back(tracedRank(s, *t));
   }
   if (ranks.empty()) return {};
-  return RunTraceChecks(s, std::move(ranks)).run();
+  audit::PlannedRun planned = RunTraceChecks(s, std::move(ranks)).run();
+  if (everyRankEndedNormally(trace)) {
+    if (auto slow = findStragglers(trace)) planned.findings.push_back({std::move(*slow), "", false});
+  }
+  return planned;
 }
 
 }  // namespace ddph::scenario
