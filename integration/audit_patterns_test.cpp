@@ -196,6 +196,25 @@ TEST(AuditPattern, ADatasetFilteredAfterItsSamplerWasMadeTrainsThePaddingTwice) 
   EXPECT_TRUE(has(text(v, "help"), "after the dataset is final")) << shown(a);
 }
 
+// A custom sampler that never takes its rank's share, with no rank of its own to show for it: the
+// trace shows every rank's order whole and the same, so the cause is definite, not a candidate
+// list. With --shard (indices[rank::world] of the same order) it passes.
+TEST(AuditPattern, ACustomSamplerThatIgnoresItsRankIsNamedFromTheOrders) {
+  const auto a = launchAudited(4, python("custom_sampler_ignores_rank.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "disjointness");
+  EXPECT_EQ(v["ranks"], Json::array({0, 1, 2, 3})) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "every rank's EpochShuffleSampler yields the same 240 "
+                                           "indices in the same order: the sampler ignores its rank"))
+      << shown(a);
+  EXPECT_FALSE(has(text(v, "likely_cause"), "candidates")) << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "indices[rank::num_replicas]")) << shown(a);
+  const auto twin = launchAudited(4, python("custom_sampler_ignores_rank.py", {"--shard"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+  EXPECT_TRUE(twin.report["violations"].empty()) << shown(twin);
+}
+
 TEST(AuditPattern, ShardsMadeByHandThenShardedAgainNameTheDoubleSharding) {
   const auto a = launchAudited(4, python("sharded_twice.py"));
   EXPECT_EQ(a.command.exitCode, 1) << shown(a);

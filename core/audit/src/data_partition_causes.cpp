@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <optional>
 #include <set>
 
 #include "data_checks.h"
@@ -47,6 +48,26 @@ std::optional<Explanation> nodeCause(const std::vector<RankPass>& ranks,
   std::vector<SamplerOnRank> samplers;
   for (const auto& rp : ranks) samplers.push_back({rp.trace, rp.pass->rank, rp.pass->numReplicas});
   return nodeTopologyCause(samplers, s->id, named);
+}
+
+// Every rank's sampler yields the same order, whole: it ignores its rank (a custom sampler that
+// shuffles with a shared seed and never takes its rank's share). Nothing when any order differs
+// or is unknown.
+std::optional<Explanation> rankIgnored(const std::vector<RankPass>& ranks) {
+  if (ranks.size() < 2 || !ranks[0].order || ranks[0].order->empty()) return std::nullopt;
+  for (const auto& rp : ranks) {
+    if (!rp.order || *rp.order != *ranks[0].order) return std::nullopt;
+  }
+  const std::string lightning = frameworkHint(
+      *ranks[0].trace,
+      " (Trainer(use_distributed_sampler=False) leaves the loader's sampler as it is)");
+  return Explanation{
+      fmt::format("every rank's {} yields the same {} indices in the same order: the sampler "
+                  "ignores its rank{}, so every rank trains the whole dataset and an epoch is {} "
+                  "epochs' work",
+                  samplerClass(ranks[0]), ranks[0].order->size(), lightning, ranks.size()),
+      "take the rank's share in the sampler (indices[rank::num_replicas] of the epoch's order, as "
+      "DistributedSampler does), or use DistributedSampler"};
 }
 
 // The sampler's own parameters agree: say what is known and list what remains, never the
@@ -118,6 +139,7 @@ Explanation partitionCause(const std::vector<RankPass>& ranks, const std::string
   if (!samplerRanks.empty() && static_cast<std::int64_t>(samplerRanks.size()) != w) {
     return {"several ranks give their sampler the same rank", "pass rank=dist.get_rank()"};
   }
+  if (auto ignored = rankIgnored(ranks)) return std::move(*ignored);
   return splitCandidates(ranks, property, seeds, interpreter);
 }
 
