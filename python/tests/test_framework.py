@@ -1,5 +1,5 @@
 """The framework a program runs under, and where its collectives come from (docs/trace-format.md:
-``framework``, ``step``, ``coll``'s ``at`` and ``via``), recorded for a program in Lightning's shape
+``framework``, ``step``, ``logged``, ``coll``'s ``at`` and ``via``), recorded for a program in Lightning's shape
 over a stand-in package (tests/programs/stub_lightning: Lightning itself is not here)."""
 import os
 import tempfile
@@ -28,7 +28,15 @@ class FrameworkTest(unittest.TestCase):
             self.assertEqual((e["at"], e["via"]), ("lightning_shape.py:24 in training_epoch",
                                                    "lightning"))
         for e in barriers:  # the framework's own: placed at the program's fit()
-            self.assertEqual((e["at"], e["via"]), ("lightning_shape.py:29 in main", "lightning"))
+            self.assertEqual((e["at"], e["via"]), ("lightning_shape.py:30 in main", "lightning"))
+        # The logged value's reduction runs at the epoch's end, placed at fit(); the program's own
+        # line that logged it is the `logged` line, written once for its two epochs.
+        reduces = [e for e in colls if e["op"] == "all_reduce"]
+        self.assertEqual([(e["at"], e["via"]) for e in reduces],
+                         [("lightning_shape.py:30 in main", "lightning")] * 2)
+        logged = [e for e in lines if e["ev"] == "logged"]
+        self.assertEqual([(e["name"], e["at"]) for e in logged],
+                         [("loss", "lightning_shape.py:25 in training_epoch")])
 
     def test_a_plain_call_has_no_via(self):
         with tempfile.TemporaryDirectory() as d:

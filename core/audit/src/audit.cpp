@@ -163,10 +163,6 @@ AuditReport judge(const Trace& trace, const PlannedRun& plan) {
   }
   report.seen.ranksPerNode = ranksPerNode(trace);
   applyPlan(plan, report);
-  if (trace.launch && trace.launch->timedOut) {
-    std::stable_partition(report.violations.begin(), report.violations.end(),
-                          [](const Violation& v) { return v.property == property::kRankFailure; });
-  }
   report.passed = report.violations.empty();
   return report;
 }

@@ -93,7 +93,41 @@ std::vector<const CollectiveRecord*> collectivesOf(const RankTrace& t, const std
   return out;
 }
 
-std::optional<Violation> desync(const std::string& group, const std::vector<std::int64_t>& ranks,
+// A value logged with sync_dist on some of `ranks` only (the `logged` lines): Lightning reduces it
+// across ranks when it computes the epoch's results, so those ranks run an all_reduce the others
+// never join. The first such value, by the order its first rank logged it; nothing when every rank
+// logged the same values.
+std::optional<Explanation> loggedOnSomeRanks(const Trace& trace,
+                                             const std::vector<std::int64_t>& ranks) {
+  std::map<std::string, std::vector<std::int64_t>> byName;
+  std::vector<const LoggedValue*> firstSeen;
+  for (auto r : ranks) {
+    for (const auto& l : trace.ranks[static_cast<std::size_t>(r)]->loggedWithSync) {
+      auto& who = byName[l.name];
+      if (who.empty()) firstSeen.push_back(&l);
+      if (who.empty() || who.back() != r) who.push_back(r);
+    }
+  }
+  for (const LoggedValue* l : firstSeen) {
+    const auto& who = byName[l->name];
+    if (who.size() == ranks.size()) continue;
+    std::vector<std::int64_t> others;
+    for (auto r : ranks) {
+      if (std::find(who.begin(), who.end(), r) == who.end()) others.push_back(r);
+    }
+    return Explanation{
+        fmt::format("self.log('{}', sync_dist=True){} ran on {} only, never on {}: Lightning "
+                    "reduces a sync_dist value across ranks when it computes the epoch's results, "
+                    "so {} ran an all_reduce the others never joined",
+                    l->name, l->at.empty() ? "" : " at " + l->at, rankList(who), rankList(others),
+                    who.size() == 1 ? "that rank" : "those ranks"),
+        "log it on every rank (Lightning reduces it for you), or log it on rank 0 alone with "
+        "rank_zero_only=True and without sync_dist"};
+  }
+  return std::nullopt;
+}
+
+std::optional<Violation> desync(const Trace& trace, const std::vector<std::int64_t>& ranks,
                                 const std::map<std::int64_t, std::vector<const CollectiveRecord*>>& lists) {
   std::size_t common = SIZE_MAX;
   for (auto r : ranks) common = std::min(common, lists.at(r).size());
@@ -121,12 +155,15 @@ std::optional<Violation> desync(const std::string& group, const std::vector<std:
     v.step = first.batchSeq;
     v.detail = fmt::format("collective {} differs across ranks: {}", collectiveNumber(first),
                            fmt::join(parts, "; "));
+    if (auto logged = loggedOnSomeRanks(trace, ranks)) {
+      explain(v, std::move(*logged));
+      return v;
+    }
     v.likelyCause =
         "the ranks issue different collectives at the same point (rank-dependent control flow or "
         "tensor shapes); Gloo and NCCL may then hang, fail, or reduce mismatched buffers without "
         "an error";
     v.help = "make every rank call the same collectives with the same shapes";
-    (void)group;
     return v;
   }
   return std::nullopt;
@@ -420,7 +457,7 @@ void checkCollectives(const Trace& trace, std::vector<Violation>& out) {
     if (ranks.size() < 2) continue;
     std::map<std::int64_t, std::vector<const CollectiveRecord*>> lists;
     for (auto r : ranks) lists[r] = collectivesOf(*trace.ranks[static_cast<std::size_t>(r)], group);
-    if (auto v = desync(group, ranks, lists)) {
+    if (auto v = desync(trace, ranks, lists)) {
       out.push_back(std::move(*v));
     } else if (auto u = uneven(trace, ranks, lists)) {
       out.push_back(std::move(*u));

@@ -22,17 +22,6 @@ namespace property = sampler::property;
 
 namespace {
 
-// Every rank's pass ran to its end, every batch with gradients off.
-bool evaluatedOnEveryRank(const std::vector<RankPass>& ranks) {
-  for (const auto& rp : ranks) {
-    if (!rp.pass->ended || rp.pass->batches.empty()) return false;
-    for (const auto& b : rp.pass->batches) {
-      if (b.grad) return false;  // training, or evaluation with autograd on: not judged
-    }
-  }
-  return true;
-}
-
 // Ranks whose loaders hold datasets of their own (a Subset per rank, a shard file each: their
 // listings, rows or parts differ) under a sampler that does not split one dataset: an index
 // names another sample on each rank, so their indices are not one dataset's.

@@ -310,6 +310,11 @@ bool checkPartition(DataFindings& findings, std::int64_t loader, std::int64_t k,
     checkDrawsDiffer(findings, loader, k, n, ranks);
     return false;  // coverage, disjointness and reshuffle do not apply
   }
+  // The whole set evaluated on every rank is the evaluation's finding (counted W times,
+  // checkEvaluation), not also a training partition's: one harm, one finding.
+  if (evaluatedOnEveryRank(ranks) && isWholeDatasetSampler(samplerOf(*ranks[0].trace, loader))) {
+    return false;
+  }
   return checkSplit(findings, loader, k, n, ranks);
 }
 

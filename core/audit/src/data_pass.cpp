@@ -62,6 +62,16 @@ bool isEvaluation(const PassRecord& p) {
                                             [](const BatchRecord& b) { return b.grad; });
 }
 
+bool evaluatedOnEveryRank(const std::vector<RankPass>& ranks) {
+  for (const auto& rp : ranks) {
+    if (!rp.pass->ended || rp.pass->batches.empty()) return false;
+    for (const auto& b : rp.pass->batches) {
+      if (b.grad) return false;  // training, or evaluation with autograd on: not judged
+    }
+  }
+  return true;
+}
+
 bool isWholeDatasetSampler(const SamplerRecord* s) {
   return s && (s->className == "torch.utils.data.sampler.RandomSampler" ||
                s->className == "torch.utils.data.sampler.SequentialSampler");

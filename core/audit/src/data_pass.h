@@ -41,6 +41,10 @@ std::vector<const RankTrace*> tracesOf(const std::vector<RankPass>& ranks);
 /// An evaluation pass: every batch was handed out with gradients off (torch.no_grad()).
 bool isEvaluation(const PassRecord& p);
 
+/// Every rank ran the pass to its end, every batch with gradients off: an evaluation across the
+/// ranks, judged by what it counted (data_evaluation_checks.cpp).
+bool evaluatedOnEveryRank(const std::vector<RankPass>& ranks);
+
 /// torch's samplers that know nothing of ranks: DataLoader(shuffle=True) makes a RandomSampler,
 /// DataLoader() a SequentialSampler, each over the whole dataset on every rank.
 bool isWholeDatasetSampler(const SamplerRecord* s);

@@ -906,6 +906,42 @@ TEST(AuditTrace, UnderLightningTheCauseNamesUseDistributedSamplerFalse) {
   }
 }
 
+// Lightning's self.log(..., sync_dist=True) inside `if self.trainer.is_global_zero:`: rank 0 logs
+// val_acc (a `logged` line with the program's own line), and its reduction at the epoch's end is
+// an all_reduce placed at trainer.fit, where rank 1 runs Lightning's next barrier. The cause names
+// the log call and where it was written, not the fit() line every collective points at.
+TEST(AuditTrace, AValueLoggedWithSyncDistOnOneRankIsNamedByItsLogLine) {
+  for (const bool onlyRank0 : {true, false}) {
+    TempDir dir("ddph-audit-trace");
+    for (int r = 0; r < 2; ++r) {
+      RankWriter w(dir.path() + "/rank-" + std::to_string(r) + ".jsonl", r, 2);
+      w.emit({{"ev", "framework"}, {"name", "lightning"}, {"version", "2.1.4"}});
+      const bool logs = r == 0 || !onlyRank0;
+      if (logs) {
+        w.emit({{"ev", "logged"}, {"name", "val_acc"},
+                {"at", "train.py:41 in on_validation_epoch_end"}});
+      }
+      w.emit({{"ev", "coll"}, {"group", "0"}, {"seq", 0}, {"op", logs ? "all_reduce" : "barrier"},
+              {"dtype", "float32"}, {"numel", logs ? 1 : 0}, {"src", "user"},
+              {"at", "train.py:58 in <module>"}, {"via", "lightning"}});
+      w.emit({{"ev", "coll_done"}, {"group", "0"}, {"seq", 0}});
+      w.emit({{"ev", "end"}, {"code", 0}});
+    }
+    const auto r = audit::auditTrace(trace::readTrace(dir.path()));
+    if (!onlyRank0) {
+      EXPECT_TRUE(r.violations.empty()) << summary(r);
+      continue;
+    }
+    const Violation& v = only(r, property::kCollectiveMismatch);
+    EXPECT_EQ(v.likelyCause,
+              "self.log('val_acc', sync_dist=True) at train.py:41 in on_validation_epoch_end ran "
+              "on rank 0 only, never on rank 1: Lightning reduces a sync_dist value across ranks "
+              "when it computes the epoch's results, so that rank ran an all_reduce the others "
+              "never joined");
+    EXPECT_TRUE(has(v.help, "rank_zero_only=True")) << v.help;
+  }
+}
+
 // Two ranks' traces written by hand with their "t": rank 0 waits 0.2 s in its first allreduce and
 // 0.3 s in two overlapping ones (counted once), computes 0.7 s between them from its first batch
 // to its last completion; its set-up broadcast before the first batch is not a step. Rank 1 never

@@ -140,8 +140,7 @@ bool needsLibTorch(const Scenario& s, const comm::GlooOptions& engine) {
 }
 
 // The verdict, over the run's trace and its launch record: the one judge (NOTE [One judge]), the
-// audit's checks with what the scenario planned (its PlannedRun). A run stopped by its deadline
-// reports that first (the judge puts rank failures first then).
+// audit's checks with what the scenario planned (its PlannedRun).
 void judge(const Scenario& s, const trace::Trace& trace, RunReport& report) {
   audit::AuditReport judged = audit::judge(trace, planOf(s, trace));
   report.violations = std::move(judged.violations);

@@ -282,6 +282,12 @@ class RankTraceBuilder {
 
   void step(const json&, std::int64_t line) { t_.stepLines.push_back(line); }
 
+  void logged(const json& e, std::int64_t line) {
+    namespace f = ts::logged;
+    t_.loggedWithSync.push_back(
+        {field<std::string>(e, f::kName), optionalField<std::string>(e, f::kAt).value_or(""), line});
+  }
+
   SamplerRecord& samplerRef(std::int64_t id) {
     auto it = t_.samplers.find(id);
     DDPH_CHECK(it != t_.samplers.end(), "sampler {} was never declared", id);
@@ -324,6 +330,7 @@ class RankTraceBuilder {
       {ts::spawn::kEvent, &RankTraceBuilder::spawn},
       {ts::framework::kEvent, &RankTraceBuilder::framework},
       {ts::step::kEvent, &RankTraceBuilder::step},
+      {ts::logged::kEvent, &RankTraceBuilder::logged},
   };
 
   struct Position {

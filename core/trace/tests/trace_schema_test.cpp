@@ -140,7 +140,9 @@ void expectSchemaFields(const json& fields, const json& object, const std::strin
     }
   }
   for (const auto& [name, f] : byName) {
-    if (f.at("required")) EXPECT_TRUE(object.contains(name)) << name << " missing, " << where;
+    if (f.at("required")) {
+      EXPECT_TRUE(object.contains(name)) << name << " missing, " << where;
+    }
   }
 }
 
@@ -163,10 +165,14 @@ TEST(TraceSchema, LaunchJsonTheCppWriterWritesIsTheSchemas) {
   std::set<std::string> written;
   expectSchemaFields(schema.at("fields"), json::parse(in), "launch.json", written);
   for (const auto& f : schema.at("fields")) {
-    if (writtenByCpp(f)) EXPECT_TRUE(written.count(f.at("name"))) << f.at("name");
+    if (writtenByCpp(f)) {
+      EXPECT_TRUE(written.count(f.at("name"))) << f.at("name");
+    }
     for (const auto& e : f.value("entries", json::array())) {
       const std::string name = f.at("name").get<std::string>() + "." + e.at("name").get<std::string>();
-      if (writtenByCpp(e)) EXPECT_TRUE(written.count(name)) << name;
+      if (writtenByCpp(e)) {
+        EXPECT_TRUE(written.count(name)) << name;
+      }
     }
   }
   // And the reader takes it back.

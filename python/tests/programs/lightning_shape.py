@@ -1,6 +1,6 @@
 """A program in PyTorch Lightning's shape over the stand-in package stub_lightning/ (no Lightning
-here): its Trainer built, fit() calling the program's epoch, which steps an optimizer and gathers
-through the trainer (tests/test_framework.py)."""
+here): its Trainer built, fit() calling the program's epoch, which steps an optimizer, gathers
+through the trainer and logs its loss with sync_dist (tests/test_framework.py)."""
 import os
 import sys
 
@@ -11,7 +11,7 @@ import torch.distributed as dist  # noqa: E402
 import lightning.pytorch as pl  # noqa: E402
 
 
-class Module:
+class Module(pl.LightningModule):
     def __init__(self):
         self.net = torch.nn.Linear(2, 1)
         self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
@@ -22,6 +22,7 @@ class Module:
         self.opt.step()
         self.opt.zero_grad()
         trainer.all_gather(torch.tensor([float(epoch)]))  # the program's gather, through the trainer
+        self.log("loss", loss.item(), sync_dist=True)  # reduced by the framework at the epoch's end
 
 
 def main():

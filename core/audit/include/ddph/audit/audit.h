@@ -56,8 +56,8 @@ struct AuditReport {
 
 /// The one judge of a trace: every check on `trace`, then what the caller's plan knows
 /// (planned_run.h; `ddp-sim run` gives its scenario's, a real program's audit none). Never
-/// throws for what a trace says (only for internal errors). A run stopped by its deadline gives
-/// its rank failures first: what the finished ranks found is secondary to the run not finishing.
+/// throws for what a trace says (only for internal errors). The root causes come first
+/// (collectives, data, replicas), then the ranks that failed.
 AuditReport judge(const Trace& trace, const PlannedRun& plan);
 
 /// judge(trace) of a real program: no plan.

@@ -11,6 +11,7 @@ using trace::CollectiveRecord;
 using trace::DatasetPart;
 using trace::DdpRecord;
 using trace::EmulationRecord;
+using trace::LoggedValue;
 using trace::LaunchedRank;
 using trace::LaunchRecord;
 using trace::LoaderRecord;

@@ -163,6 +163,13 @@ struct EmulationRecord {
   std::string autocast;      ///< "off" (float32) or "bf16" (CPU autocast)
 };
 
+/// A value logged through the framework with a reduction across ranks (`logged`).
+struct LoggedValue {
+  std::string name;
+  std::string at;  ///< the program's own line ("train.py:41 in on_validation_epoch_end"), or empty
+  std::int64_t line = 0;
+};
+
 /// Everything one rank recorded.
 struct RankTrace {
   std::filesystem::path file;
@@ -189,6 +196,9 @@ struct RankTrace {
   std::vector<std::int64_t> stepLines;
   /// The training framework that drove its loop ("lightning 2.1.4"), or empty.
   std::string framework;
+  /// Values logged through the framework with a reduction across ranks (`logged`: Lightning's
+  /// self.log(..., sync_dist=True)), once per name and call site, in the order first logged.
+  std::vector<LoggedValue> loggedWithSync;
   std::optional<std::string> errorType, errorMessage;
   /// The innermost frame of the program's own code ("train.py:28 in __getitem__"), and the error's
   /// own line when the message is a wrapped traceback (a DataLoader worker's).

@@ -1,8 +1,21 @@
 """A stand-in for ``lightning.pytorch`` (tests/test_framework.py): a ``Trainer`` whose ``fit``
-calls the program's hook and makes a barrier of its own, as Lightning's strategies do."""
+calls the program's hook and makes a barrier of its own, as Lightning's strategies do, and a
+``LightningModule`` whose ``log(..., sync_dist=True)`` is reduced across ranks at the epoch's end,
+away from the program's line, as Lightning's results are."""
+import torch
 import torch.distributed as dist
 
 __version__ = "0.0-stub"
+
+
+class LightningModule:
+    def log(self, name, value, sync_dist=False):
+        if sync_dist:
+            self.__dict__.setdefault("_synced", {})[name] = torch.tensor([float(value)])
+
+    def reduce_logged(self):
+        for value in self.__dict__.pop("_synced", {}).values():
+            dist.all_reduce(value)
 
 
 class Trainer:
@@ -12,6 +25,8 @@ class Trainer:
     def fit(self, module):
         for epoch in range(self.max_epochs):
             module.training_epoch(self, epoch)
+            if isinstance(module, LightningModule):
+                module.reduce_logged()  # the epoch's results, reduced by the framework
             dist.barrier()  # the framework's own collective
 
     def all_gather(self, tensor):
