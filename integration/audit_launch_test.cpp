@@ -235,6 +235,10 @@ TEST(AuditPython, DesynchronisedCollectiveHangsAndIsNamed) {
   const Json m = onlyViolation(a, "collective-mismatch");
   EXPECT_TRUE(has(text(m, "detail"), "differs across ranks")) << shown(a);
   EXPECT_TRUE(has(text(m, "detail"), "rank 1 all_reduce float32[3]")) << shown(a);
+  EXPECT_TRUE(has(text(m, "likely_cause"), "rank 1 called all_reduce at desync_collective.py:46 in "
+                                           "main with float32[3] where the others passed "
+                                           "float32[2]"))
+      << shown(a);
   const auto failures = violationsOf(a, "rank-failure");
   EXPECT_FALSE(failures.empty()) << shown(a);
   for (const auto& f : failures) {

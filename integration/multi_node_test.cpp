@@ -216,6 +216,22 @@ TEST(MultiNode, GradientsAveragedWithinANodeGroupOnlyAreNamed) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+// The same per-node group given to DDP(model, process_group=...): DDP averages within each node.
+TEST(MultiNode, DdpBuiltOverANodeGroupIsNamed) {
+  const auto one = auditNodes(1, 4, "node_group_as_world.py", {"--ddp"});
+  EXPECT_EQ(one.command.exitCode, 0) << shown(one);
+  const auto two = auditNodes(2, 2, "node_group_as_world.py", {"--ddp"});
+  EXPECT_EQ(two.command.exitCode, 1) << shown(two);
+  const Json v = onlyViolation(two, "replica-consistency");
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(),
+                  "DDP module 0 averages its gradients within group 1 (ranks 0, 1) and group 2 "
+                  "(ranks 2, 3), not across the 4 ranks"))
+      << shown(two);
+  EXPECT_TRUE(has(v["help"].get<std::string>(), "leave process_group out")) << shown(two);
+  const auto twin = auditNodes(2, 2, "node_group_as_world.py", {"--ddp", "--world"});
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(MultiNode, ADeviceChosenByRankPassesOnOneNodeAndIsNamedOnTwo) {
   const auto one = auditNodes(1, 4, "device_from_rank.py");
   EXPECT_EQ(one.command.exitCode, 0) << shown(one);

@@ -127,6 +127,32 @@ std::optional<Explanation> loggedOnSomeRanks(const Trace& trace,
   return std::nullopt;
 }
 
+void explainParting(const Trace& trace, const std::vector<std::int64_t>& ranks,
+                    const std::vector<std::int64_t>& behind,
+                    const std::pair<std::int64_t, std::int64_t>& parted, Violation& v);
+
+// The ranks at `c`'s collective number that had handed out fewer batches of the pass `c` was made
+// in than the ranks still in it: the pass parted them (uneven inputs, or skipped steps), and the
+// ones that ran out went on to the program's next collective. Nothing when the pass did not part.
+std::optional<std::vector<std::int64_t>> partedInItsPass(const Trace& trace,
+                                                         const std::vector<std::int64_t>& ranks,
+                                                         const CollectiveRecord& c) {
+  const auto parted = firstUnevenPass(trace, ranks);
+  if (!parted || c.loader != parted->first || c.iter != parted->second) return std::nullopt;
+  std::size_t most = 0;
+  std::map<std::int64_t, std::size_t> counts;
+  for (auto r : ranks) {
+    const PassRecord* p = trace.ranks[static_cast<std::size_t>(r)]->findPass(c.loader, c.iter);
+    counts[r] = p ? p->batches.size() : 0;
+    most = std::max(most, counts[r]);
+  }
+  std::vector<std::int64_t> behind;
+  for (const auto& [r, n] : counts) {
+    if (n < most) behind.push_back(r);
+  }
+  return behind;
+}
+
 std::optional<Violation> desync(const Trace& trace, const std::vector<std::int64_t>& ranks,
                                 const std::map<std::int64_t, std::vector<const CollectiveRecord*>>& lists) {
   std::size_t common = SIZE_MAX;
@@ -157,6 +183,46 @@ std::optional<Violation> desync(const Trace& trace, const std::vector<std::int64
                            fmt::join(parts, "; "));
     if (auto logged = loggedOnSomeRanks(trace, ranks)) {
       explain(v, std::move(*logged));
+      return v;
+    }
+    // One side still in a pass whose batches the other side had run out of: not a branch around
+    // a collective, but the pass parting the ranks (their next collectives then differ).
+    for (const auto& [sig, rs] : sides) {
+      const CollectiveRecord& c = *lists.at(rs.front())[s];
+      if (c.src != "ddp") continue;
+      if (auto behind = partedInItsPass(trace, ranks, c); behind && !behind->empty()) {
+        v.detail += fmt::format("; the ranks parted at epoch {} of {} (batches: {})", c.iter,
+                                describeLoader(*trace.ranks[static_cast<std::size_t>(rs.front())], c.loader),
+                                batchCounts(trace, c.loader, c.iter, ranks));
+        explainParting(trace, ranks, *behind, {c.loader, c.iter}, v);
+        return v;
+      }
+    }
+    // The fewer ranks in a call of the program's own, straight from its code: a branch only
+    // they took.
+    const auto& [lastSig, few] = sides.back();
+    const CollectiveRecord& own = *lists.at(few.front())[s];
+    const bool ownCall = sides.size() == 2 && few.size() < sides.front().second.size() &&
+                         own.src == "user" && own.via.empty() && !own.at.empty();
+    if (ownCall && own.op == first.op && first.src == "user") {
+      v.likelyCause = fmt::format(
+          "{} called {} at {} with {} where the others passed {}: the tensor's size or dtype "
+          "depends on the rank (a metric list built differently on one code path, a per-rank "
+          "count), and Gloo and NCCL may then hang, fail, or reduce mismatched buffers",
+          rankList(few), own.op, own.at, fmt::format("{}[{}]", own.dtype, own.numel),
+          fmt::format("{}[{}]", first.dtype, first.numel));
+      v.help = "give the collective the same size and dtype on every rank";
+      return v;
+    }
+    if (ownCall) {
+      v.likelyCause = fmt::format(
+          "{} called {} at {} and the other ranks did not (they were in {}): a collective inside "
+          "a branch only some ranks take (`if rank == 0:` around saving, logging or evaluation), "
+          "so the ranks' collectives no longer pair up (a hang, or mismatched buffers reduced "
+          "together)",
+          rankList(few), own.op, own.at, describeCollective(first));
+      v.help = "call the collective on every rank (move it out of the branch), or leave it out of "
+               "the branch's work";
       return v;
     }
     v.likelyCause =

@@ -123,6 +123,40 @@ std::optional<Explanation> reducedWithinAPartOfTheWorld(const Trace& trace) {
   return std::nullopt;
 }
 
+// DDP module `ddp` built over a process group that holds only part of the world
+// (DDP(model, process_group=group)): its gradient buckets are averaged within that group, so each
+// group's replicas stay equal among themselves and the groups drift apart. The groups its buckets
+// ran on, with their ranks, or nothing when they ran on the world's.
+std::optional<Explanation> ddpOverAPartOfTheWorld(const Trace& trace, std::int64_t ddp) {
+  std::map<std::string, std::vector<std::int64_t>> partial;  // group -> its members
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    for (const auto& [group, list] : t->collectives) {
+      const bool buckets = std::any_of(list.begin(), list.end(), [&](const CollectiveRecord& c) {
+        return c.src == "ddp" && c.ddp == ddp;
+      });
+      if (!buckets || group == "0") continue;
+      const auto members = t->groups.find(group);
+      if (members == t->groups.end() || static_cast<int>(members->second.size()) >= trace.worldSize)
+        continue;
+      partial[group] = members->second;
+    }
+  }
+  if (partial.empty()) return std::nullopt;
+  std::vector<std::string> groups;
+  for (const auto& [group, members] : partial) {
+    groups.push_back(fmt::format("group {} ({})", group, rankList(members)));
+  }
+  return Explanation{
+      fmt::format("DDP module {} averages its gradients within {}, not across the {} ranks: it was "
+                  "built with DDP(model, process_group=...) over a part of the world (a node's "
+                  "group from new_group or new_subgroups), so each group's replicas agree among "
+                  "themselves and the groups train apart",
+                  ddp, fmt::join(groups, " and "), trace.worldSize),
+      "build DDP over the default group (leave process_group out); keep subgroups for the "
+      "collectives meant to stay within a node"};
+}
+
 // The program's own all_reduces that came after an optimizer step and before the next batch (the
 // `step` lines): most of them on some rank means the gradients were averaged after the step had
 // used each rank's own. The cause then, or nothing.
@@ -305,6 +339,9 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
     Explanation why = handWrittenCause(trace, ddp);
     if (why.empty()) why = bypassedCause(trace, ddp);
     if (why.empty()) why = noSyncCause(trace, ddp, v.detail);
+    if (why.empty()) {
+      if (auto part = ddpOverAPartOfTheWorld(trace, ddp)) why = std::move(*part);
+    }
     if (why.empty()) why = divergedCause(byRank, i);
     v.likelyCause = std::move(why.cause);
     v.help = std::move(why.help);

@@ -942,6 +942,80 @@ TEST(AuditTrace, AValueLoggedWithSyncDistOnOneRankIsNamedByItsLogLine) {
   }
 }
 
+// Rank 0's shard holds 3 batches, rank 1's 2 (a sampler without padding): rank 1 leaves the loop
+// and all_reduces its loss for logging while rank 0 runs its third step's gradient allreduce. The
+// collectives differ at the same number, and the cause is the pass that parted the ranks, not a
+// branch around a collective.
+TEST(AuditTrace, CollectivesThatDifferAfterAPassPartedTheRanksAreUnevenInputs) {
+  TempDir dir("ddph-audit-trace");
+  for (int r = 0; r < 2; ++r) {
+    RankWriter w(dir.path() + "/rank-" + std::to_string(r) + ".jsonl", r, 2);
+    w.emit({{"ev", "loader"}, {"id", 0}, {"dataset", "Points"}, {"dataset_len", 5},
+            {"batch_size", 1}, {"drop_last", false}, {"batching", "torch"}});
+    w.emit({{"ev", "ddp"}, {"id", 0}, {"module", "Linear"}, {"parameters", 11}});
+    w.emit({{"ev", "epoch"}, {"loader", 0}, {"iter", 0}});
+    const int batches = r == 0 ? 3 : 2;
+    for (int b = 0; b < batches; ++b) {
+      w.emit({{"ev", "batch"}, {"loader", 0}, {"iter", 0}, {"seq", b}, {"size", 1}, {"grad", true}});
+      w.emit({{"ev", "forward"}, {"ddp", 0}, {"n", b}, {"training", true}, {"grad", true}});
+      w.emit({{"ev", "coll"}, {"group", "0"}, {"seq", b}, {"op", "all_reduce"}, {"dtype", "float32"},
+              {"numel", 11}, {"src", "ddp"}, {"ddp", 0}, {"bucket", 0}, {"backward", b}});
+      if (b < 2) w.emit({{"ev", "coll_done"}, {"group", "0"}, {"seq", b}});
+    }
+    if (r == 1) {
+      w.emit({{"ev", "epoch_end"}, {"loader", 0}, {"iter", 0}, {"batches", 2}});
+      w.emit({{"ev", "coll"}, {"group", "0"}, {"seq", 2}, {"op", "all_reduce"}, {"dtype", "float32"},
+              {"numel", 1}, {"src", "user"}, {"at", "train.py:65 in main"}});
+    }
+  }
+  const auto r = audit::auditTrace(trace::readTrace(dir.path()));
+  const Violation& v = only(r, property::kCollectiveMismatch);
+  EXPECT_TRUE(has(v.detail, "the ranks parted at epoch 0 of loader 0 (Points, 5 samples) (batches: "
+                            "rank 1: 2; rank 0: 3)"))
+      << v.detail;
+  EXPECT_TRUE(has(v.likelyCause, "uneven inputs: rank 1 ran out of batches first")) << v.likelyCause;
+  EXPECT_TRUE(has(v.help, "join()")) << v.help;
+}
+
+// `if rank == 0: torch.save(...); dist.barrier()`: rank 0's barrier, the program's own call, meets
+// the other ranks' next gradient allreduce. Both ran the same batches: the cause is the branch.
+TEST(AuditTrace, AProgramCollectiveOnSomeRanksOnlyIsNamedAsABranch) {
+  TempDir dir("ddph-audit-trace");
+  for (int r = 0; r < 3; ++r) {
+    RankWriter w(dir.path() + "/rank-" + std::to_string(r) + ".jsonl", r, 3);
+    w.emit({{"ev", "loader"}, {"id", 0}, {"dataset", "Points"}, {"dataset_len", 6},
+            {"batch_size", 2}, {"drop_last", false}, {"batching", "torch"}});
+    w.emit({{"ev", "ddp"}, {"id", 0}, {"module", "Linear"}, {"parameters", 11}});
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      w.emit({{"ev", "epoch"}, {"loader", 0}, {"iter", epoch}});
+      w.emit({{"ev", "batch"}, {"loader", 0}, {"iter", epoch}, {"seq", 0}, {"size", 2}, {"grad", true}});
+      w.emit({{"ev", "forward"}, {"ddp", 0}, {"n", epoch}, {"training", true}, {"grad", true}});
+      if (epoch == 1 && r == 0) break;  // rank 0 waits in its barrier
+      w.emit({{"ev", "coll"}, {"group", "0"}, {"seq", epoch}, {"op", "all_reduce"},
+              {"dtype", "float32"}, {"numel", 11}, {"src", "ddp"}, {"ddp", 0}, {"bucket", 0},
+              {"backward", epoch}});
+      if (epoch == 0) {
+        w.emit({{"ev", "coll_done"}, {"group", "0"}, {"seq", 0}});
+        w.emit({{"ev", "epoch_end"}, {"loader", 0}, {"iter", 0}, {"batches", 1}});
+        if (r == 0) {
+          w.emit({{"ev", "coll"}, {"group", "0"}, {"seq", 1}, {"op", "barrier"},
+                  {"src", "user"}, {"at", "train.py:41 in main"}});
+        }
+      }
+    }
+  }
+  const auto r = audit::auditTrace(trace::readTrace(dir.path()));
+  const auto found = r.violations;
+  const auto m = std::find_if(found.begin(), found.end(), [](const Violation& v) {
+    return v.property == property::kCollectiveMismatch;
+  });
+  ASSERT_NE(m, found.end()) << summary(r);
+  EXPECT_TRUE(has(m->likelyCause, "rank 0 called barrier at train.py:41 in main and the other "
+                                  "ranks did not"))
+      << m->likelyCause;
+  EXPECT_TRUE(has(m->help, "move it out of the branch")) << m->help;
+}
+
 // Two ranks' traces written by hand with their "t": rank 0 waits 0.2 s in its first allreduce and
 // 0.3 s in two overlapping ones (counted once), computes 0.7 s between them from its first batch
 // to its last completion; its set-up broadcast before the first batch is not a step. Rank 1 never

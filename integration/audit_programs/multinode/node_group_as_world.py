@@ -1,6 +1,8 @@
 """Gradients averaged by hand over a process group per node (built for a hierarchical
 all-reduce), whose cross-node step was left out: on one node the node's group is the world; on
-two, each node trains its own model. --hierarchical adds the cross-node step (the healthy twin)."""
+two, each node trains its own model. --hierarchical adds the cross-node step (the healthy twin).
+--ddp leaves the averaging to DDP(model, process_group=the node's group): the same bug through DDP;
+--ddp --world builds DDP over the default group (its healthy twin)."""
 import argparse
 import os
 
@@ -14,6 +16,8 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--hierarchical", action="store_true")
+    parser.add_argument("--ddp", action="store_true")
+    parser.add_argument("--world", action="store_true")
     args = parser.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -28,13 +32,16 @@ def main():
     ds = TensorDataset(x, (x[:, 0] > 0).long())
     sampler = DistributedSampler(ds)
     loader = DataLoader(ds, batch_size=32, sampler=sampler)
+    if args.ddp:
+        model = nn.parallel.DistributedDataParallel(
+            model, process_group=None if args.world else my_node)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for epoch in range(2):
         sampler.set_epoch(epoch)
         for xb, yb in loader:
             opt.zero_grad()
             F.cross_entropy(model(xb), yb).backward()
-            for p in model.parameters():
+            for p in [] if args.ddp else model.parameters():
                 dist.all_reduce(p.grad, group=my_node)
                 if args.hierarchical:
                     dist.all_reduce(p.grad, group=my_cross)
