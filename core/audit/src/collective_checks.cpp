@@ -203,7 +203,7 @@ std::optional<Violation> desync(const Trace& trace, const std::vector<std::int64
     const auto& [lastSig, few] = sides.back();
     const CollectiveRecord& own = *lists.at(few.front())[s];
     const bool ownCall = sides.size() == 2 && few.size() < sides.front().second.size() &&
-                         own.src == "user" && own.via.empty() && !own.at.empty();
+                         own.src == "user" && !own.at.empty();
     if (ownCall && own.op == first.op && first.src == "user") {
       v.likelyCause = fmt::format(
           "{} called {} at {} with {} where the others passed {}: the tensor's size or dtype "
@@ -215,12 +215,19 @@ std::optional<Violation> desync(const Trace& trace, const std::vector<std::int64
       return v;
     }
     if (ownCall) {
+      const std::string through =
+          own.via == "lightning"
+              ? " through Lightning (trainer.save_checkpoint, self.all_gather and the strategy's "
+                "barrier are collectives: every rank must call them; `if "
+                "self.trainer.is_global_zero:` around one is such a branch)"
+          : own.via.empty() ? ""
+                            : " through " + own.via;
       v.likelyCause = fmt::format(
-          "{} called {} at {} and the other ranks did not (they were in {}): a collective inside "
-          "a branch only some ranks take (`if rank == 0:` around saving, logging or evaluation), "
-          "so the ranks' collectives no longer pair up (a hang, or mismatched buffers reduced "
-          "together)",
-          rankList(few), own.op, own.at, describeCollective(first));
+          "{} called {} at {}{} and the other ranks did not (they were in {}): a collective "
+          "inside a branch only some ranks take (`if rank == 0:` around saving, logging or "
+          "evaluation), so the ranks' collectives no longer pair up (a hang, or mismatched "
+          "buffers reduced together)",
+          rankList(few), own.op, own.at, through, describeCollective(first));
       v.help = "call the collective on every rank (move it out of the branch), or leave it out of "
                "the branch's work";
       return v;

@@ -979,41 +979,48 @@ TEST(AuditTrace, CollectivesThatDifferAfterAPassPartedTheRanksAreUnevenInputs) {
 
 // `if rank == 0: torch.save(...); dist.barrier()`: rank 0's barrier, the program's own call, meets
 // the other ranks' next gradient allreduce. Both ran the same batches: the cause is the branch.
+// Through Lightning (trainer.save_checkpoint under `if self.trainer.is_global_zero:`) the cause
+// says which of its calls are collectives.
 TEST(AuditTrace, AProgramCollectiveOnSomeRanksOnlyIsNamedAsABranch) {
-  TempDir dir("ddph-audit-trace");
-  for (int r = 0; r < 3; ++r) {
-    RankWriter w(dir.path() + "/rank-" + std::to_string(r) + ".jsonl", r, 3);
-    w.emit({{"ev", "loader"}, {"id", 0}, {"dataset", "Points"}, {"dataset_len", 6},
-            {"batch_size", 2}, {"drop_last", false}, {"batching", "torch"}});
-    w.emit({{"ev", "ddp"}, {"id", 0}, {"module", "Linear"}, {"parameters", 11}});
-    for (int epoch = 0; epoch < 2; ++epoch) {
-      w.emit({{"ev", "epoch"}, {"loader", 0}, {"iter", epoch}});
-      w.emit({{"ev", "batch"}, {"loader", 0}, {"iter", epoch}, {"seq", 0}, {"size", 2}, {"grad", true}});
-      w.emit({{"ev", "forward"}, {"ddp", 0}, {"n", epoch}, {"training", true}, {"grad", true}});
-      if (epoch == 1 && r == 0) break;  // rank 0 waits in its barrier
-      w.emit({{"ev", "coll"}, {"group", "0"}, {"seq", epoch}, {"op", "all_reduce"},
-              {"dtype", "float32"}, {"numel", 11}, {"src", "ddp"}, {"ddp", 0}, {"bucket", 0},
-              {"backward", epoch}});
-      if (epoch == 0) {
-        w.emit({{"ev", "coll_done"}, {"group", "0"}, {"seq", 0}});
-        w.emit({{"ev", "epoch_end"}, {"loader", 0}, {"iter", 0}, {"batches", 1}});
-        if (r == 0) {
-          w.emit({{"ev", "coll"}, {"group", "0"}, {"seq", 1}, {"op", "barrier"},
-                  {"src", "user"}, {"at", "train.py:41 in main"}});
+  for (const std::string via : {"", "lightning"}) {
+    SCOPED_TRACE(via);
+    TempDir dir("ddph-audit-trace");
+    for (int r = 0; r < 3; ++r) {
+      RankWriter w(dir.path() + "/rank-" + std::to_string(r) + ".jsonl", r, 3);
+      w.emit({{"ev", "loader"}, {"id", 0}, {"dataset", "Points"}, {"dataset_len", 6},
+              {"batch_size", 2}, {"drop_last", false}, {"batching", "torch"}});
+      w.emit({{"ev", "ddp"}, {"id", 0}, {"module", "Linear"}, {"parameters", 11}});
+      for (int epoch = 0; epoch < 2; ++epoch) {
+        w.emit({{"ev", "epoch"}, {"loader", 0}, {"iter", epoch}});
+        w.emit({{"ev", "batch"}, {"loader", 0}, {"iter", epoch}, {"seq", 0}, {"size", 2}, {"grad", true}});
+        w.emit({{"ev", "forward"}, {"ddp", 0}, {"n", epoch}, {"training", true}, {"grad", true}});
+        if (epoch == 1 && r == 0) break;  // rank 0 waits in its barrier
+        w.emit({{"ev", "coll"}, {"group", "0"}, {"seq", epoch}, {"op", "all_reduce"},
+                {"dtype", "float32"}, {"numel", 11}, {"src", "ddp"}, {"ddp", 0}, {"bucket", 0},
+                {"backward", epoch}});
+        if (epoch == 0) {
+          w.emit({{"ev", "coll_done"}, {"group", "0"}, {"seq", 0}});
+          w.emit({{"ev", "epoch_end"}, {"loader", 0}, {"iter", 0}, {"batches", 1}});
+          if (r == 0) {
+            json barrier = {{"ev", "coll"}, {"group", "0"}, {"seq", 1}, {"op", "barrier"},
+                            {"src", "user"}, {"at", "train.py:41 in main"}};
+            if (!via.empty()) barrier["via"] = via;
+            w.emit(barrier);
+          }
         }
       }
     }
+    const auto r = audit::auditTrace(trace::readTrace(dir.path()));
+    const auto found = r.violations;
+    const auto m = std::find_if(found.begin(), found.end(), [](const Violation& v) {
+      return v.property == property::kCollectiveMismatch;
+    });
+    ASSERT_NE(m, found.end()) << summary(r);
+    EXPECT_TRUE(has(m->likelyCause, "rank 0 called barrier at train.py:41 in main")) << m->likelyCause;
+    EXPECT_TRUE(has(m->likelyCause, "and the other ranks did not")) << m->likelyCause;
+    EXPECT_EQ(has(m->likelyCause, "trainer.save_checkpoint"), via == "lightning") << m->likelyCause;
+    EXPECT_TRUE(has(m->help, "move it out of the branch")) << m->help;
   }
-  const auto r = audit::auditTrace(trace::readTrace(dir.path()));
-  const auto found = r.violations;
-  const auto m = std::find_if(found.begin(), found.end(), [](const Violation& v) {
-    return v.property == property::kCollectiveMismatch;
-  });
-  ASSERT_NE(m, found.end()) << summary(r);
-  EXPECT_TRUE(has(m->likelyCause, "rank 0 called barrier at train.py:41 in main and the other "
-                                  "ranks did not"))
-      << m->likelyCause;
-  EXPECT_TRUE(has(m->help, "move it out of the branch")) << m->help;
 }
 
 // Two ranks' traces written by hand with their "t": rank 0 waits 0.2 s in its first allreduce and
