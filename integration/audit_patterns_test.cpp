@@ -215,6 +215,22 @@ TEST(AuditPattern, ACustomSamplerThatIgnoresItsRankIsNamedFromTheOrders) {
   EXPECT_TRUE(twin.report["violations"].empty()) << shown(twin);
 }
 
+// One learning rate per rank under DDP: the `step` lines' rates name it, not a candidate list.
+TEST(AuditPattern, ALearningRatePerRankIsNamedByTheRatesTheRanksSteppedWith) {
+  const auto a = launchAudited(4, python("lr_per_rank.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_TRUE(has(text(v, "likely_cause"),
+                  "the ranks' optimizers stepped with different learning rates from their step 1 "
+                  "on (rank 0: 0.001; rank 1: 0.003; rank 2: 0.01; rank 3: 0.03)"))
+      << shown(a);
+  EXPECT_FALSE(has(text(v, "likely_cause"), "cannot tell")) << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "one learning rate and schedule on every rank")) << shown(a);
+  const auto twin = launchAudited(4, python("lr_per_rank.py", {"--same"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, ShardsMadeByHandThenShardedAgainNameTheDoubleSharding) {
   const auto a = launchAudited(4, python("sharded_twice.py"));
   EXPECT_EQ(a.command.exitCode, 1) << shown(a);

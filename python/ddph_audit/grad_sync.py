@@ -10,6 +10,7 @@ is declared while a DDP module is alive (DDP averages then)."""
 
 import functools
 import importlib
+import math
 import sys
 import types
 import weakref
@@ -121,6 +122,15 @@ def _is_gradient(param, tensor):
         return False
 
 
+def _first_lr(optimizer):
+    """The learning rate of the optimizer's first parameter group, as a float, or None."""
+    try:
+        lr = float(optimizer.param_groups[0]["lr"])
+    except Exception:  # no groups, no lr, an lr that is no number
+        return None
+    return lr if math.isfinite(lr) else None
+
+
 def _watch_step(optimizer, rec):
     """A ``step`` line after each ``optimizer.step()`` returns: when the program averages its
     gradients itself, the order of its all_reduces and its steps tells whether the step used the
@@ -129,9 +139,13 @@ def _watch_step(optimizer, rec):
     original = optimizer.step
 
     def step(self, *args, **kwargs):
+        lr = _first_lr(self)  # the rate this step used (a scheduler changes it after)
         out = original(*args, **kwargs)
         if rec.active:
-            rec.emit(trace_events.STEP, optimizer=type(self).__name__)
+            fields = {"optimizer": type(self).__name__}
+            if lr is not None:
+                fields["lr"] = lr
+            rec.emit(trace_events.STEP, **fields)
         return out
 
     optimizer.step = types.MethodType(step, optimizer)

@@ -20,6 +20,8 @@ class FrameworkTest(unittest.TestCase):
         self.assertEqual(frameworks, [dict(frameworks[0], name="lightning", version="0.0-stub")])
         self.assertEqual(len(frameworks), 1)
         self.assertEqual([e["optimizer"] for e in lines if e["ev"] == "step"], ["SGD", "SGD"])
+        # The rate each step used (the first parameter group's).
+        self.assertEqual([e["lr"] for e in lines if e["ev"] == "step"], [0.1, 0.1])
         colls = [e for e in lines if e["ev"] == "coll"]
         gathers = [e for e in colls if e["op"] == "all_gather"]
         barriers = [e for e in colls if e["op"] == "barrier"]

@@ -157,6 +157,41 @@ std::optional<Explanation> ddpOverAPartOfTheWorld(const Trace& trace, std::int64
       "collectives meant to stay within a node"};
 }
 
+// The ranks' optimizers stepped with different learning rates before the point where the replicas
+// parted (the `step` lines' lr): a per-rank rate or schedule (a sweep over ranks, a plateau
+// scheduler stepped on each rank's own loss). The first step whose rates differ, or nothing.
+std::optional<Explanation> differentLearningRates(const Trace& trace, std::int64_t before) {
+  std::vector<std::pair<std::int64_t, const std::vector<std::optional<double>>*>> ranks;
+  std::vector<std::size_t> counts;
+  for (const auto& t : trace.ranks) {
+    if (!t || t->stepLr.empty()) continue;
+    const auto upTo = std::lower_bound(t->stepLines.begin(), t->stepLines.end(), before);
+    counts.push_back(static_cast<std::size_t>(upTo - t->stepLines.begin()));
+    ranks.push_back({t->rank, &t->stepLr});
+  }
+  if (ranks.size() < 2) return std::nullopt;
+  const std::size_t steps = *std::min_element(counts.begin(), counts.end());
+  for (std::size_t k = 0; k < steps; ++k) {
+    std::map<double, std::vector<std::int64_t>> byLr;
+    for (const auto& [rank, lrs] : ranks) {
+      if (!(*lrs)[k]) return std::nullopt;
+      byLr[*(*lrs)[k]].push_back(rank);
+    }
+    if (byLr.size() < 2) continue;
+    std::vector<std::string> parts;
+    for (const auto& [lr, rs] : byLr) parts.push_back(fmt::format("{}: {:g}", rankList(rs), lr));
+    return Explanation{
+        fmt::format("the ranks' optimizers stepped with different learning rates from their step "
+                    "{} on ({}): DDP averages the gradients, but each rank applies them at its own "
+                    "rate (a rate chosen per rank, or a scheduler stepped on each rank's own "
+                    "metric such as ReduceLROnPlateau on a local loss), so the replicas part",
+                    k + 1, fmt::join(parts, "; ")),
+        "use one learning rate and schedule on every rank (step a metric-driven scheduler on a "
+        "metric all-reduced across the ranks)"};
+  }
+  return std::nullopt;
+}
+
 // The program's own all_reduces that came after an optimizer step and before the next batch (the
 // `step` lines): most of them on some rank means the gradients were averaged after the step had
 // used each rank's own. The cause then, or nothing.
@@ -341,6 +376,9 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
     if (why.empty()) why = noSyncCause(trace, ddp, v.detail);
     if (why.empty()) {
       if (auto part = ddpOverAPartOfTheWorld(trace, ddp)) why = std::move(*part);
+    }
+    if (why.empty()) {
+      if (auto lrs = differentLearningRates(trace, reference[i].line)) why = std::move(*lrs);
     }
     if (why.empty()) why = divergedCause(byRank, i);
     v.likelyCause = std::move(why.cause);

@@ -280,7 +280,10 @@ class RankTraceBuilder {
     t_.framework = field<std::string>(e, f::kName) + (version.empty() ? "" : " " + version);
   }
 
-  void step(const json&, std::int64_t line) { t_.stepLines.push_back(line); }
+  void step(const json& e, std::int64_t line) {
+    t_.stepLines.push_back(line);
+    t_.stepLr.push_back(optionalField<double>(e, ts::step::kLr));
+  }
 
   void logged(const json& e, std::int64_t line) {
     namespace f = ts::logged;

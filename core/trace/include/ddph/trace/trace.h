@@ -194,6 +194,8 @@ struct RankTrace {
   std::vector<std::int64_t> gradForwardLines;
   /// The lines of its optimizers' step() calls (`step`), ascending; empty when not recorded.
   std::vector<std::int64_t> stepLines;
+  /// The learning rate of each of those steps (its optimizer's first parameter group), when said.
+  std::vector<std::optional<double>> stepLr;
   /// The training framework that drove its loop ("lightning 2.1.4"), or empty.
   std::string framework;
   /// Values logged through the framework with a reduction across ranks (`logged`: Lightning's
