@@ -189,6 +189,9 @@ TEST(AuditPython, PerRankSeedBreaksCoverage) {
   EXPECT_EQ(v["epoch"], 0);
   EXPECT_TRUE(has(text(v, "detail"), "indices are on no rank")) << shown(a);
   EXPECT_TRUE(has(text(v, "likely_cause"), "different seeds (0, 1, 2, 3)")) << shown(a);
+  // The split that loses samples copies others: one finding, which says both.
+  EXPECT_TRUE(has(v["notes"].dump(), "the same split puts samples on more than one rank too"))
+      << shown(a);
 }
 
 TEST(AuditPython, PerRankFileOrderBreaksCoverage) {
