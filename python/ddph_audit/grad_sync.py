@@ -139,7 +139,7 @@ def _watch_step(optimizer, rec):
     original = optimizer.step
 
     def step(self, *args, **kwargs):
-        lr = _first_lr(self)  # the rate this step used (a scheduler changes it after)
+        lr = _first_lr(self) if rec.active else None  # this step's rate (a scheduler's comes after)
         out = original(*args, **kwargs)
         if rec.active:
             fields = {"optimizer": type(self).__name__}

@@ -25,6 +25,9 @@ struct Explanation {
   bool empty() const { return cause.empty(); }
 };
 
+/// Sets `v`'s likely cause and help from `e` (describe.cpp).
+void explain(sampler::Violation& v, Explanation e);
+
 /// rank_checks.cpp: rank-failure (no trace, crashed, killed, hung, raised).
 void checkRanks(const Trace& trace, std::vector<sampler::Violation>& out);
 
@@ -134,9 +137,6 @@ std::optional<sampler::Violation> differentItems(const std::vector<const RankTra
 /// The likely causes of data that differ across ranks by `kind`: "order", "length", "items" or
 /// "items-or-order", and the remedy.
 Explanation differentDataCause(const std::string& kind);
-
-/// Sets `v`'s likely cause and help.
-void explain(sampler::Violation& v, Explanation e);
 
 /// What tells one rank's dataset from another's: the loader's dataset class and everything the
 /// recorder hashed of it (listing, items, content, a ConcatDataset's parts). Equal on ranks that

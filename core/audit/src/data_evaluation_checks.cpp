@@ -174,8 +174,7 @@ void checkCountedOnce(DataFindings& findings, std::int64_t loader, std::int64_t 
           : "",
       v->detail);
   Explanation why = duplicatesCause(ranks, consumed, n, padded, s);
-  v->likelyCause = std::move(why.cause);
-  v->help = std::move(why.help);
+  explain(*v, std::move(why));
   findings.record(loader, *v);
 }
 

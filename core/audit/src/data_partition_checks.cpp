@@ -136,7 +136,7 @@ bool checkSplit(DataFindings& findings, std::int64_t loader, std::int64_t k, std
   if (resumedMidEpoch(findings, loader, *v, k, ranks, part)) return false;
   v->detail = fmt::format("{}, {}: {}", describeLoader(*ranks[0].trace, loader),
                           samplerName(ranks[0]), v->detail);
-  const Explanation why =
+  Explanation why =
       dropsEverything
           ? Explanation{fmt::format("DistributedSampler(drop_last=True) with N = {} < W = {} gives "
                                     "num_samples = 0: no rank gets a sample, so every pass over it "
@@ -144,8 +144,7 @@ bool checkSplit(DataFindings& findings, std::int64_t loader, std::int64_t k, std
                                     n, world),
                         "use fewer ranks or drop_last=False"}
           : partitionCause(ranks, v->property, v->ranks, interpreterOf(findings.trace()));
-  v->likelyCause = why.cause;
-  v->help = why.help;
+  explain(*v, std::move(why));
   findings.record(loader, *v);
   return false;
 }

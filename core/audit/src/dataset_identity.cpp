@@ -247,11 +247,6 @@ Explanation differentDataCause(const std::string& kind) {
           "broadcast it"};
 }
 
-void explain(Violation& v, Explanation e) {
-  v.likelyCause = std::move(e.cause);
-  v.help = std::move(e.help);
-}
-
 std::optional<Violation> differentComposition(const std::vector<const RankTrace*>& traces,
                                               std::int64_t loader) {
   const std::optional<Composition> c = compositionOf(traces, loader);

@@ -9,6 +9,8 @@
 
 namespace ddph::audit {
 
+using sampler::Violation;
+
 std::string describeCollective(const CollectiveRecord& c) {
   std::string what = c.op;
   if (!c.dtype.empty()) what += fmt::format(" {}[{}]", c.dtype, c.numel);
@@ -78,6 +80,11 @@ const RankTrace* firstTraced(const Trace& trace) {
     if (t) return &*t;
   }
   return nullptr;
+}
+
+void explain(Violation& v, Explanation e) {
+  v.likelyCause = std::move(e.cause);
+  v.help = std::move(e.help);
 }
 
 std::string rankList(const std::vector<std::int64_t>& ranks) {

@@ -374,15 +374,10 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
     Explanation why = handWrittenCause(trace, ddp);
     if (why.empty()) why = bypassedCause(trace, ddp);
     if (why.empty()) why = noSyncCause(trace, ddp, v.detail);
-    if (why.empty()) {
-      if (auto part = ddpOverAPartOfTheWorld(trace, ddp)) why = std::move(*part);
-    }
-    if (why.empty()) {
-      if (auto lrs = differentLearningRates(trace, reference[i].line)) why = std::move(*lrs);
-    }
+    if (why.empty()) why = ddpOverAPartOfTheWorld(trace, ddp).value_or(Explanation{});
+    if (why.empty()) why = differentLearningRates(trace, reference[i].line).value_or(Explanation{});
     if (why.empty()) why = divergedCause(byRank, i);
-    v.likelyCause = std::move(why.cause);
-    v.help = std::move(why.help);
+    explain(v, std::move(why));
     out.push_back(std::move(v));
     return;  // once diverged, every later point differs too
   }

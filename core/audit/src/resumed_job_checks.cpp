@@ -234,10 +234,8 @@ class ResumedJobChecker {
       return;
     }
     Violation v = trainedTwiceOrNever(loader, epoch, where, steps, a->expected, held.mismatch);
-    Explanation why = cause(loader, *(*b)[0].pass, aPass, *b, held.steps, began.fromEnd,
-                            began.fromStart, trainedInB, a->expected);
-    v.likelyCause = std::move(why.cause);
-    v.help = std::move(why.help);
+    explain(v, cause(loader, *(*b)[0].pass, aPass, *b, held.steps, began.fromEnd, began.fromStart,
+                     trainedInB, a->expected));
     out_.violations.push_back(std::move(v));
   }
 
