@@ -529,6 +529,28 @@ TEST(AuditPattern, ARunThatEndsInsideAnEpochIsANoteNotCoverage) {
   EXPECT_TRUE(said) << shown(a);
 }
 
+TEST(AuditPattern, ARankThatHangsAtExitAfterItsWorkIsEndedAndANote) {
+  // NOTE [Hung at exit]: rank 1's trace says its work is done (its DDP module freed after
+  // destroy_process_group) and its process waits for ever: the launcher ends it, the run passes.
+  TempDir traces("ddph-hung-at-exit");
+  const auto a = launchAudited(4, python("healthy/hangs_at_exit_after_its_work.py"), 240,
+                               {"--trace-dir", traces.path()});
+  EXPECT_EQ(a.command.exitCode, 0) << shown(a);
+  EXPECT_TRUE(a.report["passed"].get<bool>()) << shown(a);
+  EXPECT_TRUE(has(a.command.err, "rank 1 hung at exit (idle for 10 s) and was ended by "
+                                 "the launcher")) << shown(a);
+  bool said = false;
+  for (const auto& n : a.report["notes"]) {
+    const std::string note = n.get<std::string>();
+    said = said || (has(note, "rank 1 hung at exit after its work") &&
+                    has(note, "pytorch/pytorch#75097") && has(note, "del model"));
+  }
+  EXPECT_TRUE(said) << shown(a);
+  const Json launched = Json::parse(readFile(traces.path() + "/launch.json"));
+  EXPECT_EQ(launched["ranks"][1]["outcome"], "hung-at-exit") << launched.dump();
+  EXPECT_EQ(launched["ranks"][0]["outcome"], "exited") << launched.dump();
+}
+
 TEST(AuditPattern, AScriptThatDoesNotExistIsExitTwoWithOneLine) {
   TempDir dir("ddph-audit-missing");
   const auto r = runCommand({DDPH_DDP_SIM, "launch", "--audit", "-n", "2", "--", kPython,

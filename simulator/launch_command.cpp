@@ -20,6 +20,7 @@
 #include "ddph/common/error.h"
 #include "ddph/common/progress_line.h"
 #include "ddph/trace/trace_progress.h"
+#include "ddph/trace/work_done.h"
 #include "ddph/launch/python_program.h"
 #include "ddph/launch/launcher.h"
 #include "ddph/launch/nodes.h"
@@ -52,6 +53,8 @@ const char* outcomeName(launch::RankOutcome::Kind kind) {
       return "timed-out";
     case launch::RankOutcome::Kind::kStopped:
       return "stopped";
+    case launch::RankOutcome::Kind::kHungAtExit:
+      return "hung-at-exit";
   }
   return "running";
 }
@@ -280,7 +283,17 @@ int runLaunch(const LaunchArgs& a) {
     options.err = &err;
   }
   options.note = [&](const std::string& line) { err << "ddp-sim launch: " << line << '\n' << std::flush; };
-  if (traces) options.beforeRetry = [&] { traces->clear(); };
+  // A rank whose trace says its work is done and that hangs at exit is ended, not waited for
+  // (NOTE [Hung at exit], docs/ddp-sim.md "A rank that hangs at exit").
+  std::optional<trace::WorkDone> workDone;
+  if (traces) {
+    workDone.emplace(traces->path(), worldSize);
+    options.workDone = [&workDone](int r, long pid) { return (*workDone)(r, pid); };
+    options.beforeRetry = [&] {
+      traces->clear();
+      workDone.emplace(traces->path(), worldSize);
+    };
+  }
   const launch::LaunchResult result = launch::launchRanks(options);
   progress.stop();
   std::cout << std::flush;
@@ -342,7 +355,8 @@ Command addLaunchCommand(CLI::App& app) {
   sub->add_option("command", args->command, "the rank program and its arguments (after --)")
       ->required();
   sub->footer(exitCodesFooter(
-      {"every rank exited 0 (and, with --audit, no finding)",
+      {"every rank exited 0, or with --audit did its work and hung at exit (and, with --audit, no "
+       "finding)",
        "a rank failed or timed out (or the audit found a violation)",
        "bad arguments, a world too large for this machine, an unwritable --report/--html/"
        "--trace-dir path or a Python script that does not exist or compile (one line, no rank "

@@ -12,7 +12,7 @@ import json
 import os
 
 LAUNCH_RECORD = "launch.json"
-OUTCOMES = ("exited", "signaled", "timed-out", "stopped")
+OUTCOMES = ("exited", "signaled", "timed-out", "stopped", "hung-at-exit")
 
 
 def rank_entry(rank, pid, outcome, code, signal, was_stopped=False):

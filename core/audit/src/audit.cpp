@@ -154,7 +154,7 @@ AuditReport judge(const Trace& trace, const PlannedRun& plan) {
     report.notApplicable.insert(std::string(property::kParameterUpdates));
   }
   checkReplicas(trace, report.violations);
-  checkRanks(trace, report.violations);
+  checkRanks(trace, report.violations, report.notes);
   for (const auto& t : trace.ranks) {
     if (t) {
       report.seen = seenOn(*t);

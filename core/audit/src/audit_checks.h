@@ -28,8 +28,10 @@ struct Explanation {
 /// Sets `v`'s likely cause and help from `e` (describe.cpp).
 void explain(sampler::Violation& v, Explanation e);
 
-/// rank_checks.cpp: rank-failure (no trace, crashed, killed, hung, raised).
-void checkRanks(const Trace& trace, std::vector<sampler::Violation>& out);
+/// rank_checks.cpp: rank-failure (no trace, crashed, killed, hung, raised); `notes` gets the
+/// ranks that hung at exit after their work (NOTE [Hung at exit]: not a finding).
+void checkRanks(const Trace& trace, std::vector<sampler::Violation>& out,
+                std::vector<std::string>& notes);
 
 /// collective_checks.cpp: collective-mismatch (uneven steps, desynchronised collectives).
 void checkCollectives(const Trace& trace, std::vector<sampler::Violation>& out);

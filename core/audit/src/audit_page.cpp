@@ -70,6 +70,7 @@ std::string outcomeOf(const Trace& trace, const RankTrace* t, int rank) {
       if (l.outcome == "signaled") return fmt::format("killed by signal {}", l.signal);
       if (l.outcome == "timed-out") return "stopped by the launcher's timeout";
       if (l.outcome == "stopped") return "stopped by the launcher after another rank failed";
+      if (l.outcome == "hung-at-exit") return "hung at exit after its work; ended by the launcher";
       return l.outcome;
     }
   }

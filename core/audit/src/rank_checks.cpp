@@ -694,9 +694,48 @@ std::optional<RankFinding> rankFinding(const Trace& trace, int r, const FirstRai
   return failedRank(trace, r, *t, l, byLauncher, stoppedByOthers, first);
 }
 
+// NOTE [Hung at exit] (core/launch/src/exit_hang.h): ranks the launcher ended after their work,
+// hung at exit, are a note: their work is judged like any rank's, and the job did end.
+void noteHungAtExit(const Trace& trace, std::vector<std::string>& notes) {
+  std::vector<std::int64_t> inDdpFree, inTeardown;
+  std::vector<std::int64_t> ddpAlive;
+  for (int r = 0; r < trace.worldSize; ++r) {
+    const auto& t = trace.ranks[static_cast<std::size_t>(r)];
+    if (!t || !t->hungAtExit) continue;
+    if (t->ddpAliveAtDestroy && !t->ddpAliveAtDestroy->empty()) {
+      inDdpFree.push_back(r);
+      if (ddpAlive.empty()) ddpAlive = *t->ddpAliveAtDestroy;
+    } else {
+      inTeardown.push_back(r);
+    }
+  }
+  const auto verb = [](const std::vector<std::int64_t>& ranks) {
+    return ranks.size() == 1 ? "it" : "each";
+  };
+  if (!inDdpFree.empty()) {
+    notes.push_back(fmt::format(
+        "{} hung at exit after {} work: {} had destroyed its process group with DDP module {} "
+        "still alive, and freeing that module never returned (torch 1.13's gloo teardown "
+        "deadlock, pytorch/pytorch#75097); the launcher ended {} once it sat idle. Not a "
+        "finding: the work is judged like every rank's. help: delete the DDP module (del model) "
+        "before dist.destroy_process_group(), so that the job ends on its own",
+        rankList(inDdpFree), inDdpFree.size() == 1 ? "its" : "their", verb(inDdpFree),
+        fmt::join(ddpAlive, ", "), inDdpFree.size() == 1 ? "it" : "them"));
+  }
+  if (!inTeardown.empty()) {
+    notes.push_back(fmt::format(
+        "{} hung at exit after {} work: {} program had ended (its trace's last line), and the "
+        "interpreter's teardown never returned; the launcher ended {} once it sat idle. Not a "
+        "finding: the work is judged like every rank's",
+        rankList(inTeardown), inTeardown.size() == 1 ? "its" : "their",
+        inTeardown.size() == 1 ? "its" : "each", inTeardown.size() == 1 ? "it" : "them"));
+  }
+}
+
 }  // namespace
 
-void checkRanks(const Trace& trace, std::vector<Violation>& out) {
+void checkRanks(const Trace& trace, std::vector<Violation>& out, std::vector<std::string>& notes) {
+  noteHungAtExit(trace, notes);
   checkProcessGroup(trace, out);
   const FirstRaised first = firstRaised(trace);
   std::vector<RankFinding> found;

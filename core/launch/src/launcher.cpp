@@ -4,6 +4,7 @@
 #include "ddph/launch/launcher.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -99,7 +100,10 @@ RankOutcome outcomeOf(const SupervisedRank& rank) {
   outcome.pid = rank.pid;
   outcome.wasStopped = rank.wasStopped;
   if (!rank.end) return outcome;  // kRunning: never the case once the supervisor returned
-  if (rank.end->signal != 0) {
+  if (rank.hungAtExit && rank.endedByStop) {
+    outcome.kind = RankOutcome::Kind::kHungAtExit;
+    outcome.signal = rank.end->signal;
+  } else if (rank.end->signal != 0) {
     outcome.kind = rank.endedByStop ? RankOutcome::Kind::kStopped : RankOutcome::Kind::kSignaled;
     outcome.signal = rank.end->signal;
   } else {
@@ -145,7 +149,18 @@ void summarize(const LaunchOptions& options, int started, LaunchResult& result) 
     }
   } else {
     result.exitCode = 0;
-    result.summary = fmt::format("all {} ranks exited with code 0", started);
+    std::vector<std::string> hung;
+    for (const auto& rank : result.ranks) {
+      if (rank.kind == RankOutcome::Kind::kHungAtExit) hung.push_back(std::to_string(rank.rank));
+    }
+    result.summary =
+        hung.empty()
+            ? fmt::format("all {} ranks exited with code 0", started)
+            : fmt::format("all {} ranks did their work; rank{} {} hung at exit (idle for "
+                          "{:g} s) and {} ended by the launcher",
+                          started, hung.size() == 1 ? "" : "s", fmt::join(hung, ", "),
+                          static_cast<double>(options.exitSettle.count()) / 1000.0,
+                          hung.size() == 1 ? "was" : "were");
   }
 }
 
@@ -162,6 +177,10 @@ LaunchResult launchOnce(const LaunchOptions& options) {
   supervision.out = options.out ? options.out : &std::cout;
   supervision.err = options.err ? options.err : &std::cerr;
   supervision.running = options.running;
+  if (options.workDone) {
+    supervision.workDone = [&options](int r, pid_t pid) { return options.workDone(r, pid); };
+  }
+  supervision.exitSettle = options.exitSettle;
   supervision.onLine = [&result](const std::string& line) {
     if (!result.portTaken && reportsPortTaken(line, result.masterPort)) result.portTaken = true;
   };
@@ -190,6 +209,8 @@ std::string describeOutcome(const RankOutcome& o) {
     case RankOutcome::Kind::kTimedOut: return who + " was still running at the timeout";
     case RankOutcome::Kind::kStopped:
       return fmt::format("{} was stopped ({})", who, signalName(o.signal));
+    case RankOutcome::Kind::kHungAtExit:
+      return who + " hung at exit after its work and was ended by the launcher";
   }
   return who;
 }

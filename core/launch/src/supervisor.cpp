@@ -20,6 +20,7 @@
 
 #include "ddph/common/error.h"
 #include "ddph/common/stop_signals.h"
+#include "exit_hang.h"
 #include "stop_watchdog.h"
 #include "world_stop.h"
 
@@ -49,6 +50,8 @@ constexpr std::chrono::milliseconds kTick{10};
 constexpr std::chrono::microseconds kSweepPerRank{100};
 // How long the pipes may stay open once every rank was reaped (held by what a rank started).
 constexpr std::chrono::seconds kDrain{2};
+// How often the ranks still running are asked whether they hung at exit (NOTE [Hung at exit]).
+constexpr std::chrono::milliseconds kExitCheckEvery{500};
 
 using Descriptor = asio::posix::stream_descriptor;
 
@@ -284,6 +287,7 @@ class Supervisor::World {
       if (!rank->seen.end && (sweep || rank->watched)) reap(*rank);
     }
     if (running_ == 0) return;  // allReaped() took over
+    if (options_.workDone && !stop_.stopping() && Clock::now() >= nextExitCheck_) checkExitHang();
     ticker_.expires_after(kTick);
     ticker_.async_wait([this](const boost::system::error_code& ec) {
       if (!ec) tick();
@@ -322,6 +326,28 @@ class Supervisor::World {
     --running_;
     if (options_.running) options_.running->store(running_);
     if (running_ == 0) allReaped();
+  }
+
+  // NOTE [Hung at exit] (exit_hang.h): no rank failed (a failure stops the world), so the ranks
+  // reaped exited 0; when every one still running has done its work and sat idle over the settle
+  // time, they are ended as a stop ends ranks, each named hung at exit.
+  void checkExitHang() {
+    const auto now = Clock::now();
+    nextExitCheck_ = now + kExitCheckEvery;
+    std::vector<Rank*> left;
+    for (auto& rank : ranks_) {
+      if (rank->seen.end) continue;
+      if (!options_.workDone(rank->seen.rank, rank->seen.pid)) {
+        exitHang_.reset();  // one rank still works: the others wait for it, not hung
+        return;
+      }
+      left.push_back(rank.get());
+    }
+    bool allIdle = !left.empty();
+    for (Rank* rank : left) allIdle = exitHang_.idle(rank->seen.pid, now) && allIdle;
+    if (!allIdle) return;
+    for (Rank* rank : left) rank->seen.hungAtExit = true;
+    stop(StopCause::kHungAtExit);
   }
 
   // A rank's own children may still hold its pipes: the group goes, then the pipes drain.
@@ -370,6 +396,8 @@ class Supervisor::World {
   std::optional<Clock::time_point> deadline_;
   Clock::duration sweepEvery_;
   Clock::time_point nextSweep_{};
+  Clock::time_point nextExitCheck_{};
+  ExitHangWatch exitHang_{options_.exitSettle};
   asio::io_context io_;
   StopSignalScope stopSignals_;
   Descriptor signalPipe_{io_, duplicate(stopSignals_.fd())};

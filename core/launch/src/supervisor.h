@@ -43,10 +43,16 @@ struct SupervisorOptions {
   /// Kept equal to the ranks started and not yet reaped, for another thread to read (a progress
   /// line); null: not kept.
   std::atomic<int>* running = nullptr;
+  /// Whether rank r (process pid), still running, has done its work (its trace says so:
+  /// `ddp-sim launch --audit`). Once every rank exited 0 or has done its work, those that used no
+  /// CPU for `exitSettle` are hung at exit and ended (NOTE [Hung at exit], exit_hang.h). Null:
+  /// never asked.
+  std::function<bool(int rank, pid_t pid)> workDone;
+  std::chrono::milliseconds exitSettle{10000};
 };
 
 /// Why the world was stopped.
-enum class StopCause { kNone, kFailure, kDeadline, kInterrupt };
+enum class StopCause { kNone, kFailure, kDeadline, kInterrupt, kHungAtExit };
 
 /// One rank of a supervised world, once the supervisor returned.
 struct SupervisedRank {
@@ -58,6 +64,7 @@ struct SupervisedRank {
   bool runningAtStop = false;     ///< not reaped yet when the stop began
   bool endedByStop = false;       ///< of the stop's SIGTERM, or of its SIGKILL after the grace
   bool wasStopped = false;        ///< in the stop state (T) when the stop began
+  bool hungAtExit = false;        ///< ended as hung at exit after its work (NOTE [Hung at exit])
   std::string results;            ///< everything it wrote to its result pipe
 
   bool failed() const { return end && (end->signal != 0 || end->code != 0); }

@@ -3,6 +3,8 @@
 // ends the same way.
 #include "supervisor.h"
 
+#include "exit_hang.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -10,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <sstream>
 
 #include "ddph/common/private_folder.h"
@@ -109,6 +112,82 @@ INSTANTIATE_TEST_SUITE_P(Supervisor, OneStopRule, ::testing::Values(Way::kForked
                            return info.param == Way::kForked ? std::string("Forked")
                                                              : std::string("Execd");
                          });
+
+// NOTE [Hung at exit]: rank 0 exits 0; rank 1, whose work `workDone` says is done, either waits
+// for ever using no CPU (hung at exit: ended) or computes for 3 s of CPU time and exits 0 (still
+// working: left alone, though it outlives the 1 s settle time). CPU time, not the clock, tells
+// them apart: a computing rank uses far more than 1 % of a core in every second however loaded
+// the machine is.
+SupervisedWorld rankOneAfterItsWork(bool computes) {
+  SupervisorOptions options;
+  options.worldSize = 2;
+  options.timeout = 20min;
+  options.grace = 10min;
+  options.exitSettle = 1s;
+  options.workDone = [](int rank, pid_t) { return rank == 1; };
+  Supervisor supervisor(options);
+  const auto spawner = makeForkedSpawner([computes](int rank, int) {
+    if (rank == 0) return 0;
+    if (computes) {
+      timespec used{};
+      volatile std::uint64_t sum = 0;
+      do {
+        for (int i = 0; i < 100000; ++i) sum = sum + static_cast<std::uint64_t>(i);
+        ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &used);
+      } while (used.tv_sec < 3);
+      return 0;
+    }
+    const timespec wait{600, 0};
+    ::nanosleep(&wait, nullptr);  // ended by the supervisor
+    return 4;
+  });
+  return supervisor.run(*spawner);
+}
+
+TEST(ExitHang, ARankAfterItsWorkThatUsesNoCpuIsEndedAsHungAtExit) {
+  const SupervisedWorld world = rankOneAfterItsWork(/*computes=*/false);
+  ASSERT_EQ(world.ranks.size(), 2u);
+  EXPECT_EQ(world.stopCause, StopCause::kHungAtExit);
+  EXPECT_FALSE(world.firstFailure);
+  ASSERT_TRUE(world.ranks[0].end);
+  EXPECT_EQ(world.ranks[0].end->code, 0);
+  EXPECT_FALSE(world.ranks[0].hungAtExit);
+  const SupervisedRank& hung = world.ranks[1];
+  ASSERT_TRUE(hung.end);
+  EXPECT_TRUE(hung.hungAtExit);
+  EXPECT_EQ(hung.end->signal, SIGTERM);
+  EXPECT_TRUE(hung.endedByStop);
+}
+
+TEST(ExitHang, ARankAfterItsWorkThatStillComputesIsLeftToEnd) {
+  const SupervisedWorld world = rankOneAfterItsWork(/*computes=*/true);
+  ASSERT_EQ(world.ranks.size(), 2u);
+  EXPECT_EQ(world.stopCause, StopCause::kNone);
+  for (const auto& rank : world.ranks) {
+    ASSERT_TRUE(rank.end);
+    EXPECT_EQ(rank.end->code, 0);
+    EXPECT_EQ(rank.end->signal, 0);
+    EXPECT_FALSE(rank.hungAtExit);
+  }
+}
+
+TEST(ExitHang, AWindowOfTheSettleTimeWithAtMostOnePercentOfACoreIsIdle) {
+  std::uint64_t ticks = 5;  // 100 ticks a second: 1 % of a core over 10 s is 10 ticks
+  ExitHangWatch watch(std::chrono::milliseconds(10000), [&ticks](pid_t) { return ticks; }, 100);
+  const auto t0 = ExitHangWatch::Clock::now();
+  EXPECT_FALSE(watch.idle(42, t0));  // the window opens
+  ticks = 16;                        // 11 ticks: busier than 1 %
+  EXPECT_FALSE(watch.idle(42, t0 + 9s));
+  EXPECT_FALSE(watch.idle(42, t0 + 10s));  // judged busy: the next window opens here
+  ticks = 26;                              // 10 ticks: gloo's event loop, say
+  EXPECT_FALSE(watch.idle(42, t0 + 19s));
+  EXPECT_TRUE(watch.idle(42, t0 + 20s));
+  watch.reset();
+  EXPECT_FALSE(watch.idle(42, t0 + 21s));
+  ExitHangWatch gone(std::chrono::milliseconds(0), [](pid_t) { return std::nullopt; }, 100);
+  EXPECT_FALSE(gone.idle(42, t0));
+  EXPECT_FALSE(gone.idle(42, t0 + 1s));
+}
 
 }  // namespace
 }  // namespace ddph::launch

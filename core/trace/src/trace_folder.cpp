@@ -156,6 +156,24 @@ void markStoppedInDestroy(Trace& trace) {
   }
 }
 
+// A rank the launcher ended as hung at exit after its work (NOTE [Hung at exit]): what its trace
+// says it did stands, and it ended normally unless its own `end` says otherwise.
+void markHungAtExit(Trace& trace) {
+  if (!trace.launch) return;
+  for (const auto& launched : trace.launch->ranks) {
+    if (launched.outcome != "hung-at-exit" || launched.rank < 0 ||
+        launched.rank >= static_cast<int>(trace.ranks.size()))
+      continue;
+    auto& t = trace.ranks[static_cast<std::size_t>(launched.rank)];
+    if (!t || t->errorType) continue;
+    t->hungAtExit = true;
+    if (!t->ended) {
+      t->ended = true;
+      t->endCode = 0;
+    }
+  }
+}
+
 // The rank files of `dir`, read; a file whose header was cut short (its rank ended while it
 // created it) is left out with a note.
 std::vector<RankTrace> readRankFiles(const std::map<int, fs::path>& files, Trace& trace) {
@@ -264,6 +282,7 @@ Trace readTrace(const fs::path& dir) {
   trace.ranks.resize(static_cast<std::size_t>(trace.worldSize));
   for (auto& t : read) trace.ranks[static_cast<std::size_t>(t.rank)] = std::move(t);
   markStoppedInDestroy(trace);
+  markHungAtExit(trace);
   return trace;
 }
 

@@ -65,16 +65,22 @@ struct LaunchOptions {
   /// Kept equal to the ranks running (started, not yet reaped: exec'd or forked by the fork
   /// server alike), for a progress line on another thread; null: not kept.
   std::atomic<int>* running = nullptr;
+  /// Whether rank r (process pid), still running, has done its work, as its trace says
+  /// (`ddp-sim launch --audit`): once every rank exited 0 or has done its work, those that used
+  /// no CPU for `exitSettle` hung at exit and are ended, and the launch succeeds
+  /// (RankOutcome::kHungAtExit; NOTE [Hung at exit] in src/exit_hang.h). Null: never asked.
+  std::function<bool(int rank, long pid)> workDone;
+  std::chrono::milliseconds exitSettle{10000};
 };
 
 /// How one rank ended.
 struct RankOutcome {
-  enum class Kind { kRunning, kExited, kSignaled, kTimedOut, kStopped };
+  enum class Kind { kRunning, kExited, kSignaled, kTimedOut, kStopped, kHungAtExit };
   int rank = 0;
   long pid = 0;
   Kind kind = Kind::kRunning;
   int code = 0;    ///< exit code (kExited)
-  int signal = 0;  ///< signal number (kSignaled, kStopped)
+  int signal = 0;  ///< signal number (kSignaled, kStopped, kHungAtExit)
   bool wasStopped = false;  ///< in the stop state (T) when the launcher began stopping the world
 };
 
@@ -89,7 +95,8 @@ struct LaunchResult {
   bool portTaken = false;
   /// One line: what happened ("rank 2 (pid 4711) was killed by signal 9 (SIGKILL)").
   std::string summary;
-  /// 0 every rank succeeded; 1 a rank failed or timed out; 128 + signal when interrupted.
+  /// 0 every rank succeeded (or did its work and hung at exit); 1 a rank failed or timed out;
+  /// 128 + signal when interrupted.
   int exitCode = 0;
 };
 

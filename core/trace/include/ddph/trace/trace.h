@@ -212,6 +212,10 @@ struct RankTrace {
   /// It ended inside destroy_process_group: stopped there by the launcher (another rank had
   /// failed) after its training was done. Counted as an `end` with code 0.
   bool stoppedInDestroy = false;
+  /// Its work was done (its `end`, or its DDP modules freed after destroy_process_group) and its
+  /// process hung at exit: `ddp-sim launch --audit` ended it (launch.json "hung-at-exit"; NOTE
+  /// [Hung at exit]). Counted as an `end` with code 0 when it had none.
+  bool hungAtExit = false;
   bool ended = false;  ///< an `end` line: the program exited normally
   std::int64_t endCode = 0;
   std::optional<EmulationRecord> emulation;  ///< the run was emulated (--cpu)
@@ -236,7 +240,7 @@ struct RankTrace {
 struct LaunchedRank {
   int rank = 0;
   long pid = 0;
-  std::string outcome;  ///< "exited", "signaled", "timed-out", "stopped"
+  std::string outcome;  ///< "exited", "signaled", "timed-out", "stopped", "hung-at-exit"
   int code = 0;
   int signal = 0;
   /// It was in the stop state (T: SIGSTOP, a debugger, a frozen host) when the launcher ended it.

@@ -13,6 +13,9 @@ namespace ddph::trace {
 class TraceProgress {
  public:
   TraceProgress(std::filesystem::path dir, int worldSize);
+  ~TraceProgress();
+  TraceProgress(TraceProgress&&) noexcept;
+  TraceProgress& operator=(TraceProgress&&) noexcept;
 
   struct Counts {
     int joined = 0;               ///< ranks whose trace has a completed collective
@@ -23,15 +26,9 @@ class TraceProgress {
   Counts read();
 
  private:
-  struct RankFile {
-    std::uintmax_t offset = 0;
-    std::string partial;  ///< a line not ended yet
-    bool joined = false;
-    std::int64_t epochsDone = 0;
-  };
-  void readRank(int rank, RankFile& file);
+  struct RankFile;  // trace_progress.cpp
+  void readRank(RankFile& file);
 
-  std::filesystem::path dir_;
   std::vector<RankFile> ranks_;
 };
 
