@@ -537,7 +537,7 @@ TEST(AuditPattern, ARankThatHangsAtExitAfterItsWorkIsEndedAndANote) {
                                {"--trace-dir", traces.path()});
   EXPECT_EQ(a.command.exitCode, 0) << shown(a);
   EXPECT_TRUE(a.report["passed"].get<bool>()) << shown(a);
-  EXPECT_TRUE(has(a.command.err, "rank 1 hung at exit (idle for 10 s) and was ended by "
+  EXPECT_TRUE(has(a.command.err, "rank 1 hung at exit (blocked for 10 s) and was ended by "
                                  "the launcher")) << shown(a);
   bool said = false;
   for (const auto& n : a.report["notes"]) {

@@ -716,7 +716,7 @@ void noteHungAtExit(const Trace& trace, std::vector<std::string>& notes) {
     notes.push_back(fmt::format(
         "{} hung at exit after {} work: {} had destroyed its process group with DDP module {} "
         "still alive, and freeing that module never returned (torch 1.13's gloo teardown "
-        "deadlock, pytorch/pytorch#75097); the launcher ended {} once it sat idle. Not a "
+        "deadlock, pytorch/pytorch#75097); the launcher ended {} once it sat blocked. Not a "
         "finding: the work is judged like every rank's. help: delete the DDP module (del model) "
         "before dist.destroy_process_group(), so that the job ends on its own",
         rankList(inDdpFree), inDdpFree.size() == 1 ? "its" : "their", verb(inDdpFree),
@@ -725,7 +725,7 @@ void noteHungAtExit(const Trace& trace, std::vector<std::string>& notes) {
   if (!inTeardown.empty()) {
     notes.push_back(fmt::format(
         "{} hung at exit after {} work: {} program had ended (its trace's last line), and the "
-        "interpreter's teardown never returned; the launcher ended {} once it sat idle. Not a "
+        "interpreter's teardown never returned; the launcher ended {} once it sat blocked. Not a "
         "finding: the work is judged like every rank's",
         rankList(inTeardown), inTeardown.size() == 1 ? "its" : "their",
         inTeardown.size() == 1 ? "its" : "each", inTeardown.size() == 1 ? "it" : "them"));

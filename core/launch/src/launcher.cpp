@@ -156,8 +156,8 @@ void summarize(const LaunchOptions& options, int started, LaunchResult& result) 
     result.summary =
         hung.empty()
             ? fmt::format("all {} ranks exited with code 0", started)
-            : fmt::format("all {} ranks did their work; rank{} {} hung at exit (idle for "
-                          "{:g} s) and {} ended by the launcher",
+            : fmt::format("all {} ranks did their work; rank{} {} hung at exit (blocked "
+                          "for {:g} s) and {} ended by the launcher",
                           started, hung.size() == 1 ? "" : "s", fmt::join(hung, ", "),
                           static_cast<double>(options.exitSettle.count()) / 1000.0,
                           hung.size() == 1 ? "was" : "were");

@@ -329,8 +329,9 @@ class Supervisor::World {
   }
 
   // NOTE [Hung at exit] (exit_hang.h): no rank failed (a failure stops the world), so the ranks
-  // reaped exited 0; when every one still running has done its work and sat idle over the settle
-  // time, they are ended as a stop ends ranks, each named hung at exit.
+  // reaped exited 0; when every one still running has done its work and its main thread waited
+  // in one futex wait over the settle time, they are ended as a stop ends ranks, each named hung
+  // at exit.
   void checkExitHang() {
     const auto now = Clock::now();
     nextExitCheck_ = now + kExitCheckEvery;
@@ -343,9 +344,9 @@ class Supervisor::World {
       }
       left.push_back(rank.get());
     }
-    bool allIdle = !left.empty();
-    for (Rank* rank : left) allIdle = exitHang_.idle(rank->seen.pid, now) && allIdle;
-    if (!allIdle) return;
+    bool allHung = !left.empty();
+    for (Rank* rank : left) allHung = exitHang_.hung(rank->seen.pid, now) && allHung;
+    if (!allHung) return;
     for (Rank* rank : left) rank->seen.hungAtExit = true;
     stop(StopCause::kHungAtExit);
   }

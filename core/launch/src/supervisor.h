@@ -44,9 +44,9 @@ struct SupervisorOptions {
   /// line); null: not kept.
   std::atomic<int>* running = nullptr;
   /// Whether rank r (process pid), still running, has done its work (its trace says so:
-  /// `ddp-sim launch --audit`). Once every rank exited 0 or has done its work, those that used no
-  /// CPU for `exitSettle` are hung at exit and ended (NOTE [Hung at exit], exit_hang.h). Null:
-  /// never asked.
+  /// `ddp-sim launch --audit`). Once every rank exited 0 or has done its work, those whose main
+  /// thread waited in one futex wait for `exitSettle` are hung at exit and ended (NOTE [Hung at
+  /// exit], exit_hang.h). Null: never asked.
   std::function<bool(int rank, pid_t pid)> workDone;
   std::chrono::milliseconds exitSettle{10000};
 };

@@ -12,7 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <sstream>
 
 #include "ddph/common/private_folder.h"
@@ -114,10 +116,9 @@ INSTANTIATE_TEST_SUITE_P(Supervisor, OneStopRule, ::testing::Values(Way::kForked
                          });
 
 // NOTE [Hung at exit]: rank 0 exits 0; rank 1, whose work `workDone` says is done, either waits
-// for ever using no CPU (hung at exit: ended) or computes for 3 s of CPU time and exits 0 (still
-// working: left alone, though it outlives the 1 s settle time). CPU time, not the clock, tells
-// them apart: a computing rank uses far more than 1 % of a core in every second however loaded
-// the machine is.
+// for ever on a condition nobody signals (its main thread in one futex wait: hung at exit, ended)
+// or computes for 3 s of CPU time and exits 0 (still working: left alone, though it outlives the
+// 1 s settle time). What its main thread does, not the clock, tells them apart.
 SupervisedWorld rankOneAfterItsWork(bool computes) {
   SupervisorOptions options;
   options.worldSize = 2;
@@ -137,14 +138,16 @@ SupervisedWorld rankOneAfterItsWork(bool computes) {
       } while (used.tv_sec < 3);
       return 0;
     }
-    const timespec wait{600, 0};
-    ::nanosleep(&wait, nullptr);  // ended by the supervisor
+    std::mutex m;
+    std::condition_variable never;
+    std::unique_lock<std::mutex> lock(m);
+    never.wait(lock, [] { return false; });  // ended by the supervisor
     return 4;
   });
   return supervisor.run(*spawner);
 }
 
-TEST(ExitHang, ARankAfterItsWorkThatUsesNoCpuIsEndedAsHungAtExit) {
+TEST(ExitHang, ARankAfterItsWorkBlockedInOneWaitIsEndedAsHungAtExit) {
   const SupervisedWorld world = rankOneAfterItsWork(/*computes=*/false);
   ASSERT_EQ(world.ranks.size(), 2u);
   EXPECT_EQ(world.stopCause, StopCause::kHungAtExit);
@@ -171,22 +174,29 @@ TEST(ExitHang, ARankAfterItsWorkThatStillComputesIsLeftToEnd) {
   }
 }
 
-TEST(ExitHang, AWindowOfTheSettleTimeWithAtMostOnePercentOfACoreIsIdle) {
-  std::uint64_t ticks = 5;  // 100 ticks a second: 1 % of a core over 10 s is 10 ticks
-  ExitHangWatch watch(std::chrono::milliseconds(10000), [&ticks](pid_t) { return ticks; }, 100);
+TEST(ExitHang, OneFutexWaitOverTheSettleTimeIsHung) {
+  std::optional<std::uint64_t> futex = 0x7000;
+  ExitHangWatch watch(std::chrono::milliseconds(10000), [&futex](pid_t) { return futex; });
   const auto t0 = ExitHangWatch::Clock::now();
-  EXPECT_FALSE(watch.idle(42, t0));  // the window opens
-  ticks = 16;                        // 11 ticks: busier than 1 %
-  EXPECT_FALSE(watch.idle(42, t0 + 9s));
-  EXPECT_FALSE(watch.idle(42, t0 + 10s));  // judged busy: the next window opens here
-  ticks = 26;                              // 10 ticks: gloo's event loop, say
-  EXPECT_FALSE(watch.idle(42, t0 + 19s));
-  EXPECT_TRUE(watch.idle(42, t0 + 20s));
+  EXPECT_FALSE(watch.hung(42, t0));  // the count starts
+  EXPECT_FALSE(watch.hung(42, t0 + 9s));
+  futex = 0x7100;  // another wait: it went on between the two looks
+  EXPECT_FALSE(watch.hung(42, t0 + 10s));
+  EXPECT_FALSE(watch.hung(42, t0 + 19s));
+  EXPECT_TRUE(watch.hung(42, t0 + 20s));
+  futex.reset();  // running, or in another system call
+  EXPECT_FALSE(watch.hung(42, t0 + 21s));
+  futex = 0x7100;
+  EXPECT_FALSE(watch.hung(42, t0 + 22s));
+  EXPECT_FALSE(watch.hung(42, t0 + 31s));
+  EXPECT_TRUE(watch.hung(42, t0 + 32s));
   watch.reset();
-  EXPECT_FALSE(watch.idle(42, t0 + 21s));
-  ExitHangWatch gone(std::chrono::milliseconds(0), [](pid_t) { return std::nullopt; }, 100);
-  EXPECT_FALSE(gone.idle(42, t0));
-  EXPECT_FALSE(gone.idle(42, t0 + 1s));
+  EXPECT_FALSE(watch.hung(42, t0 + 33s));
+}
+
+TEST(ExitHang, TheMainThreadsFutexIsReadFromProc) {
+  EXPECT_FALSE(mainThreadFutex(::getpid())) << "this thread runs: it reads the file";
+  EXPECT_FALSE(mainThreadFutex(0));
 }
 
 }  // namespace

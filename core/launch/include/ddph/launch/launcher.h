@@ -66,8 +66,9 @@ struct LaunchOptions {
   /// server alike), for a progress line on another thread; null: not kept.
   std::atomic<int>* running = nullptr;
   /// Whether rank r (process pid), still running, has done its work, as its trace says
-  /// (`ddp-sim launch --audit`): once every rank exited 0 or has done its work, those that used
-  /// no CPU for `exitSettle` hung at exit and are ended, and the launch succeeds
+  /// (`ddp-sim launch --audit`): once every rank exited 0 or has done its work, those whose main
+  /// thread waited in one futex wait for `exitSettle` hung at exit and are ended, and the launch
+  /// succeeds
   /// (RankOutcome::kHungAtExit; NOTE [Hung at exit] in src/exit_hang.h). Null: never asked.
   std::function<bool(int rank, long pid)> workDone;
   std::chrono::milliseconds exitSettle{10000};
