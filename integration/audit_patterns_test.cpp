@@ -529,6 +529,25 @@ TEST(AuditPattern, ARunThatEndsInsideAnEpochIsANoteNotCoverage) {
   EXPECT_TRUE(said) << shown(a);
 }
 
+TEST(AuditPattern, AnAveragedModelUpdatedOnRankZeroOnlyAndRunEverywhereIsNamed) {
+  // Averaged models (docs/audit.md): the SWA weights evaluated on every rank, updated on rank 0.
+  const auto a = launchAudited(4, python("averaged_model_rank0_only.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_EQ(v["ranks"], Json::array({0, 1, 2, 3})) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "averaged model 0 (AveragedModel) ran with other weights"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "rank 0: 3 updates")) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "ranks 1, 2, 3: no update")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"),
+                  "update_parameters (averaged_model_rank0_only.py:44 in main) ran on rank 0 only"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "update the averaged model on every rank")) << shown(a);
+  const auto twin = launchAudited(4, python("averaged_model_rank0_only.py", {"--every-rank"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, ARankThatHangsAtExitAfterItsWorkIsEndedAndANote) {
   // NOTE [Hung at exit]: rank 1's trace says its work is done (its DDP module freed after
   // destroy_process_group) and its process waits for ever: the launcher ends it, the run passes.

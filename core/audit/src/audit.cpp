@@ -154,6 +154,7 @@ AuditReport judge(const Trace& trace, const PlannedRun& plan) {
     report.notApplicable.insert(std::string(property::kParameterUpdates));
   }
   checkReplicas(trace, report.violations);
+  checkAveragedModels(trace, report.violations);
   checkRanks(trace, report.violations, report.notes);
   for (const auto& t : trace.ranks) {
     if (t) {

@@ -46,6 +46,10 @@ void checkData(const Trace& trace, std::vector<sampler::Violation>& out,
 /// replica_checks.cpp: replica-consistency and parameter-updates.
 void checkReplicas(const Trace& trace, std::vector<sampler::Violation>& out);
 
+/// averaged_model_checks.cpp: replica-consistency of averaged models (SWA, EMA): the ranks that
+/// ran one ran the same weights, use by use.
+void checkAveragedModels(const Trace& trace, std::vector<sampler::Violation>& out);
+
 /// planned_run.cpp: what a planned run's caller knows, applied to the audit's own findings
 /// (NOTE [One judge]).
 void applyPlan(const PlannedRun& plan, AuditReport& report);

@@ -291,6 +291,20 @@ class RankTraceBuilder {
         {field<std::string>(e, f::kName), optionalField<std::string>(e, f::kAt).value_or(""), line});
   }
 
+  void averaged(const json& e, std::int64_t) {
+    namespace f = ts::averaged;
+    AveragedModelRecord& m = t_.averagedModels[field<std::int64_t>(e, f::kModel)];
+    m.updates = std::max(m.updates, field<std::int64_t>(e, f::kN));
+    if (m.updateAt.empty()) m.updateAt = optionalField<std::string>(e, f::kAt).value_or("");
+  }
+
+  void averagedUse(const json& e, std::int64_t) {
+    namespace f = ts::averaged_use;
+    t_.averagedModels[field<std::int64_t>(e, f::kModel)].uses.push_back(
+        {field<std::int64_t>(e, f::kN), field<std::string>(e, f::kHash),
+         optionalField<std::string>(e, f::kAt).value_or("")});
+  }
+
   SamplerRecord& samplerRef(std::int64_t id) {
     auto it = t_.samplers.find(id);
     DDPH_CHECK(it != t_.samplers.end(), "sampler {} was never declared", id);
@@ -334,6 +348,8 @@ class RankTraceBuilder {
       {ts::framework::kEvent, &RankTraceBuilder::framework},
       {ts::step::kEvent, &RankTraceBuilder::step},
       {ts::logged::kEvent, &RankTraceBuilder::logged},
+      {ts::averaged::kEvent, &RankTraceBuilder::averaged},
+      {ts::averaged_use::kEvent, &RankTraceBuilder::averagedUse},
   };
 
   struct Position {

@@ -6,6 +6,7 @@
 
 namespace ddph::audit {
 
+using trace::AveragedModelRecord;
 using trace::BatchRecord;
 using trace::CollectiveRecord;
 using trace::DatasetPart;

@@ -170,6 +170,19 @@ struct LoggedValue {
   std::int64_t line = 0;
 };
 
+/// An averaged model (torch.optim.swa_utils.AveragedModel: SWA, EMA) as one rank updated and ran
+/// it (`averaged`, `averaged_use`).
+struct AveragedModelRecord {
+  struct Use {
+    std::int64_t updates = 0;  ///< the updates it had had on this rank then
+    std::string hash;          ///< its parameters then
+    std::string at;            ///< the program's line that ran it, or empty
+  };
+  std::int64_t updates = 0;  ///< update_parameters calls on this rank
+  std::string updateAt;      ///< the program's line of its first update, or empty
+  std::vector<Use> uses;     ///< its first forward after each update (or at all), in order
+};
+
 /// Everything one rank recorded.
 struct RankTrace {
   std::filesystem::path file;
@@ -201,6 +214,7 @@ struct RankTrace {
   /// Values logged through the framework with a reduction across ranks (`logged`: Lightning's
   /// self.log(..., sync_dist=True)), once per name and call site, in the order first logged.
   std::vector<LoggedValue> loggedWithSync;
+  std::map<std::int64_t, AveragedModelRecord> averagedModels;  ///< by id
   std::optional<std::string> errorType, errorMessage;
   /// The innermost frame of the program's own code ("train.py:28 in __getitem__"), and the error's
   /// own line when the message is a wrapped traceback (a DataLoader worker's).
