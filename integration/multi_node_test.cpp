@@ -71,7 +71,7 @@ void expectTwoNodesOfTwo(const CommandResult& r, bool slurm) {
     EXPECT_EQ(var(p, "LOCAL_RANK"), std::to_string(local));
     EXPECT_EQ(var(p, "GROUP_RANK"), std::to_string(node));
     EXPECT_EQ(var(p, "ROLE_RANK"), std::to_string(rank));
-    EXPECT_EQ(var(p, "NODE_RANK"), std::to_string(node));
+    EXPECT_EQ(var(p, "NODE_RANK"), "(unset)") << "torchrun does not set it";
     EXPECT_EQ(var(p, "LOCAL_WORLD_SIZE"), "2");
     EXPECT_EQ(var(p, "WORLD_SIZE"), "4");
     EXPECT_EQ(var(p, "GROUP_WORLD_SIZE"), "2");
@@ -229,6 +229,26 @@ TEST(MultiNode, DdpBuiltOverANodeGroupIsNamed) {
       << shown(two);
   EXPECT_TRUE(has(v["help"].get<std::string>(), "leave process_group out")) << shown(two);
   const auto twin = auditNodes(2, 2, "node_group_as_world.py", {"--ddp", "--world"});
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
+TEST(MultiNode, AShareSplitByNodeRankFromAVariableTorchrunDoesNotSetIsNamed) {
+  // NOTE [The same share on every node]: NODE_RANK is not set (torchrun does not), so both nodes
+  // read block 0; the orders of one local rank repeat across the nodes.
+  const auto one = auditNodes(1, 4, "shards_from_node_rank.py");
+  EXPECT_EQ(one.command.exitCode, 0) << shown(one);
+  const auto two = auditNodes(2, 2, "shards_from_node_rank.py");
+  EXPECT_EQ(two.command.exitCode, 1) << shown(two);
+  const Json v = onlyViolation(two, "coverage");
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(),
+                  "ranks 0 and 2 (local rank 0 on nodes 0 and 1); ranks 1 and 3 (local rank 1 on "
+                  "nodes 0 and 1) drew the same samples in the same order: NodeBlockSampler splits "
+                  "the data by the local rank but not by the node"))
+      << shown(two);
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(), "NODE_RANK, which torchrun does not set"))
+      << shown(two);
+  EXPECT_TRUE(has(v["help"].get<std::string>(), "GROUP_RANK")) << shown(two);
+  const auto twin = auditNodes(2, 2, "shards_from_node_rank.py", {"--group-rank"});
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 

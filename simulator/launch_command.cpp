@@ -315,7 +315,7 @@ Command addLaunchCommand(CLI::App& app) {
       ->required();
   sub->add_option("--nnodes", args->nnodes,
                   "emulate N nodes of -n ranks each (docs/multi-node.md): torchrun's per-node "
-                  "variables (RANK = node x M + LOCAL_RANK, GROUP_RANK, NODE_RANK, …), a loopback "
+                  "variables (RANK = node x M + LOCAL_RANK, GROUP_RANK, …; not NODE_RANK, as torchrun), a loopback "
                   "address (node k: 127.1.0.<k+1>, node 0's also MASTER_ADDR) and host name "
                   "(node<k>) per node");
   sub->add_flag("--slurm", args->slurm,

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <iterator>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -68,6 +70,53 @@ std::optional<Explanation> rankIgnored(const std::vector<RankPass>& ranks) {
                   samplerClass(ranks[0]), ranks[0].order->size(), lightning, ranks.size()),
       "take the rank's share in the sampler (indices[rank::num_replicas] of the epoch's order, as "
       "DistributedSampler does), or use DistributedSampler"};
+}
+
+// "0 and 2", "0, 2 and 4".
+std::string andList(const std::vector<std::int64_t>& values) {
+  if (values.size() < 2) return fmt::format("{}", fmt::join(values, ""));
+  const std::vector<std::int64_t> head(values.begin(), values.end() - 1);
+  return fmt::format("{} and {}", fmt::join(head, ", "), values.back());
+}
+
+// NOTE [The same share on every node] (docs/multi-node.md): the ranks span nodes, and the ranks
+// of one local rank on different nodes drew the same order while other local ranks drew others:
+// the split knows the local rank but not the node (the node's rank read as 0 everywhere, e.g.
+// NODE_RANK that torchrun does not set, or LOCAL_RANK taken for the rank). Nothing otherwise.
+std::optional<Explanation> sameShareOnEveryNode(const std::vector<RankPass>& ranks) {
+  std::map<std::int64_t, std::vector<const RankPass*>> byLocal;
+  std::set<std::int64_t> nodes;
+  for (const auto& rp : ranks) {
+    const RankTrace& t = *rp.trace;
+    if (!t.localRank || !t.node || !rp.order || rp.order->empty()) return std::nullopt;
+    byLocal[*t.localRank].push_back(&rp);
+    nodes.insert(*t.node);
+  }
+  if (nodes.size() < 2 || byLocal.size() < 2) return std::nullopt;
+  std::vector<std::string> pairs;
+  for (const auto& [local, group] : byLocal) {
+    if (group.size() < 2) return std::nullopt;
+    std::vector<std::int64_t> rs, ns;
+    for (const RankPass* rp : group) {
+      if (*rp->order != *group[0]->order) return std::nullopt;
+      rs.push_back(rp->trace->rank);
+      ns.push_back(*rp->trace->node);
+    }
+    pairs.push_back(fmt::format("ranks {} (local rank {} on nodes {})", andList(rs), local,
+                                andList(ns)));
+  }
+  if (*byLocal.begin()->second[0]->order == *std::next(byLocal.begin())->second[0]->order) {
+    return std::nullopt;  // every rank alike: the rank is ignored altogether (rankIgnored)
+  }
+  return Explanation{
+      fmt::format("{} drew the same samples in the same order: {} splits the data by the local "
+                  "rank but not by the node, so every node trains the same part and the rest is "
+                  "never trained (the node's rank is the same on every node: NODE_RANK, which "
+                  "torchrun does not set, read with a default of 0, or LOCAL_RANK taken for the "
+                  "rank)",
+                  fmt::join(pairs, "; "), samplerClass(ranks[0])),
+      "split by the global rank (dist.get_rank(), RANK), or take the node's rank from GROUP_RANK, "
+      "which torchrun sets"};
 }
 
 // The sampler's own parameters agree: say what is known and list what remains, never the
@@ -140,6 +189,7 @@ Explanation partitionCause(const std::vector<RankPass>& ranks, const std::string
     return {"several ranks give their sampler the same rank", "pass rank=dist.get_rank()"};
   }
   if (auto ignored = rankIgnored(ranks)) return std::move(*ignored);
+  if (auto perNode = sameShareOnEveryNode(ranks)) return std::move(*perNode);
   return splitCandidates(ranks, property, seeds, interpreter);
 }
 

@@ -44,9 +44,13 @@ EnvMap nodeRankEnvironment(const NodeLayout& layout, int rank) {
   const int node = layout.nodeOf(rank);
   const std::string r = std::to_string(rank), n = std::to_string(node),
                     local = std::to_string(layout.localRankOf(rank));
-  EnvMap env{{"RANK", r},          {"LOCAL_RANK", local},
-             {"GROUP_RANK", n},    {"ROLE_RANK", r},
-             {"NODE_RANK", n},     {common::env::kNodeAddr, nodeAddress(node)},
+  // No NODE_RANK: torchrun does not set it (a platform's job script may), and a program that
+  // reads it with a default of 0 puts every node on node 0's data (docs/multi-node.md).
+  EnvMap env{{"RANK", r},
+             {"LOCAL_RANK", local},
+             {"GROUP_RANK", n},
+             {"ROLE_RANK", r},
+             {common::env::kNodeAddr, nodeAddress(node)},
              {common::env::kNodeHostname, nodeHostname(node)}};
   if (layout.slurm) {
     env.insert({{"SLURM_PROCID", r},

@@ -36,7 +36,7 @@ std::string slurmNodeList(int nodes);
 /// ROLE_WORLD_SIZE, ROLE_NAME, DDPH_NODES (and SLURM_NTASKS, SLURM_NNODES, … with slurm).
 EnvMap nodeCommonEnvironment(const NodeLayout& layout, long jobId);
 
-/// Rank r's own: RANK, LOCAL_RANK, GROUP_RANK, ROLE_RANK, NODE_RANK, its node's address and host
+/// Rank r's own: RANK, LOCAL_RANK, GROUP_RANK, ROLE_RANK (not NODE_RANK, which torchrun does not set), its node's address and host
 /// name for the Python ranks' emulation (DDPH_NODE_ADDR, DDPH_NODE_HOSTNAME), and with slurm
 /// SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURMD_NODENAME.
 EnvMap nodeRankEnvironment(const NodeLayout& layout, int rank);
