@@ -1,9 +1,10 @@
 """Models whose gradients the program averages itself, without DDP (NOTE [Hand-written gradient
 averaging], docs/audit.md).
 
-A loop that calls ``dist.all_reduce(p.grad)`` for each parameter and steps its optimizer promises
-what DDP promises: equal replicas after every step, provided they start equal. The optimizers the
-program builds are tracked (weakly); the first all_reduce of one's parameter's ``.grad`` declares
+A loop that calls ``dist.all_reduce(p.grad)`` for each parameter (or of all of them flattened into
+one buffer) and steps its optimizer promises what DDP promises: equal replicas after every step,
+provided they start equal. The optimizers the program builds are tracked (weakly); the first
+all_reduce of one's parameter's ``.grad``, or of a buffer as large as all its gradients, declares
 its parameters a replica: a ``ddp`` line with ``"averaged_by": "all_reduce"``, whose hash then
 appears in the ``params`` of every ``epoch`` line and at the end, as a DDP module's does. Nothing
 is declared while a DDP module is alive (DDP averages then)."""
@@ -64,6 +65,9 @@ class HandAveraging:
         for optimizer in list(self._optimizers):
             if optimizer in self._replicas:
                 continue
+            if _is_flat_gradients(optimizer, tensor):
+                self._declare(optimizer)
+                return
             for group in optimizer.param_groups:
                 if any(_is_gradient(p, tensor) for p in group["params"]):
                     self._declare(optimizer)
@@ -120,6 +124,21 @@ def _is_gradient(param, tensor):
                 and tensor.dtype == grad.dtype)
     except Exception:  # a tensor without storage (sparse, meta): not this one
         return False
+
+
+def _is_flat_gradients(optimizer, tensor):
+    """``tensor`` is the optimizer's gradients flattened into one buffer (``torch.cat`` of every
+    ``p.grad.view(-1)``, a bucket of the program's own): a floating tensor with as many elements
+    as all its parameters that have a gradient, more than one."""
+    try:
+        n = tensor.numel()
+        if n < 2 or not tensor.is_floating_point():
+            return False
+        total = sum(p.numel() for g in optimizer.param_groups for p in g["params"]
+                    if p.grad is not None)
+    except Exception:  # a tensor without a size (sparse, meta), an odd parameter group
+        return False
+    return total == n
 
 
 def _first_lr(optimizer):

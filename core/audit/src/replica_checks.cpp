@@ -86,39 +86,53 @@ Explanation noSyncCause(const Trace& trace, std::int64_t ddp, std::string& detai
           "backward allreduces the accumulated gradients) before optimizer.step()"};
 }
 
-// A rank whose own all_reduces all run on groups that together hold only part of the world (a
-// per-node group used as the world): its averaged gradients never reach the other ranks.
-std::optional<Explanation> reducedWithinAPartOfTheWorld(const Trace& trace) {
-  for (const auto& t : trace.ranks) {
+// A rank whose own all_reduces (of more than a metric's two values) all run on groups that
+// together hold only part of the world (a per-node group used as the world, a hierarchical
+// all-reduce without its last broadcast): its averaged gradients never reach the other ranks.
+// The ranks in `first` (those whose replicas parted) are looked at first.
+std::optional<Explanation> reducedWithinAPartOfTheWorld(const Trace& trace,
+                                                         const std::vector<std::int64_t>& first) {
+  std::vector<std::int64_t> order(first);
+  for (int r = 0; r < trace.worldSize; ++r) {
+    if (std::find(order.begin(), order.end(), r) == order.end()) order.push_back(r);
+  }
+  for (auto r : order) {
+    const auto& t = trace.ranks[static_cast<std::size_t>(r)];
     if (!t) continue;
     std::set<std::int64_t> reached;
     std::set<std::string> used;
+    bool world = false;
     for (const auto& [group, list] : t->collectives) {
       for (const auto& c : list) {
-        if (c.src != "user" || c.op != "all_reduce") continue;
+        // A metric (a loss, correct and total) reduced over the world says nothing of gradients.
+        if (c.src != "user" || c.op != "all_reduce" || c.numel <= 2) continue;
         used.insert(group);
-        if (group == "0") return std::nullopt;
         const auto members = t->groups.find(group);
-        if (members == t->groups.end()) return std::nullopt;
+        if (group == "0" || members == t->groups.end()) {
+          world = true;
+          continue;
+        }
         reached.insert(members->second.begin(), members->second.end());
       }
     }
-    if (used.empty() || static_cast<int>(reached.size()) >= trace.worldSize) continue;
+    if (world || used.empty() || static_cast<int>(reached.size()) >= trace.worldSize) continue;
     std::set<int> nodes;
-    for (auto r : reached) {
-      const auto& other = trace.ranks[static_cast<std::size_t>(r)];
+    for (auto m : reached) {
+      const auto& other = trace.ranks[static_cast<std::size_t>(m)];
       if (other && other->node) nodes.insert(*other->node);
     }
     return Explanation{
         fmt::format(
             "rank {} all-reduces its gradients only within group{} {} ({} of the {} ranks{}), "
-            "never across the world, so each group of ranks trains its own model: a group of one "
-            "node's ranks (new_subgroups(), new_group of the node's ranks) used as the world",
+            "never across the world, so its model parts from the others: a group of one node's "
+            "ranks (new_subgroups(), new_group of the node's ranks) used as the world, or a "
+            "hierarchical all-reduce whose cross-node sum never comes back to this rank (no "
+            "broadcast within the node after the leaders' all_reduce)",
             t->rank, used.size() == 1 ? "" : "s", fmt::join(used, ", "),
             rankList(std::vector<std::int64_t>(reached.begin(), reached.end())), trace.worldSize,
             nodes.size() == 1 ? fmt::format(", all on node {}", *nodes.begin()) : ""),
-        "all-reduce over the default group, or add the cross-node step of a hierarchical "
-        "all-reduce"};
+        "all-reduce over the default group, or complete the hierarchical all-reduce (after the "
+        "leaders' cross-node all_reduce, broadcast the sum within each node)"};
   }
   return std::nullopt;
 }
@@ -232,13 +246,14 @@ std::optional<Explanation> reducedAfterTheStep(const Trace& trace) {
 // parameters' gradients itself. That keeps replicas equal only if they start equal (DDP
 // broadcasts rank 0's at construction; a hand-written loop must) and every rank sums the same
 // gradients in the same order. The cause then, else empty.
-Explanation handWrittenCause(const Trace& trace, std::int64_t ddp) {
+Explanation handWrittenCause(const Trace& trace, std::int64_t ddp,
+                             const std::vector<std::int64_t>& parted) {
   for (const auto& t : trace.ranks) {
     if (!t) continue;
     const auto d = t->ddp.find(ddp);
     if (d == t->ddp.end() || d->second.averagedBy.empty()) return {};
   }
-  if (auto within = reducedWithinAPartOfTheWorld(trace)) return *within;
+  if (auto within = reducedWithinAPartOfTheWorld(trace, parted)) return *within;
   if (auto late = reducedAfterTheStep(trace)) return *late;
   return {"the program averages gradients itself (dist.all_reduce of each parameter's .grad, no "
           "DDP), which keeps the replicas equal only if they start equal and every rank reduces "
@@ -371,7 +386,7 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
     v.detail = fmt::format("{} differs across ranks at {}: parameter hashes {}",
                            moduleName(*trace.ranks[static_cast<std::size_t>(byRank.begin()->first)], ddp),
                            reference[i].where, fmt::join(parts, "; "));
-    Explanation why = handWrittenCause(trace, ddp);
+    Explanation why = handWrittenCause(trace, ddp, odd);
     if (why.empty()) why = bypassedCause(trace, ddp);
     if (why.empty()) why = noSyncCause(trace, ddp, v.detail);
     if (why.empty()) why = ddpOverAPartOfTheWorld(trace, ddp).value_or(Explanation{});
