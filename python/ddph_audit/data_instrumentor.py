@@ -20,6 +20,7 @@ import importlib
 import operator
 import types
 
+from . import call_site
 from . import trace_events
 from . import index_codec
 from . import batch_fingerprint
@@ -287,8 +288,9 @@ class DataInstrumentor(Instrumentor):
             return _sized_len(loader.dataset)
         return None
 
-    def register_sampler(self, sampler, loader=None):
-        """Writes the ``sampler`` line (once per object); returns its info."""
+    def register_sampler(self, sampler, loader=None, via=None):
+        """Writes the ``sampler`` line (once per object); returns its info. ``via``: the framework
+        that built it where the program did not (Lightning's own DistributedSampler)."""
         info = self.samplers.get(sampler)
         if info is not None:
             return info
@@ -300,6 +302,8 @@ class DataInstrumentor(Instrumentor):
             fields["dataset_len"] = n
         fields.update(_sampler_fields(sampler))
         fields["order"] = info.order
+        if via:
+            fields["via"] = via
         self.recorder.emit(trace_events.SAMPLER, **fields)
         return info
 
@@ -311,7 +315,8 @@ class DataInstrumentor(Instrumentor):
             fn(self, *args, **kwargs)
             if recorder.active and samplers.get(self) is None:
                 try:
-                    register(self)
+                    _, via = call_site.program_call_site()
+                    register(self, via=via)
                 except Exception as e:
                     recorder.fail(e, "DistributedSampler.__init__")
 

@@ -27,18 +27,21 @@ class FrameworkTest(unittest.TestCase):
         barriers = [e for e in colls if e["op"] == "barrier"]
         self.assertEqual(len(gathers), 2)
         for e in gathers:  # the program's own line, through the framework
-            self.assertEqual((e["at"], e["via"]), ("lightning_shape.py:24 in training_epoch",
+            self.assertEqual((e["at"], e["via"]), ("lightning_shape.py:26 in training_epoch",
                                                    "lightning"))
         for e in barriers:  # the framework's own: placed at the program's fit()
-            self.assertEqual((e["at"], e["via"]), ("lightning_shape.py:30 in main", "lightning"))
+            self.assertEqual((e["at"], e["via"]), ("lightning_shape.py:32 in main", "lightning"))
         # The logged value's reduction runs at the epoch's end, placed at fit(); the program's own
         # line that logged it is the `logged` line, written once for its two epochs.
         reduces = [e for e in colls if e["op"] == "all_reduce"]
         self.assertEqual([(e["at"], e["via"]) for e in reduces],
-                         [("lightning_shape.py:30 in main", "lightning")] * 2)
+                         [("lightning_shape.py:32 in main", "lightning")] * 2)
+        # The sampler the framework built under the data is told from the program's own.
+        samplers = [e for e in lines if e["ev"] == "sampler"]
+        self.assertEqual([e.get("via") for e in samplers], [None, "lightning"])
         logged = [e for e in lines if e["ev"] == "logged"]
         self.assertEqual([(e["name"], e["at"]) for e in logged],
-                         [("loss", "lightning_shape.py:25 in training_epoch")])
+                         [("loss", "lightning_shape.py:27 in training_epoch")])
 
     def test_a_plain_call_has_no_via(self):
         with tempfile.TemporaryDirectory() as d:

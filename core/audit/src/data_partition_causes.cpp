@@ -174,6 +174,17 @@ Explanation partitionCause(const std::vector<RankPass>& ranks, const std::string
     return wholeDatasetCause(ranks);
   }
   if (seeds.size() > 1) {
+    // Lightning's own DistributedSampler takes its seed from seed_everything (PL_GLOBAL_SEED).
+    const SamplerRecord* s = samplerOf(*ranks[0].trace, ranks[0].pass->loader);
+    if (s && s->via == "lightning") {
+      return {fmt::format("the ranks' DistributedSamplers, which Lightning builds with the seed of "
+                          "seed_everything (PL_GLOBAL_SEED), have different seeds ({}): "
+                          "seed_everything was called with a seed per rank, so each rank shuffles "
+                          "its own order and their shards overlap and leave samples out",
+                          fmt::join(seeds, ", ")),
+              "call seed_everything with the same seed on every rank (draw per-rank randomness, "
+              "such as augmentation noise, from a generator of its own seeded with the rank)"};
+    }
     return {fmt::format("the ranks' samplers have different seeds ({}), so each shuffles its own "
                         "order and their shards overlap and leave samples out",
                         fmt::join(seeds, ", ")),

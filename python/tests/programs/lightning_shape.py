@@ -13,6 +13,8 @@ import lightning.pytorch as pl  # noqa: E402
 
 class Module(pl.LightningModule):
     def __init__(self):
+        self.train_data = torch.utils.data.TensorDataset(torch.ones(8, 2))
+        self.own = torch.utils.data.DistributedSampler(self.train_data)  # the program's own
         self.net = torch.nn.Linear(2, 1)
         self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
 

@@ -48,6 +48,9 @@ struct SamplerRecord {
   /// Draws with replacement (RandomSampler(replacement=True), WeightedRandomSampler): judged by
   /// the `with-replacement` contract, not by coverage (docs/audit.md).
   std::optional<bool> replacement;
+  /// The framework that built it where the program did not ("lightning": the DistributedSampler
+  /// Lightning puts under a loader), or empty.
+  std::string via;
   std::vector<SetEpochCall> setEpochCalls;  ///< in call order
 };
 
