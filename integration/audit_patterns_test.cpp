@@ -548,6 +548,23 @@ TEST(AuditPattern, AnAveragedModelUpdatedOnRankZeroOnlyAndRunEverywhereIsNamed) 
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, AnOrderFromTheGlobalGeneratorReseededEveryEpochIsReshuffle) {
+  // NOTE [An order drawn from the global generators]: the sampler's first draw advanced torch's
+  // generator, and torch.manual_seed(7) came before each pass.
+  const auto a = launchAudited(4, python("reseeded_every_epoch.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "reshuffle");
+  EXPECT_TRUE(has(text(v, "likely_cause"),
+                  "torch.manual_seed(7) (reseeded_every_epoch.py:33 in seed_all) runs before every "
+                  "epoch and resets torch's global generator"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "StridedShuffle draws its order from")) << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "seed once before training")) << shown(a);
+  const auto twin = launchAudited(4, python("reseeded_every_epoch.py", {"--seed-once"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, ARankThatHangsAtExitAfterItsWorkIsEndedAndANote) {
   // NOTE [Hung at exit]: rank 1's trace says its work is done (its DDP module freed after
   // destroy_process_group) and its process waits for ever: the launcher ends it, the run passes.

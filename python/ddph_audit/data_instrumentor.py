@@ -57,7 +57,7 @@ class _LoaderInfo:
 
 class _Pass:
     __slots__ = ("loader", "iter", "seq", "needs_idx", "ended", "batch_line", "sampler", "epoch",
-                 "drawn", "stream")
+                 "drawn", "stream", "rng_seen")
 
     def __init__(self, loader_id, k, needs_idx):
         self.loader = loader_id
@@ -72,6 +72,8 @@ class _Pass:
         self.drawn = True
         # An iterable dataset: no index names a batch, its content fingerprint does ("fp").
         self.stream = False
+        # Whether the first draw of a recorded order was watched for the global generators.
+        self.rng_seen = False
         # A batch whose indices are not recorded (the sampler's order is known): one format.
         self.batch_line = line_format(trace_events.BATCH, {
             "loader": loader_id, "iter": k, "seq": INT, "size": INT, "grad": FLAG})
@@ -124,11 +126,54 @@ def _on_first_draw(recorder, p):
             recorder.fail(e, "DataLoader iterator")
 
 
+def _global_rng_states():
+    """The process's global random generators' states: torch's, Python's, numpy's (if loaded)."""
+    import random
+    import sys
+    import torch
+    states = {"torch": torch.random.get_rng_state(), "random": random.getstate()}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        try:
+            states["numpy"] = np.random.get_state()[1].copy()
+        except Exception:
+            pass
+    return states
+
+
+def _moved(before, after):
+    """The names of the generators whose state changed between the two readings."""
+    import torch
+    out = []
+    for name, state in before.items():
+        now = after.get(name)
+        if now is None:
+            continue
+        same = torch.equal(state, now) if name == "torch" else (
+            state == now if name == "random" else bool((state == now).all()))
+        if not same:
+            out.append(name)
+    return out
+
+
 def _wrap_next_index(recorder, fn):
     @functools.wraps(fn)
     def _next_index(self):
-        index = fn(self)
         p = self.__dict__.get("_ddph_pass")
+        # NOTE [An order drawn from the global generators] (docs/audit.md): a recorded order's first
+        # draw of the pass, watched: the generators it advanced say where its randomness comes from.
+        watch = p is not None and p.needs_idx and not p.stream and not p.rng_seen and recorder.active
+        before = _global_rng_states() if watch else None
+        index = fn(self)
+        if watch:
+            p.rng_seen = True
+            try:
+                moved = _moved(before, _global_rng_states())
+                if moved:
+                    recorder.emit(trace_events.GLOBAL_DRAW, loader=p.loader, iter=p.iter,
+                                  generators=moved)
+            except Exception as e:
+                recorder.fail(e, "DataLoader iterator")
         if p is not None and not p.drawn:
             _on_first_draw(recorder, p)
         fifo = self.__dict__.get("_ddph_fifo")

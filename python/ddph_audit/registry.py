@@ -56,6 +56,7 @@ INSTRUMENTORS = (
           environment.AUDIT_DIR),
     Entry("optim", "torch.optim", "ddph_audit.grad_sync:OptimizerInstrumentor",
           environment.AUDIT_DIR),
+    Entry("seeds", "torch", "ddph_audit.seeds:SeedInstrumentor", environment.AUDIT_DIR),
     Entry("averaged model", "torch.optim.swa_utils",
           "ddph_audit.averaged_model:AveragedModelInstrumentor", environment.AUDIT_DIR),
     Entry("spawn", "torch.multiprocessing.spawn",

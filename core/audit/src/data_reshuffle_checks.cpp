@@ -65,13 +65,60 @@ bool reshuffleApplies(std::int64_t loader, const std::vector<RankPass>& before,
   const auto shuffle = before[0].pass->shuffle ? before[0].pass->shuffle
                                                : (s ? s->shuffle : std::nullopt);
   const bool epochsSet = s && !s->setEpochCalls.empty();
-  return shuffle.value_or(false) || (!shuffle && epochsSet);
+  // NOTE [An order drawn from the global generators]: its first draw advanced them, so its order
+  // is random: the same order again is a repeat.
+  const bool drawsRandom = !before[0].pass->globalDraws.empty();
+  return shuffle.value_or(false) || (!shuffle && (epochsSet || drawsRandom));
 }
 
 // Why an order repeated: what the finding adds to its detail, its likely cause and the remedy.
 struct RepeatedOrder {
   std::string why, cause, help;
 };
+
+// "torch's global generator (torch.randperm without a generator of its own)", and its seed's call.
+std::pair<std::string, std::string> globalGenerator(const std::string& name) {
+  if (name == "random") return {"Python's global random generator (random.shuffle)", "random.seed"};
+  if (name == "numpy") {
+    return {"numpy's global generator (np.random.permutation)", "np.random.seed"};
+  }
+  return {"torch's global generator (torch.randperm without a generator of its own)",
+          "torch.manual_seed"};
+}
+
+// The value of the last seed of `generator` before `line` on rank `t`, and its call, or nothing.
+const SeedCall* lastSeedBefore(const RankTrace& t, const std::string& generator, std::int64_t line) {
+  const SeedCall* last = nullptr;
+  for (const auto& s : t.seeds) {
+    if (s.line < line && s.generator == generator) last = &s;
+  }
+  return last;
+}
+
+// NOTE [An order drawn from the global generators] (docs/audit.md): the order comes from a global
+// generator that the program seeded with the same value before both passes: it is drawn again.
+std::optional<RepeatedOrder> reseededEveryEpoch(const std::vector<RankPass>& before,
+                                                const std::vector<RankPass>& after) {
+  const RankTrace& t = *before[0].trace;
+  for (const auto& g : after[0].pass->globalDraws) {
+    const SeedCall* first = lastSeedBefore(t, g, before[0].pass->startLine);
+    const SeedCall* second = lastSeedBefore(t, g, after[0].pass->startLine);
+    if (!first || !second || first == second || !first->value || first->value != second->value)
+      continue;
+    const auto [what, call] = globalGenerator(g);
+    const std::string at = second->at.empty() ? "" : fmt::format(" ({})", second->at);
+    return RepeatedOrder{
+        fmt::format("{} draws its order from {}, seeded with {} before each epoch",
+                    samplerName(before[0]), what, *second->value),
+        fmt::format("{}({}){} runs before every epoch and resets {} that {} draws its order from, "
+                    "so every epoch draws epoch 0's order again",
+                    call, *second->value, at, what, samplerClass(before[0])),
+        fmt::format("seed once before training, or give the sampler a generator of its own seeded "
+                    "with seed + epoch (torch.Generator().manual_seed(seed + epoch) in __iter__, "
+                    "the epoch set by set_epoch)")};
+  }
+  return std::nullopt;
+}
 
 // set_epoch never called on the loader's sampler (perhaps on another one), or nothing.
 std::optional<RepeatedOrder> setEpochNeverCalled(const SamplerRecord* s,
@@ -159,7 +206,8 @@ void checkNewOrder(DataFindings& findings, std::int64_t loader, const std::vecto
   auto v = ddph::sampler::checkReshuffle(a, b, e);
   if (!v) return;
   const SamplerRecord* s = samplerOf(*before[0].trace, loader);
-  std::optional<RepeatedOrder> why = setEpochNeverCalled(s, before);
+  std::optional<RepeatedOrder> why = reseededEveryEpoch(before, after);
+  if (!why) why = setEpochNeverCalled(s, before);
   if (!why) why = setEpochTooLate(s, loader, k, after);
   if (!why) why = fromSamplerEpochs(s, before, after);
   v->likelyCause = why->cause;

@@ -291,6 +291,19 @@ class RankTraceBuilder {
         {field<std::string>(e, f::kName), optionalField<std::string>(e, f::kAt).value_or(""), line});
   }
 
+  void seed(const json& e, std::int64_t line) {
+    namespace f = ts::seed;
+    t_.seeds.push_back({field<std::string>(e, f::kGenerator),
+                        optionalField<std::int64_t>(e, f::kValue),
+                        optionalField<std::string>(e, f::kAt).value_or(""), line});
+  }
+
+  void globalDraw(const json& e, std::int64_t) {
+    namespace f = ts::global_draw;
+    PassRecord& p = passRef(field<std::int64_t>(e, f::kLoader), field<std::int64_t>(e, f::kIter));
+    p.globalDraws = field<std::vector<std::string>>(e, f::kGenerators);
+  }
+
   void averaged(const json& e, std::int64_t) {
     namespace f = ts::averaged;
     AveragedModelRecord& m = t_.averagedModels[field<std::int64_t>(e, f::kModel)];
@@ -348,6 +361,8 @@ class RankTraceBuilder {
       {ts::framework::kEvent, &RankTraceBuilder::framework},
       {ts::step::kEvent, &RankTraceBuilder::step},
       {ts::logged::kEvent, &RankTraceBuilder::logged},
+      {ts::seed::kEvent, &RankTraceBuilder::seed},
+      {ts::global_draw::kEvent, &RankTraceBuilder::globalDraw},
       {ts::averaged::kEvent, &RankTraceBuilder::averaged},
       {ts::averaged_use::kEvent, &RankTraceBuilder::averagedUse},
   };

@@ -21,6 +21,7 @@ using trace::ParamsSnapshot;
 using trace::PassRecord;
 using trace::RankTrace;
 using trace::SamplerRecord;
+using trace::SeedCall;
 using trace::SetEpochCall;
 using trace::Trace;
 

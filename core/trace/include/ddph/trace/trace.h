@@ -117,6 +117,9 @@ struct PassRecord {
   std::map<std::int64_t, ParamsSnapshot> params;    ///< DDP module id -> state at the start
   std::vector<BatchRecord> batches;
   bool ended = false;  ///< ran to StopIteration
+  /// The global generators its recorded order's first draw advanced ("torch", "random",
+  /// "numpy": `global_draw`): its randomness comes from them.
+  std::vector<std::string> globalDraws;
   std::int64_t startLine = 0;
   std::int64_t endLine = 0;  ///< line of epoch_end, or of the next pass / end of trace
 };
@@ -173,6 +176,14 @@ struct LoggedValue {
   std::int64_t line = 0;
 };
 
+/// A global random generator seeded by the program (`seed`).
+struct SeedCall {
+  std::string generator;  ///< "torch", "random", "numpy"
+  std::optional<std::int64_t> value;
+  std::string at;  ///< the program's line, or empty
+  std::int64_t line = 0;
+};
+
 /// An averaged model (torch.optim.swa_utils.AveragedModel: SWA, EMA) as one rank updated and ran
 /// it (`averaged`, `averaged_use`).
 struct AveragedModelRecord {
@@ -218,6 +229,7 @@ struct RankTrace {
   /// self.log(..., sync_dist=True)), once per name and call site, in the order first logged.
   std::vector<LoggedValue> loggedWithSync;
   std::map<std::int64_t, AveragedModelRecord> averagedModels;  ///< by id
+  std::vector<SeedCall> seeds;  ///< in call order
   std::optional<std::string> errorType, errorMessage;
   /// The innermost frame of the program's own code ("train.py:28 in __getitem__"), and the error's
   /// own line when the message is a wrapped traceback (a DataLoader worker's).
