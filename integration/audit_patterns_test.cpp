@@ -565,6 +565,25 @@ TEST(AuditPattern, AnOrderFromTheGlobalGeneratorReseededEveryEpochIsReshuffle) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, RecordsShardedByHashAreExecdAndNamedFromWhatTheLauncherFound) {
+  // The fork server declines a script that calls hash(): torchrun's ranks each have their own
+  // PYTHONHASHSEED, forked ones would share one and hide the bug. launch.json says where.
+  const auto a = launchAudited(4, python("records_sharded_by_hash.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  EXPECT_TRUE(has(a.command.err, "each rank execs the program (the program depends on each "
+                                 "process's own string hashing (records_sharded_by_hash.py:38 "
+                                 "calls hash())"))
+      << shown(a);
+  ASSERT_FALSE(a.report["violations"].empty()) << shown(a);
+  const Json v = a.report["violations"][0];
+  EXPECT_TRUE(v["property"] == "coverage" || v["property"] == "disjointness") << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "under torchrun every rank has its own PYTHONHASHSEED"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "zlib.crc32")) << shown(a);
+  const auto twin = launchAudited(4, python("records_sharded_by_hash.py", {"--stable"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, ARankThatHangsAtExitAfterItsWorkIsEndedAndANote) {
   // NOTE [Hung at exit]: rank 1's trace says its work is done (its DDP module freed after
   // destroy_process_group) and its process waits for ever: the launcher ends it, the run passes.

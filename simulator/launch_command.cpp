@@ -239,6 +239,7 @@ int auditLaunched(const LaunchArgs& a, const launch::LaunchResult& result, int w
   record.cpu = a.cpu;
   record.gpus = a.gpus;
   record.standInData = a.standInData;
+  record.hashDependence = result.hashDependence;
   trace::writeLaunchRecord(traceDir, record);
   int audited = kExitOk;
   try {

@@ -345,10 +345,10 @@ def run_rank(program):
     finish(*run_program(program))
 
 
-def hash_seed_reason(program):
-    """Why ranks forked from this interpreter would hash strings alike where torchrun's would not
-    (process_hash.py, beside this file, loaded under a private name: nothing of ours in the
-    ranks' sys.modules), or None."""
+def hash_dependence(program):
+    """Where the program depends on each process's own string hashing ("train.py:32 calls
+    hash()": process_hash.py, beside this file, loaded under a private name, so nothing of ours is
+    in the ranks' sys.modules), or None."""
     if program.script is None:
         return None
     import importlib.util
@@ -357,20 +357,19 @@ def hash_seed_reason(program):
                                                   os.path.join(here, "process_hash.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    where = module.hash_dependence(program.script)
-    if where is None:
-        return None
-    return ("the program depends on each process's own string hashing (%s), which ranks forked "
-            "from one interpreter would share; under torchrun each rank has its own "
-            "PYTHONHASHSEED" % where)
+    return module.hash_dependence(program.script)
 
 
 def main():
     program = parse_program(sys.argv[1:])
     sock = socket.socket(fileno=0)
-    why = hash_seed_reason(program)
-    if why is not None:
-        send(sock, {"ready": False, "why": why})
+    # Ranks forked from one interpreter share its hash seed; torchrun's have their own.
+    where = hash_dependence(program)
+    if where is not None:
+        send(sock, {"ready": False, "hash_dependence": where,
+                    "why": "the program depends on each process's own string hashing (%s), which "
+                           "ranks forked from one interpreter would share; under torchrun each "
+                           "rank has its own PYTHONHASHSEED" % where})
         return 0
     version = preload()
     why = fork_unsafe_reason()

@@ -73,9 +73,10 @@ bool checkPassOnSomeRanks(DataFindings& findings, std::int64_t loader, std::int6
 // --- why a partition does not split one dataset (data_partition_causes.cpp) ---------------------
 
 /// Why ranks' orders do not split one dataset, from what the samplers say about themselves.
-/// `named`: the ranks the finding names (a cause about some ranks names those first).
+/// `named`: the ranks the finding names (a cause about some ranks names those first); `trace`:
+/// the run, for what its launcher knew (launch.json).
 Explanation partitionCause(const std::vector<RankPass>& ranks, const std::string& property,
-                           const std::vector<std::int64_t>& named, const std::string& interpreter);
+                           const std::vector<std::int64_t>& named, const Trace& trace);
 
 // --- whether every rank's loader holds one dataset (data_one_dataset_checks.cpp) ----------------
 

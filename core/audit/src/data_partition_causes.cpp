@@ -119,6 +119,21 @@ std::optional<Explanation> sameShareOnEveryNode(const std::vector<RankPass>& ran
       "which torchrun sets"};
 }
 
+// The launcher found that the program depends on each process's own string hashing (launch.json
+// "hash_dependence"): a split computed from hash() differs between ranks, each with its own
+// PYTHONHASHSEED. Nothing otherwise.
+std::optional<Explanation> splitByProcessHash(const Trace& trace) {
+  if (!trace.launch || trace.launch->hashDependence.empty()) return std::nullopt;
+  return Explanation{
+      fmt::format("the program depends on each process's own string hashing ({}): under torchrun "
+                  "every rank has its own PYTHONHASHSEED, so a split computed from hash() (or from "
+                  "a set's order) differs between ranks, sending some samples to two ranks and "
+                  "others to none",
+                  trace.launch->hashDependence),
+      "split by a hash that is the same in every process (zlib.crc32 of the key, hashlib), or "
+      "sort what comes from a set"};
+}
+
 // The sampler's own parameters agree: say what is known and list what remains, never the
 // catalogue's "seed every rank identically" (their seeds may well agree already).
 Explanation splitCandidates(const std::vector<RankPass>& ranks, const std::string& property,
@@ -162,7 +177,7 @@ Explanation splitCandidates(const std::vector<RankPass>& ranks, const std::strin
 }  // namespace
 
 Explanation partitionCause(const std::vector<RankPass>& ranks, const std::string& property,
-                           const std::vector<std::int64_t>& named, const std::string& interpreter) {
+                           const std::vector<std::int64_t>& named, const Trace& trace) {
   std::set<std::int64_t> seeds, replicas, samplerRanks;
   for (const auto& rp : ranks) {
     if (rp.pass->seed) seeds.insert(*rp.pass->seed);
@@ -201,7 +216,8 @@ Explanation partitionCause(const std::vector<RankPass>& ranks, const std::string
   }
   if (auto ignored = rankIgnored(ranks)) return std::move(*ignored);
   if (auto perNode = sameShareOnEveryNode(ranks)) return std::move(*perNode);
-  return splitCandidates(ranks, property, seeds, interpreter);
+  if (auto hashed = splitByProcessHash(trace)) return std::move(*hashed);
+  return splitCandidates(ranks, property, seeds, interpreterOf(trace));
 }
 
 }  // namespace ddph::audit

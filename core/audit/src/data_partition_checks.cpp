@@ -143,7 +143,7 @@ bool checkSplit(DataFindings& findings, std::int64_t loader, std::int64_t k, std
                                     "draws nothing",
                                     n, world),
                         "use fewer ranks or drop_last=False"}
-          : partitionCause(ranks, v->property, v->ranks, interpreterOf(findings.trace()));
+          : partitionCause(ranks, v->property, v->ranks, findings.trace());
   explain(*v, std::move(why));
   findings.record(loader, *v);
   return false;

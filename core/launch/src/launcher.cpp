@@ -72,7 +72,8 @@ EnvMap commonEnvironment(const LaunchOptions& options, std::uint16_t masterPort)
 // A fork server for a Python program when one was asked for and can fork; else exec'd ranks,
 // with one line saying why when the program is Python.
 std::unique_ptr<RankSpawner> chooseSpawner(const LaunchOptions& options, EnvMap common,
-                                           const Supervisor& supervisor) {
+                                           const Supervisor& supervisor,
+                                           std::string& hashDependence) {
   if (!options.forkServer.empty()) {
     const StopSignalScope& stopSignals = supervisor.stopSignals();
     std::string whyNot;
@@ -85,6 +86,7 @@ std::unique_ptr<RankSpawner> chooseSpawner(const LaunchOptions& options, EnvMap 
             startForkServer(server->argv, common, perRankVariables(options), ready, stopSignals.fd());
         if (start.spawner) return std::move(start.spawner);
         whyNot = start.whyNot;
+        hashDependence = start.hashDependence;
       }
     }
     if (!whyNot.empty() && options.note && stopSignals.received() == 0) {
@@ -186,7 +188,8 @@ LaunchResult launchOnce(const LaunchOptions& options) {
   };
   Supervisor supervisor(std::move(supervision));
   const auto spawner =
-      chooseSpawner(options, commonEnvironment(options, result.masterPort), supervisor);
+      chooseSpawner(options, commonEnvironment(options, result.masterPort), supervisor,
+                    result.hashDependence);
   const SupervisedWorld world = supervisor.run(*spawner);
   for (const auto& rank : world.ranks) {
     if (rank.pid != 0) result.ranks.push_back(outcomeOf(rank));

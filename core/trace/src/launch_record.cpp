@@ -46,6 +46,7 @@ void writeLaunchRecord(const fs::path& dir, const LaunchRecord& record) {
     if (record.gpus) j[lr::kGpus] = *record.gpus;
     j[lr::kStandInData] = record.standInData;
   }
+  if (!record.hashDependence.empty()) j[lr::kHashDependence] = record.hashDependence;
   writeFileAtomically(dir / lr::kFile, j.dump(2) + "\n");
 }
 
@@ -78,6 +79,7 @@ std::optional<LaunchRecord> readLaunchRecord(const fs::path& launchFile) {
     l.cpu = j.value(lr::kCpu, false);
     l.gpus = optionalField<int>(j, lr::kGpus);
     l.standInData = j.value(lr::kStandInData, false);
+    l.hashDependence = optionalField<std::string>(j, lr::kHashDependence).value_or("");
     DDPH_CHECK(l.worldSize > 0 && l.worldSize <= kMaxTraceWorldSize,
                "world_size {} is not between 1 and {}", l.worldSize, kMaxTraceWorldSize);
     return l;

@@ -157,6 +157,7 @@ TEST(TraceSchema, LaunchJsonTheCppWriterWritesIsTheSchemas) {
   record.command = {"/usr/bin/python3", "train.py"};
   record.cpu = true;
   record.gpus = 4;
+  record.hashDependence = "train.py:32 calls hash()";
   ddph::test_support::TempDir dir("ddph-launch-schema");
   trace::writeLaunchRecord(dir.path(), record);
   const auto file = std::filesystem::path(dir.path()) / schema.at("file").get<std::string>();

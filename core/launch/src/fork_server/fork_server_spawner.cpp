@@ -261,7 +261,10 @@ ForkServerStart startForkServer(const std::vector<std::string>& serverCommand, c
                                                   server->describeEnd())
                                     : std::string("the fork server was not ready in time")};
   }
-  if (!ready->value("ready", false)) return {nullptr, ready->value("why", std::string("?"))};
+  if (!ready->value("ready", false)) {
+    return {nullptr, ready->value("why", std::string("?")),
+            ready->value("hash_dependence", std::string())};
+  }
   return {std::make_unique<ForkServerSpawner>(std::move(server)), {}};
 }
 

@@ -94,6 +94,9 @@ struct LaunchResult {
   std::uint16_t masterPort = 0;
   /// A rank said MASTER_PORT was already in use when its store bound it.
   bool portTaken = false;
+  /// Where the program depends on each process's own string hashing, when the fork server found
+  /// it (its ranks were exec'd: python/ddph_launch/process_hash.py); else empty.
+  std::string hashDependence;
   /// One line: what happened ("rank 2 (pid 4711) was killed by signal 9 (SIGKILL)").
   std::string summary;
   /// 0 every rank succeeded (or did its work and hung at exit); 1 a rank failed or timed out;

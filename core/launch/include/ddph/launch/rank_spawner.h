@@ -68,6 +68,9 @@ std::unique_ptr<RankSpawner> makeForkedSpawner(std::function<int(int rank, int r
 struct ForkServerStart {
   std::unique_ptr<RankSpawner> spawner;
   std::string whyNot;  ///< empty when `spawner` is set
+  /// Where the program depends on each process's own string hashing ("train.py:32 calls
+  /// hash()"), when that is why the server declined (python/ddph_launch/process_hash.py).
+  std::string hashDependence;
 };
 
 /// Starts `serverCommand` (the program's interpreter and options, the server script, the

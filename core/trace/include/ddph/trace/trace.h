@@ -290,6 +290,9 @@ struct LaunchRecord {
   bool cpu = false;           ///< --cpu
   std::optional<int> gpus;    ///< --gpus
   bool standInData = false;   ///< --stand-in-data
+  /// Where the program depends on each process's own string hashing ("train.py:32 calls
+  /// hash()"), as the launcher found it; empty when it did not.
+  std::string hashDependence;
 };
 
 /// A whole trace folder.
