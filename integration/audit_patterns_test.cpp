@@ -584,6 +584,22 @@ TEST(AuditPattern, RecordsShardedByHashAreExecdAndNamedFromWhatTheLauncherFound)
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, ARandomSamplerShareDrawnAlikeOnEveryRankIsNamed) {
+  // RandomSampler(num_samples=N / W) from torch's global generator, seeded alike everywhere.
+  const auto a = launchAudited(4, python("random_sampler_share.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_FALSE(a.report["violations"].empty()) << shown(a);
+  const Json v = a.report["violations"][0];
+  EXPECT_TRUE(has(text(v, "likely_cause"),
+                  "every rank's RandomSampler drew the same 128 of the 512 samples in the same "
+                  "order: it draws 128 samples (num_samples) but knows no rank, and its generator, "
+                  "torch's global one, was seeded alike on every rank (torch.manual_seed(2024) at "
+                  "random_sampler_share.py:21 in main)"))
+      << shown(a);
+  const auto twin = launchAudited(4, python("random_sampler_share.py", {"--distributed"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, ARankThatHangsAtExitAfterItsWorkIsEndedAndANote) {
   // NOTE [Hung at exit]: rank 1's trace says its work is done (its DDP module freed after
   // destroy_process_group) and its process waits for ever: the launcher ends it, the run passes.

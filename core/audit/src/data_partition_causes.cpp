@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -19,8 +20,40 @@ namespace property = sampler::property;
 
 namespace {
 
+// A sampler that knows no rank but draws fewer samples than the dataset holds
+// (RandomSampler(num_samples=N / W)), every rank the same ones: their generators were seeded
+// alike. Nothing otherwise.
+std::optional<Explanation> sameDrawOnEveryRank(const std::vector<RankPass>& ranks) {
+  const RankPass& first = ranks[0];
+  if (!first.order || first.order->empty()) return std::nullopt;
+  const auto n = static_cast<std::int64_t>(first.order->size());
+  if (n >= first.pass->datasetLen) return std::nullopt;
+  for (const auto& rp : ranks) {
+    if (!rp.order || *rp.order != *first.order) return std::nullopt;
+  }
+  const auto& drew = first.pass->globalDraws;
+  const bool global = std::find(drew.begin(), drew.end(), "torch") != drew.end();
+  std::string seeded;
+  for (const auto& s : first.trace->seeds) {
+    if (!global) break;
+    if (s.generator == "torch" && s.value && s.line < first.pass->startLine) {
+      seeded = fmt::format(" (torch.manual_seed({}){})", *s.value,
+                           s.at.empty() ? "" : " at " + s.at);
+    }
+  }
+  return Explanation{
+      fmt::format("every rank's {} drew the same {} of the {} samples in the same order: it "
+                  "draws {} samples (num_samples) but knows no rank, and its generator{} was "
+                  "seeded alike on every rank{}, so the ranks train the same samples and the rest "
+                  "is never trained",
+                  samplerClass(first), n, first.pass->datasetLen, n,
+                  global ? ", torch's global one," : "", seeded),
+      "use DistributedSampler (with set_epoch), which gives each rank its own share of one order"};
+}
+
 // The loader has a sampler that knows nothing of ranks (RandomSampler, SequentialSampler).
 Explanation wholeDatasetCause(const std::vector<RankPass>& ranks) {
+  if (auto same = sameDrawOnEveryRank(ranks)) return std::move(*same);
   const auto w = static_cast<std::int64_t>(ranks.size());
   const std::string lightning = frameworkHint(
       *ranks[0].trace,
