@@ -273,6 +273,22 @@ TEST(MultiNode, AShareSplitByNodeRankFromAVariableTorchrunDoesNotSetIsNamed) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(MultiNode, ShardsShuffledWithTheNodesSeedAreNamed) {
+  // NOTE [Samples on two ranks in other batches]: no batch is on two ranks, their samples are.
+  const auto one = auditNodes(1, 4, "shards_per_node_seed.py");
+  EXPECT_EQ(one.command.exitCode, 0) << shown(one);
+  const auto two = auditNodes(2, 2, "shards_per_node_seed.py");
+  EXPECT_EQ(two.command.exitCode, 1) << shown(two);
+  const Json v = onlyViolation(two, "disjointness");
+  EXPECT_TRUE(has(v["detail"].get<std::string>(), "consumed the same samples in other batches"))
+      << shown(two);
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(),
+                  "the ranks of one node never share a sample, but ranks of different nodes do"))
+      << shown(two);
+  const auto twin = auditNodes(2, 2, "shards_per_node_seed.py", {"--shared-seed"});
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(MultiNode, ADeviceChosenByRankPassesOnOneNodeAndIsNamedOnTwo) {
   const auto one = auditNodes(1, 4, "device_from_rank.py");
   EXPECT_EQ(one.command.exitCode, 0) << shown(one);

@@ -218,6 +218,9 @@ def _emit_batch(recorder, p, index, data):
     fields["grad"] = bool(grad)
     if p.stream:
         fields["fp"] = batch_fingerprint.fingerprint(data)
+        rows = batch_fingerprint.sample_fingerprints(data)
+        if rows and len(rows) > 1:
+            fields["rows"] = rows
     if size is not None:  # and p.needs_idx
         try:
             fields["idx"] = index_codec.encode(index_codec.to_int_list(index))

@@ -35,6 +35,21 @@ class BatchFingerprintTest(unittest.TestCase):
         self.assertTrue(batch_fingerprint.fingerprint({"x": torch.ones(3, dtype=torch.bfloat16),
                                                        "name": "a", "n": 3}))
 
+    def test_each_sample_of_a_collated_batch_has_its_own_fingerprint(self):
+        x = torch.arange(24.0).reshape(4, 6)
+        y = torch.tensor([0, 1, 0, 1])
+        rows = batch_fingerprint.sample_fingerprints((x, y))
+        self.assertEqual(len(rows), 4)
+        self.assertEqual(len(set(rows)), 4)
+        # The same samples in another order, in another batch: the same fingerprints.
+        swapped = batch_fingerprint.sample_fingerprints((x[[2, 0, 3, 1]], y[[2, 0, 3, 1]]))
+        self.assertEqual(swapped, [rows[2], rows[0], rows[3], rows[1]])
+        self.assertEqual(batch_fingerprint.sample_fingerprints((x[:2], y[:2])), rows[:2])
+        # Not a collated batch: leaves of other lengths, or no tensor at all.
+        self.assertIsNone(batch_fingerprint.sample_fingerprints((x, torch.tensor([0, 1]))))
+        self.assertIsNone(batch_fingerprint.sample_fingerprints(("a", 3)))
+        self.assertTrue(batch_fingerprint.sample_fingerprints(torch.ones(2, 3, dtype=torch.bfloat16)))
+
 
 class WhereRaisedTest(unittest.TestCase):
     def test_innermost_frame_of_the_program_itself(self):

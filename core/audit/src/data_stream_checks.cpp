@@ -62,6 +62,34 @@ StreamCounts countStream(const std::vector<RankPass>& ranks) {
   return c;
 }
 
+// Whether every item several ranks hold (a batch, a sample) is held by ranks of different nodes
+// only, the ranks spanning more than one node: each node split the stream its own way.
+bool sharedAcrossNodesOnly(const std::map<std::string, std::set<std::int64_t>>& holders,
+                           const std::vector<RankPass>& ranks) {
+  std::set<int> all;
+  for (const auto& rp : ranks) {
+    if (!rp.trace->node) return false;
+    all.insert(*rp.trace->node);
+  }
+  if (all.size() < 2) return false;
+  for (const auto& [item, rs] : holders) {
+    if (rs.size() < 2) continue;
+    std::set<int> nodes;
+    for (auto r : rs) nodes.insert(*ranks[static_cast<std::size_t>(r)].trace->node);
+    if (nodes.size() < rs.size()) return false;
+  }
+  return true;
+}
+
+// The cause when only ranks of different nodes share what they consumed.
+Explanation splitPerNode() {
+  return {"the ranks of one node never share a sample, but ranks of different nodes do: each node "
+          "splits the stream its own way (a shard order shuffled with the node's rank in its "
+          "seed, or shard lists made per node), so some shards reach two nodes and others none",
+          "draw the shard order with the same seed on every node (seed + epoch), then take the "
+          "node's and the local rank's share of that one order"};
+}
+
 // Where a rank's batches that other ranks consumed too sit in its pass: "its last 8 of 16
 // batches", "its first 8 of 16", or "8 of its 16 batches".
 std::string sharedPart(const RankPass& rp, const StreamCounts& c) {
@@ -93,6 +121,10 @@ Violation sameStreamOnRanks(const RankPass& first, std::int64_t loader, std::int
                          c.total);
   const std::string byWorker =
       l.numWorkers > 0 ? ", and by worker too (torch.utils.data.get_worker_info())" : "";
+  if (sharedAcrossNodesOnly(c.holders, ranks)) {
+    explain(v, splitPerNode());
+    return v;
+  }
   if (c.shared < c.total) {
     // A part of the stream only: the rest is split by rank, this part is not.
     const RankPass& sharer = *std::find_if(ranks.begin(), ranks.end(), [&](const RankPass& rp) {
@@ -132,6 +164,70 @@ Violation sameStreamOnWorkers(const RankPass& first, std::int64_t loader, std::i
   return v;
 }
 
+// Each rank's samples by their content (`rows`), when every batch of every rank has them.
+struct SampleCounts {
+  std::int64_t total = 0;         ///< the ranks' samples
+  std::int64_t shared = 0;        ///< of them, on more than one rank
+  std::int64_t repeatedOwn = 0;   ///< of them, seen before on the same rank (equal samples)
+  std::set<std::int64_t> sharing;
+  std::map<std::string, std::set<std::int64_t>> holders;  ///< sample hash -> the ranks holding it
+};
+
+std::optional<SampleCounts> countSamples(const std::vector<RankPass>& ranks) {
+  SampleCounts c;
+  auto& holders = c.holders;
+  for (const auto& rp : ranks) {
+    std::set<std::string> own;
+    for (const auto& b : rp.pass->batches) {
+      if (b.rows.empty()) return std::nullopt;
+      for (const auto& row : b.rows) {
+        ++c.total;
+        if (!own.insert(row).second) ++c.repeatedOwn;
+        holders[row].insert(rp.trace->rank);
+      }
+    }
+  }
+  for (const auto& [row, rs] : holders) {
+    if (rs.size() < 2) continue;
+    c.shared += static_cast<std::int64_t>(rs.size());
+    c.sharing.insert(rs.begin(), rs.end());
+  }
+  return c;
+}
+
+// NOTE [Samples on two ranks in other batches] (docs/audit.md): the ranks' batches differ, but
+// their samples overlap (the same shards in another order, per rank or per node). Shared samples
+// count when they are at least 5 % of the ranks' samples and far more than the equal samples one
+// rank meets within its own pass (data with repeated rows is not a split that overlaps).
+std::optional<Violation> sameSamplesOnRanks(const RankPass& first, std::int64_t loader,
+                                            std::int64_t k, const std::vector<RankPass>& ranks) {
+  const auto counted = countSamples(ranks);
+  if (!counted) return std::nullopt;
+  const SampleCounts& c = *counted;
+  const auto w = static_cast<std::int64_t>(ranks.size());
+  if (c.total == 0 || c.shared * 20 < c.total || c.sharing.size() < 2) return std::nullopt;
+  if (c.repeatedOwn * (w - 1) * 10 > c.shared) return std::nullopt;
+  Violation v;
+  v.property = std::string(property::kDisjointness);
+  v.epoch = k;
+  v.ranks.assign(c.sharing.begin(), c.sharing.end());
+  v.detail = fmt::format("{}: {} consumed the same samples in other batches: {} of the {} samples "
+                         "of this epoch are on more than one rank (by each sample's content)",
+                         describeLoader(*first.trace, loader), rankList(v.ranks), c.shared,
+                         c.total);
+  if (sharedAcrossNodesOnly(c.holders, ranks)) {
+    explain(v, splitPerNode());
+    return v;
+  }
+  v.likelyCause =
+      "the ranks' streams overlap in samples: the stream's parts (shards, files) are split so that "
+      "some reach more than one rank, in other orders (a shard order shuffled with the rank in "
+      "its seed, or shard lists that overlap)";
+  v.help = "draw the shard order with the same seed on every rank (seed + epoch), then take the "
+           "rank's share of that one order (order[rank::world_size])";
+  return v;
+}
+
 }  // namespace
 
 // NOTE [Data with no sampler indices] (docs/audit.md): a pass over an iterable dataset is known
@@ -153,6 +249,8 @@ bool checkStream(DataFindings& findings, std::int64_t loader, std::int64_t k,
     findings.record(loader, sameStreamOnRanks(ranks[0], loader, k, l, c, ranks), "stream");
   } else if (!c.withRepeats.empty() && l.numWorkers > 0) {
     findings.record(loader, sameStreamOnWorkers(ranks[0], loader, k, l, c), "stream");
+  } else if (auto v = sameSamplesOnRanks(ranks[0], loader, k, ranks)) {
+    findings.record(loader, *v, "stream");
   }
   return true;
 }

@@ -135,6 +135,7 @@ BatchRecord batchRecord(const json& e) {
   b.size = field<std::int64_t>(e, f::kSize);
   b.grad = optionalField<bool>(e, f::kGrad).value_or(true);
   b.fingerprint = optionalField<std::string>(e, f::kFp).value_or("");
+  b.rows = optionalField<std::vector<std::string>>(e, f::kRows).value_or(std::vector<std::string>{});
   DDPH_CHECK(b.size >= 0, "batch size {} is negative", b.size);
   if (auto it = e.find(f::kIdx); it != e.end()) {
     b.indices = decodeIndexList(*it);

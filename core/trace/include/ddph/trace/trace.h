@@ -93,6 +93,7 @@ struct BatchRecord {
   /// present for recorded orders / custom batching
   std::optional<std::vector<sampler::Index>> indices;
   std::string fingerprint;  ///< content hash of a batch from an iterable dataset ("fp"), or empty
+  std::vector<std::string> rows;  ///< each of its samples' content hash ("rows"), or none
   std::int64_t line = 0;
   std::optional<double> t;  ///< seconds since the rank's recorder started (the line's "t")
 };
