@@ -600,6 +600,20 @@ TEST(AuditPattern, ARandomSamplerShareDrawnAlikeOnEveryRankIsNamed) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, AGatherOfTensorsSizedByEachRanksDataIsNamedWithItsSizes) {
+  const auto a = launchAudited(4, python("gather_misclassified.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  const auto found = violationsOf(a, "collective-mismatch");
+  ASSERT_FALSE(found.empty()) << shown(a);
+  EXPECT_TRUE(has(text(found[0], "likely_cause"),
+                  "every rank called all_gather at gather_misclassified.py:18 in gather_rows, each "
+                  "with a tensor of its own size"))
+      << shown(a);
+  EXPECT_TRUE(has(text(found[0], "help"), "all_gather_object")) << shown(a);
+  const auto twin = launchAudited(4, python("gather_misclassified.py", {"--padded"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, ARankThatHangsAtExitAfterItsWorkIsEndedAndANote) {
   // NOTE [Hung at exit]: rank 1's trace says its work is done (its DDP module freed after
   // destroy_process_group) and its process waits for ever: the launcher ends it, the run passes.

@@ -153,6 +153,33 @@ std::optional<std::vector<std::int64_t>> partedInItsPass(const Trace& trace,
   return behind;
 }
 
+// Every rank in the same call of the program's own (one line, one op, one dtype), with sizes that
+// differ: a tensor each rank shaped from its own data (a list of misclassified samples gathered,
+// a per-rank count). The cause then, naming the line and each rank's size.
+std::optional<Explanation> sizedByEachRanksData(
+    const std::map<std::int64_t, std::vector<const CollectiveRecord*>>& lists,
+    const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& sides, std::size_t s) {
+  const CollectiveRecord& first = *lists.at(sides.front().second.front())[s];
+  if (first.src != "user" || first.at.empty()) return std::nullopt;
+  std::vector<std::string> sizes;
+  for (const auto& [sig, rs] : sides) {
+    const CollectiveRecord& c = *lists.at(rs.front())[s];
+    if (c.src != "user" || c.at != first.at || c.op != first.op || c.dtype != first.dtype)
+      return std::nullopt;
+    sizes.push_back(fmt::format("{} {}", rankList(rs), c.numel));
+  }
+  const bool gather = first.op.find("gather") != std::string::npos;
+  return Explanation{
+      fmt::format("every rank called {} at {}{}, each with a tensor of its own size ({} "
+                  "elements): its size comes from each rank's own data (the samples it "
+                  "misclassified, a per-rank count), and {} needs the same shape on every rank",
+                  first.op, first.at, first.via.empty() ? "" : " through " + first.via,
+                  fmt::join(sizes, "; "), first.op),
+      gather ? "pad the tensor to one size first (all_gather the sizes, pad to the largest, cut "
+               "after), or gather Python objects with all_gather_object"
+             : "give the tensor the same size on every rank (a fixed length, minlength=…)"};
+}
+
 std::optional<Violation> desync(const Trace& trace, const std::vector<std::int64_t>& ranks,
                                 const std::map<std::int64_t, std::vector<const CollectiveRecord*>>& lists) {
   std::size_t common = SIZE_MAX;
@@ -230,6 +257,12 @@ std::optional<Violation> desync(const Trace& trace, const std::vector<std::int64
           rankList(few), own.op, own.at, through, describeCollective(first));
       v.help = "call the collective on every rank (move it out of the branch), or leave it out of "
                "the branch's work";
+      return v;
+    }
+    // Every rank in the same call of the program's own, the same op and dtype, sizes that differ:
+    // a tensor shaped by each rank's own data.
+    if (auto sized = sizedByEachRanksData(lists, sides, s)) {
+      explain(v, std::move(*sized));
       return v;
     }
     v.likelyCause =
