@@ -614,6 +614,32 @@ TEST(AuditPattern, AGatherOfTensorsSizedByEachRanksDataIsNamedWithItsSizes) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, RunningStatisticsKeptAsParametersAreNamedByTheParametersThatParted) {
+  // NOTE [Which parameters parted]: the end's per-parameter hashes name them; they do not train.
+  const auto a = launchAudited(4, python("running_stats_as_parameters.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_TRUE(has(text(v, "likely_cause"), "0.mean, 0.std do not train (requires_grad=False)"))
+      << shown(a);
+  EXPECT_TRUE(has(v["notes"].dump(), "the parameters that differ are 0.mean, 0.std (2 of 4)"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "register_buffer")) << shown(a);
+  const auto twin = launchAudited(4, python("running_stats_as_parameters.py", {"--buffers"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
+TEST(AuditPattern, AnEmbeddingWithMaxNormIsNamedByTheWeightThatParted) {
+  const auto a = launchAudited(4, python("embedding_max_norm.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_TRUE(has(text(v, "likely_cause"), "emb.weight belongs to nn.Embedding(max_norm=…)"))
+      << shown(a);
+  const auto twin = launchAudited(4, python("embedding_max_norm.py", {"--renorm-after-step"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, ARankThatHangsAtExitAfterItsWorkIsEndedAndANote) {
   // NOTE [Hung at exit]: rank 1's trace says its work is done (its DDP module freed after
   // destroy_process_group) and its process waits for ever: the launcher ends it, the run passes.

@@ -12,7 +12,7 @@ import weakref
 
 from . import trace_events
 from .object_registry import ObjectRegistry
-from .params_hash import module_hash
+from .params_hash import module_hash, parts
 from .trace_writer import FLAG, INT, line_format
 
 
@@ -97,7 +97,8 @@ class DdpRegistry:
         if not rec.is_active():
             return
         try:
-            rec.emit(trace_events.PARAMS, ddp=st.id, hash=module_hash(entry[2]), at="end")
+            rec.emit(trace_events.PARAMS, ddp=st.id, hash=module_hash(entry[2]), at="end",
+                     **parts(entry[2]))
         except Exception as e:
             rec.fail(e, "params at end")
 

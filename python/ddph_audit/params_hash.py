@@ -32,3 +32,30 @@ def module_hash(module):
         h.update(("%s|%s|" % (str(t.dtype).replace("torch.", ""), tuple(t.shape))).encode())
         h.update(_tensor_bytes(t))
     return h.hexdigest()
+
+
+def _parameter_hash(t):
+    h = hashlib.blake2b(digest_size=6)
+    h.update(_tensor_bytes(t))
+    return h.hexdigest()
+
+
+def parts(module):
+    """What the ``params`` line at the end adds, so that the audit can name the parameters that
+    differ (NOTE [Which parameters parted], docs/audit.md): ``parts``, "name:hash" of every
+    parameter; ``frozen``, those that do not train (requires_grad=False); ``renorm``, the weights
+    of ``nn.Embedding(max_norm=…)``, which its forward renormalises in place."""
+    import torch
+
+    fields = {"parts": [], "frozen": [], "renorm": []}
+    for name, t in module.named_parameters():
+        if t is None:
+            continue
+        fields["parts"].append("%s:%s" % (name, _parameter_hash(t)))
+        if not t.requires_grad:
+            fields["frozen"].append(name)
+    modules = getattr(module, "named_modules", None)  # a hand-averaged replica has none
+    for prefix, m in modules() if modules is not None else ():
+        if isinstance(m, torch.nn.Embedding) and m.max_norm is not None:
+            fields["renorm"].append(prefix + ".weight" if prefix else "weight")
+    return {k: v for k, v in fields.items() if v}

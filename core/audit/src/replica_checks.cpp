@@ -317,6 +317,60 @@ Explanation restoredCause(int rank, const std::string& earlier) {
           "on every rank"};
 }
 
+// NOTE [Which parameters parted] (docs/audit.md): the names of the module's parameters whose
+// hashes at the end differ across the ranks (`params`' parts), or none when not recorded.
+std::vector<std::string> partedParameters(const Trace& trace, std::int64_t ddp,
+                                          const ParamsSnapshot** any) {
+  std::map<std::string, std::set<std::string>> hashes;
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    const auto d = t->ddp.find(ddp);
+    if (d == t->ddp.end() || !d->second.atEnd || d->second.atEnd->parts.empty()) return {};
+    *any = &*d->second.atEnd;
+    for (const auto& [name, hash] : d->second.atEnd->parts) hashes[name].insert(hash);
+  }
+  std::vector<std::string> parted;
+  for (const auto& [name, hs] : hashes) {
+    if (hs.size() > 1) parted.push_back(name);
+  }
+  return parted;
+}
+
+bool allIn(const std::vector<std::string>& names, const std::vector<std::string>& among) {
+  return !names.empty() && std::all_of(names.begin(), names.end(), [&](const std::string& n) {
+    return std::find(among.begin(), among.end(), n) != among.end();
+  });
+}
+
+// The parameters that parted, when they tell the cause: all of them do not train (updated in
+// forward from each rank's own batch), or all are weights nn.Embedding(max_norm=…) renormalises.
+// The cause then, else empty; `note` gets their names whenever they are known.
+Explanation partedParametersCause(const Trace& trace, std::int64_t ddp, std::string& note) {
+  const ParamsSnapshot* any = nullptr;
+  const std::vector<std::string> parted = partedParameters(trace, ddp, &any);
+  if (parted.empty() || !any) return {};
+  note = fmt::format("at the end of the run the parameters that differ are {} ({} of {})",
+                     fmt::join(parted, ", "), parted.size(), any->parts.size());
+  if (allIn(parted, any->frozen)) {
+    return {fmt::format("{} do{} not train (requires_grad=False) and differ across ranks: the "
+                        "program changes them in place from each rank's own data (running "
+                        "statistics kept as nn.Parameter, updated in forward), and DDP neither "
+                        "averages nor broadcasts parameters after it is built",
+                        fmt::join(parted, ", "), parted.size() == 1 ? "es" : ""),
+            "keep such statistics as buffers (self.register_buffer: DDP broadcasts rank 0's at "
+            "every forward), or all_reduce them before using them"};
+  }
+  if (allIn(parted, any->renorm)) {
+    return {fmt::format("{} belong{} to nn.Embedding(max_norm=…), whose forward renormalises in "
+                        "place the rows each rank's batch looks up: every rank changes other "
+                        "rows, outside the gradient allreduce",
+                        fmt::join(parted, ", "), parted.size() == 1 ? "s" : ""),
+            "drop max_norm and renormalise after optimizer.step() on every rank alike (with "
+            "torch.no_grad(): weight.renorm_(…) over all rows)"};
+  }
+  return {};
+}
+
 Explanation divergedCause(const std::map<int, std::vector<Point>>& byRank, std::size_t i) {
   if (const auto back = wentBack(byRank, i)) return restoredCause(back->first, back->second);
   std::set<std::int64_t> backwards;
@@ -386,12 +440,16 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
     v.detail = fmt::format("{} differs across ranks at {}: parameter hashes {}",
                            moduleName(*trace.ranks[static_cast<std::size_t>(byRank.begin()->first)], ddp),
                            reference[i].where, fmt::join(parts, "; "));
+    std::string partedNote;
+    Explanation byParts = partedParametersCause(trace, ddp, partedNote);
     Explanation why = handWrittenCause(trace, ddp, odd);
     if (why.empty()) why = bypassedCause(trace, ddp);
     if (why.empty()) why = noSyncCause(trace, ddp, v.detail);
     if (why.empty()) why = ddpOverAPartOfTheWorld(trace, ddp).value_or(Explanation{});
     if (why.empty()) why = differentLearningRates(trace, reference[i].line).value_or(Explanation{});
+    if (why.empty()) why = std::move(byParts);
     if (why.empty()) why = divergedCause(byRank, i);
+    if (!partedNote.empty()) v.notes.push_back(partedNote);
     explain(v, std::move(why));
     out.push_back(std::move(v));
     return;  // once diverged, every later point differs too

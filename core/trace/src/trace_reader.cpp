@@ -230,6 +230,13 @@ class RankTraceBuilder {
     namespace f = ts::params;
     DdpRecord& d = ddpRef(field<std::int64_t>(e, f::kDdp));
     d.atEnd = ParamsSnapshot{field<std::string>(e, f::kHash), d.backwards};
+    for (const auto& part : optionalField<std::vector<std::string>>(e, f::kParts).value_or(
+             std::vector<std::string>{})) {
+      const auto colon = part.rfind(':');
+      if (colon != std::string::npos) d.atEnd->parts.emplace_back(part.substr(0, colon), part.substr(colon + 1));
+    }
+    d.atEnd->frozen = optionalField<std::vector<std::string>>(e, f::kFrozen).value_or(std::vector<std::string>{});
+    d.atEnd->renorm = optionalField<std::vector<std::string>>(e, f::kRenorm).value_or(std::vector<std::string>{});
   }
 
   void error(const json& e, std::int64_t) {

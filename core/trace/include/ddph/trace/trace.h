@@ -102,6 +102,10 @@ struct BatchRecord {
 struct ParamsSnapshot {
   std::string hash;
   std::int64_t backwards = 0;
+  /// At the end (`params`): each parameter's name and hash, those that do not train, and the
+  /// weights of nn.Embedding(max_norm=…); empty where the recorder did not say.
+  std::vector<std::pair<std::string, std::string>> parts;
+  std::vector<std::string> frozen, renorm;
 };
 
 /// One pass over a loader: `iter(loader)` up to StopIteration or until it was dropped.
