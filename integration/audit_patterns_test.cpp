@@ -640,6 +640,30 @@ TEST(AuditPattern, AnEmbeddingWithMaxNormIsNamedByTheWeightThatParted) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, ASubsetSamplerIsJudgedOverTheRunNotPerEpoch) {
+  // NOTE [A sampler that draws a subset]: the same subset every epoch is coverage over the run;
+  // a new subset each epoch (an undersampler) is a note, never a finding.
+  const auto a = launchAudited(4, python("class_balanced_subset.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_TRUE(has(text(v, "detail"), "200 of 400 indices are on no rank in any of the 3 epochs: "
+                                     "the ranks drew the same 200 samples every epoch"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "ClassBalancedSampler draws the same subset every "
+                                           "epoch (in a new order each time): it picks its "
+                                           "samples before it shuffles"))
+      << shown(a);
+  const auto twin = launchAudited(4, python("class_balanced_subset.py", {"--shuffle-first"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+  bool noted = false;
+  for (const auto& n : twin.report["notes"]) {
+    noted = noted || has(n.get<std::string>(), "draws a subset, 200 of the 400 samples, without "
+                                               "overlap between ranks, and a new one each epoch");
+  }
+  EXPECT_TRUE(noted) << shown(twin);
+}
+
 TEST(AuditPattern, ARankThatHangsAtExitAfterItsWorkIsEndedAndANote) {
   // NOTE [Hung at exit]: rank 1's trace says its work is done (its DDP module freed after
   // destroy_process_group) and its process waits for ever: the launcher ends it, the run passes.

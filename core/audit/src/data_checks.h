@@ -70,6 +70,15 @@ bool checkPartition(DataFindings& findings, std::int64_t loader, std::int64_t k,
 /// whether it was such a pass (judged or noted).
 bool checkPassOnSomeRanks(DataFindings& findings, std::int64_t loader, std::int64_t iter);
 
+// --- a sampler of the program's own that draws a subset (data_subset_checks.cpp) ----------------
+
+/// NOTE [A sampler that draws a subset]: when the ranks' recorded orders split, without overlap,
+/// fewer than the `n` samples (the `coverage` finding of pass `k`), coverage is judged over the
+/// run: the same subset in every epoch is recorded (a cause of its own), a new one each epoch is
+/// a note. Returns whether the pass was such a subset (so its per-epoch coverage stands aside).
+bool subsetSampler(DataFindings& findings, std::int64_t loader, std::int64_t k, std::int64_t n,
+                   const std::vector<RankPass>& ranks, const sampler::Violation& coverage);
+
 // --- why a partition does not split one dataset (data_partition_causes.cpp) ---------------------
 
 /// Why ranks' orders do not split one dataset, from what the samplers say about themselves.

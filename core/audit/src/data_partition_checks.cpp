@@ -130,6 +130,8 @@ bool checkSplit(DataFindings& findings, std::int64_t loader, std::int64_t k, std
   if (v->property == property::kCoverage) {
     if (const auto copies = checkDisjointness(part, e)) {
       v->notes.push_back("the same split puts samples on more than one rank too: " + copies->detail);
+    } else if (subsetSampler(findings, loader, k, n, ranks, *v)) {
+      return false;
     }
   }
   if (paddedWithCopies(findings, loader, *v, ranks, n)) return true;
