@@ -127,15 +127,19 @@ bool checkSplit(DataFindings& findings, std::int64_t loader, std::int64_t k, std
   if (!v) v = checkDisjointness(part, e);
   if (!v) return true;
   // Samples lost and samples copied by one split are one harm: the coverage finding says both.
+  bool copied = false;
   if (v->property == property::kCoverage) {
     if (const auto copies = checkDisjointness(part, e)) {
       v->notes.push_back("the same split puts samples on more than one rank too: " + copies->detail);
-    } else if (subsetSampler(findings, loader, k, n, ranks, *v)) {
-      return false;
+      copied = true;
     }
   }
   if (paddedWithCopies(findings, loader, *v, ranks, n)) return true;
   if (resumedMidEpoch(findings, loader, *v, k, ranks, part)) return false;
+  if (v->property == property::kCoverage && !copied &&
+      subsetSampler(findings, loader, k, n, ranks, *v)) {
+    return false;
+  }
   v->detail = fmt::format("{}, {}: {}", describeLoader(*ranks[0].trace, loader),
                           samplerName(ranks[0]), v->detail);
   Explanation why =
