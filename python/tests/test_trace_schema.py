@@ -37,6 +37,8 @@ def type_matches(kind, value):
         "integer-list": lambda v: isinstance(v, list) and all(
             isinstance(x, int) and not isinstance(x, bool) for x in v),
         "string-list": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+        "number-list": lambda v: isinstance(v, list) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in v),
         "index-list": lambda v: isinstance(v, (list, dict)),
         "object": lambda v: isinstance(v, dict),
         "object-list": lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),

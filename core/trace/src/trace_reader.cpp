@@ -219,6 +219,8 @@ class RankTraceBuilder {
                "coll_done for collective #{} of group {} that was never entered", seq, group);
     list[seq].done = true;
     list[seq].doneT = time_;
+    list[seq].values =
+        optionalField<std::vector<double>>(e, f::kValues).value_or(std::vector<double>{});
   }
 
   void group(const json& e, std::int64_t) {

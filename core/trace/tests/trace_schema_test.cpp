@@ -42,6 +42,7 @@ bool typeMatches(const std::string& type, const json& v) {
   if (type == "boolean") return v.is_boolean();
   if (type == "integer-list") return all([](const json& x) { return x.is_number_integer(); });
   if (type == "string-list") return all([](const json& x) { return x.is_string(); });
+  if (type == "number-list") return all([](const json& x) { return x.is_number(); });
   if (type == "index-list") return v.is_array() || v.is_object();
   if (type == "object") return v.is_object();
   if (type == "object-list") return all([](const json& x) { return x.is_object(); });

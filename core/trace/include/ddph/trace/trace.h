@@ -142,6 +142,8 @@ struct CollectiveRecord {
   /// A program's own call ("user"): the innermost frame of its own code that made it, and the
   /// framework the call went through from there ("lightning"), when the recorder said.
   std::string at, via;
+  /// A synchronous all_reduce of at most 16 elements: its result (`coll_done`'s values), or none.
+  std::vector<double> values;
   bool done = false;
   std::int64_t line = 0;
   std::optional<double> t, doneT;  ///< when it was entered and completed (the lines' "t")
