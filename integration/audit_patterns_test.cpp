@@ -664,6 +664,18 @@ TEST(AuditPattern, ASubsetSamplerIsJudgedOverTheRunNotPerEpoch) {
   EXPECT_TRUE(noted) << shown(twin);
 }
 
+TEST(AuditPattern, BatchesListedOnceBeforeTheEpochLoopAreReshuffle) {
+  const auto a = launchAudited(4, python("batches_listed_once.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "reshuffle");
+  EXPECT_TRUE(has(text(v, "likely_cause"), "the loader's batches were listed once from sampler 0"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "pass the BatchSampler itself as batch_sampler")) << shown(a);
+  const auto twin = launchAudited(4, python("batches_listed_once.py", {"--in-loop"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, ARankThatHangsAtExitAfterItsWorkIsEndedAndANote) {
   // NOTE [Hung at exit]: rank 1's trace says its work is done (its DDP module freed after
   // destroy_process_group) and its process waits for ever: the launcher ends it, the run passes.

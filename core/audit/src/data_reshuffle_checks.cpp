@@ -68,7 +68,12 @@ bool reshuffleApplies(std::int64_t loader, const std::vector<RankPass>& before,
   // NOTE [An order drawn from the global generators]: its first draw advanced them, so its order
   // is random: the same order again is a repeat.
   const bool drawsRandom = !before[0].pass->globalDraws.empty();
-  return shuffle.value_or(false) || (!shuffle && (epochsSet || drawsRandom));
+  // A shuffling sampler over the same data whose set_epoch is called while no loader draws from
+  // it: the program meant this loader's order to change (its batches were listed from it once).
+  const SamplerRecord* meant = unusedSamplerWithEpochs(*before[0].trace);
+  const bool meantToShuffle = meant && meant->shuffle.value_or(false) &&
+                              meant->datasetLen == before[0].pass->datasetLen;
+  return shuffle.value_or(false) || (!shuffle && (epochsSet || drawsRandom || meantToShuffle));
 }
 
 // Why an order repeated: what the finding adds to its detail, its likely cause and the remedy.
@@ -124,6 +129,19 @@ std::optional<RepeatedOrder> reseededEveryEpoch(const std::vector<RankPass>& bef
 std::optional<RepeatedOrder> setEpochNeverCalled(const SamplerRecord* s,
                                                  const std::vector<RankPass>& before) {
   if (!s || !s->setEpochCalls.empty()) return std::nullopt;
+  if (const SamplerRecord* other = unusedSamplerWithEpochs(*before[0].trace);
+      other && s && (s->className == "builtins.list" || s->className == "builtins.tuple")) {
+    return RepeatedOrder{
+        fmt::format("the loader draws from a list of batches, and set_epoch is called on sampler "
+                    "{} ({}), which no loader draws from",
+                    other->id, other->className),
+        fmt::format("the loader's batches were listed once from sampler {} "
+                    "(list(BatchSampler(sampler, …)) before the epoch loop), so set_epoch on it "
+                    "reaches nothing and every epoch replays that list",
+                    other->id),
+        "pass the BatchSampler itself as batch_sampler (not a list of it), or list the batches "
+        "inside the epoch loop, after set_epoch"};
+  }
   if (const SamplerRecord* other = unusedSamplerWithEpochs(*before[0].trace)) {
     return RepeatedOrder{
         fmt::format("set_epoch is never called on {}, but on sampler {} ({}), which no loader "
