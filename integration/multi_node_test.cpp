@@ -289,6 +289,24 @@ TEST(MultiNode, ShardsShuffledWithTheNodesSeedAreNamed) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(MultiNode, AnEvaluationOnLocalRankZeroIsCountedOncePerNode) {
+  // NOTE [What a metric summed]: the all_reduce after the two nodes' evaluations summed 2 x 200.
+  const auto one = auditNodes(1, 4, "eval_on_local_rank0.py");
+  EXPECT_EQ(one.command.exitCode, 0) << shown(one);
+  const auto two = auditNodes(2, 2, "eval_on_local_rank0.py");
+  EXPECT_EQ(two.command.exitCode, 1) << shown(two);
+  const Json v = onlyViolation(two, "no-duplicates");
+  EXPECT_EQ(v["ranks"], Json::array({0, 2})) << shown(two);
+  EXPECT_TRUE(has(v["detail"].get<std::string>(), "ranks 0, 2 each evaluated the whole set (200 "
+                                                  "samples), and the all_reduce after it summed "
+                                                  "400"))
+      << shown(two);
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(), "the evaluation runs where LOCAL_RANK == 0"))
+      << shown(two);
+  const auto twin = auditNodes(2, 2, "eval_on_local_rank0.py", {"--global"});
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(MultiNode, ADeviceChosenByRankPassesOnOneNodeAndIsNamedOnTwo) {
   const auto one = auditNodes(1, 4, "device_from_rank.py");
   EXPECT_EQ(one.command.exitCode, 0) << shown(one);

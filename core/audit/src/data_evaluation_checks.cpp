@@ -105,32 +105,13 @@ std::optional<std::string> gatheredAfter(const std::vector<RankPass>& ranks) {
   return op;
 }
 
-// NOTE [What a metric summed] (docs/audit.md): the results of the small all_reduces every rank
-// made after its evaluation pass and before the loader's next one (a metric's sums: correct and
-// seen). Whether one of them is the count of distinct samples, and none the count evaluated: the
-// program counted each sample once (padding masked out by position, weights of 0).
+// NOTE [What a metric summed] (docs/audit.md): one of the sums after the pass is the count of
+// distinct samples, and none the count evaluated: the program counted each sample once (padding
+// masked out by position, weights of 0).
 bool countedOnceBySums(const std::vector<RankPass>& ranks, std::int64_t total,
                        std::int64_t distinct) {
-  bool sawDistinct = false;
-  for (const auto& rp : ranks) {
-    const std::int64_t from = rp.pass->batches.back().line;
-    std::int64_t until = rp.trace->lines + 1;
-    for (const auto& q : rp.trace->passes) {
-      if (q.loader == rp.pass->loader && q.startLine > rp.pass->startLine) {
-        until = std::min(until, q.startLine);
-      }
-    }
-    for (const auto& [group, list] : rp.trace->collectives) {
-      for (const auto& c : list) {
-        if (c.src != "user" || c.line <= from || c.line >= until) continue;
-        for (double x : c.values) {
-          if (x == static_cast<double>(total)) return false;
-          if (x == static_cast<double>(distinct)) sawDistinct = true;
-        }
-      }
-    }
-  }
-  return sawDistinct;
+  const std::set<double> sums = sumsAfterPass(ranks);
+  return sums.count(static_cast<double>(distinct)) > 0 && sums.count(static_cast<double>(total)) == 0;
 }
 
 // Why the ranks evaluated samples twice: the whole set on every rank, DistributedSampler's

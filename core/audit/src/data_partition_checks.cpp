@@ -336,6 +336,56 @@ bool checkPartition(DataFindings& findings, std::int64_t loader, std::int64_t k,
 // loop: a note. A rank that iterated the loader but fewer times (it stopped early) is the
 // collective checks' finding, and one that failed a rank-failure: not this. Returns whether the
 // pass was such a loop (judged or noted).
+// NOTE [What a metric summed]: the whole set evaluated on each of several ranks (not on every
+// rank: one per node under `LOCAL_RANK == 0`), and the all_reduce after it summed that many
+// copies of the set's size: every sample counted once per such rank. The finding, or nothing.
+std::optional<Violation> wholeSetSummedOnSomeRanks(DataFindings& findings, std::int64_t loader,
+                                                   std::int64_t iter, const SomeRanksOnly& some,
+                                                   const std::vector<std::int64_t>& readers) {
+  if (readers.size() < 2) return std::nullopt;
+  std::vector<RankPass> passes;
+  std::int64_t n = -1;
+  for (const RankTrace* t : some.with) {
+    const PassRecord* p = t->findPass(loader, iter);
+    if (!p || !p->ended || !isEvaluation(*p)) return std::nullopt;
+    std::int64_t handed = 0;
+    for (const auto& b : p->batches) handed += b.size;
+    if (handed != p->datasetLen || (n >= 0 && n != handed)) return std::nullopt;
+    n = handed;
+    passes.push_back(RankPass{t, p, std::nullopt, std::nullopt, false});
+  }
+  const auto copies = static_cast<std::int64_t>(readers.size());
+  if (n <= 0 || sumsAfterPass(passes).count(static_cast<double>(copies * n)) == 0) return std::nullopt;
+  Violation v;
+  v.property = std::string(property::kNoDuplicates);
+  v.epoch = iter;
+  v.ranks = readers;
+  const RankTrace& first = *some.with.front();
+  v.detail = fmt::format("evaluation pass over {}: {} each evaluated the whole set ({} samples), "
+                         "and the all_reduce after it summed {}: every sample counted {} times",
+                         describeLoader(first, loader), rankList(readers), n, copies * n, copies);
+  std::set<int> nodes;
+  bool localZero = true;
+  for (const RankTrace* t : some.with) {
+    if (t->node) nodes.insert(*t->node);
+    localZero = localZero && t->localRank && *t->localRank == 0;
+  }
+  if (localZero && nodes.size() == readers.size() && nodes.size() > 1) {
+    explain(v, {fmt::format("the evaluation runs where LOCAL_RANK == 0, which is one rank on each "
+                            "of the {} nodes, not one for the world, and each of them sums the "
+                            "whole set into the metric",
+                            nodes.size()),
+                "evaluate where dist.get_rank() == 0 (RANK), or shard the evaluation over every "
+                "rank with DistributedSampler"});
+  } else {
+    explain(v, {"the whole evaluation set runs on several ranks, each summing it into the metric "
+                "that the all_reduce adds up",
+                "evaluate on one rank (dist.get_rank() == 0), or shard the evaluation over every "
+                "rank with DistributedSampler"});
+  }
+  return v;
+}
+
 bool checkPassOnSomeRanks(DataFindings& findings, std::int64_t loader, std::int64_t iter) {
   const auto some = someRanksOnly(findings.trace(), loader, iter);
   if (!some) return false;
@@ -344,6 +394,11 @@ bool checkPassOnSomeRanks(DataFindings& findings, std::int64_t loader, std::int6
   std::vector<std::int64_t> readers;
   for (const auto* t : some->with) readers.push_back(t->rank);
   if (!s || !s->numReplicas || *s->numReplicas < 2) {
+    if (auto counted = wholeSetSummedOnSomeRanks(findings, loader, iter, *some, readers)) {
+      findings.judged(property::kNoDuplicates);
+      findings.record(loader, *counted);
+      return true;
+    }
     if (iter == 0) {
       findings.note(
           fmt::format("{}: iterated on {} only, by a sampler that does not split "

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "audit_checks.h"
@@ -23,6 +24,11 @@ struct RankPass {
   std::optional<std::vector<sampler::Index>> consumed;  ///< the indices of the batches handed out
   bool dropped = false;  ///< ended early while the rank went on normally (not a cycle)
 };
+
+/// NOTE [What a metric summed] (docs/audit.md): the values of the small all_reduces (`coll_done`
+/// values: a metric's sums) that the program made on these ranks after their pass and before the
+/// loader's next one (or the end of the trace).
+std::set<double> sumsAfterPass(const std::vector<RankPass>& ranks);
 
 /// Every rank's view of pass `iter` of `loader`, or empty when some rank has no such pass.
 std::vector<RankPass> passAcrossRanks(const Trace& trace, std::int64_t loader, std::int64_t iter,
