@@ -676,6 +676,19 @@ TEST(AuditPattern, BatchesListedOnceBeforeTheEpochLoopAreReshuffle) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, AnOrderFromNumpysUnseededGeneratorIsNamed) {
+  // NOTE [An order drawn from the global generators]: the ranks never seeded numpy.
+  const auto a = launchAudited(4, python("numpy_permutation_unseeded.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_FALSE(a.report["violations"].empty()) << shown(a);
+  EXPECT_TRUE(has(text(a.report["violations"][0], "likely_cause"),
+                  "BlockSampler draws its order from numpy's global generator "
+                  "(np.random.permutation), which the program never seeds"))
+      << shown(a);
+  const auto twin = launchAudited(4, python("numpy_permutation_unseeded.py", {"--seeded"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, ARankThatHangsAtExitAfterItsWorkIsEndedAndANote) {
   // NOTE [Hung at exit]: rank 1's trace says its work is done (its DDP module freed after
   // destroy_process_group) and its process waits for ever: the launcher ends it, the run passes.

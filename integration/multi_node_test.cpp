@@ -307,6 +307,18 @@ TEST(MultiNode, AnEvaluationOnLocalRankZeroIsCountedOncePerNode) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(MultiNode, ASamplerRankOfNodePlusLocalRankIsNamedWithItsFormula) {
+  const auto one = auditNodes(1, 4, "sampler_local_rank.py", {"--node-plus-local"});
+  EXPECT_EQ(one.command.exitCode, 0) << shown(one);
+  const auto two = auditNodes(2, 2, "sampler_local_rank.py", {"--node-plus-local"});
+  EXPECT_EQ(two.command.exitCode, 1) << shown(two);
+  const Json v = onlyViolation(two, "coverage");
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(),
+                  "rank 1 (local rank 1 on node 0), rank 2 (local rank 0 on node 1) all pass "
+                  "rank=1): the sampler's rank is the node's rank plus the local rank"))
+      << shown(two);
+}
+
 TEST(MultiNode, ADeviceChosenByRankPassesOnOneNodeAndIsNamedOnTwo) {
   const auto one = auditNodes(1, 4, "device_from_rank.py");
   EXPECT_EQ(one.command.exitCode, 0) << shown(one);

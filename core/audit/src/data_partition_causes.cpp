@@ -105,6 +105,85 @@ std::optional<Explanation> rankIgnored(const std::vector<RankPass>& ranks) {
       "DistributedSampler does), or use DistributedSampler"};
 }
 
+// Several ranks gave their sampler the same rank: which, and, across nodes, the formula it follows
+// (the node's rank plus the local rank, without the local world size's factor).
+Explanation sharedSamplerRanks(const std::vector<RankPass>& ranks) {
+  std::map<std::int64_t, std::vector<const RankPass*>> bySamplerRank;
+  bool nodePlusLocal = true, severalNodes = false;
+  for (const auto& rp : ranks) {
+    if (!rp.pass->rank) continue;
+    bySamplerRank[*rp.pass->rank].push_back(&rp);
+    const RankTrace& t = *rp.trace;
+    nodePlusLocal = nodePlusLocal && t.node && t.localRank &&
+                    *rp.pass->rank == *t.node + *t.localRank;
+    severalNodes = severalNodes || (t.node && *t.node > 0);
+  }
+  nodePlusLocal = nodePlusLocal && severalNodes;
+  std::vector<std::string> shared;
+  for (const auto& [r, rps] : bySamplerRank) {
+    if (rps.size() < 2) continue;
+    std::vector<std::string> who;
+    for (const RankPass* rp : rps) {
+      const RankTrace& t = *rp->trace;
+      who.push_back(t.node && t.localRank
+                        ? fmt::format("rank {} (local rank {} on node {})", t.rank, *t.localRank, *t.node)
+                        : fmt::format("rank {}", t.rank));
+    }
+    shared.push_back(fmt::format("{} all pass rank={}", fmt::join(who, ", "), r));
+  }
+  const std::string formula =
+      nodePlusLocal ? ": the sampler's rank is the node's rank plus the local rank (GROUP_RANK + "
+                      "LOCAL_RANK), without the factor LOCAL_WORLD_SIZE"
+                    : "";
+  return {fmt::format("several ranks give their sampler the same rank ({}){}",
+                      fmt::join(shared, "; "), formula),
+          nodePlusLocal ? "pass rank=dist.get_rank() (GROUP_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK)"
+                        : "pass rank=dist.get_rank()"};
+}
+
+// NOTE [An order drawn from the global generators] (docs/audit.md): the sampler's order comes
+// from a global generator that the ranks never seeded (Python's and numpy's are seeded from the
+// operating system in each process; torch's has one fixed default) or seeded with other values:
+// each rank draws its own order. Nothing otherwise.
+std::optional<Explanation> globalGeneratorPerRank(const std::vector<RankPass>& ranks) {
+  for (const auto& g : ranks[0].pass->globalDraws) {
+    bool unseeded = false;
+    std::set<std::int64_t> values;
+    std::string at;
+    for (const auto& rp : ranks) {
+      const SeedCall* s = lastSeedBefore(*rp.trace, g, rp.pass->startLine);
+      if (!s) {
+        unseeded = true;
+      } else if (s->value) {
+        values.insert(*s->value);
+        if (at.empty()) at = s->at;
+      }
+    }
+    const auto [what, call] = globalGenerator(g);
+    if (unseeded && g != "torch") {
+      return Explanation{
+          fmt::format("{} draws its order from {}, which the program never seeds ({}): each "
+                      "process seeds it from the operating system, so every rank draws its own "
+                      "order and the ranks' shares overlap and leave samples out",
+                      samplerClass(ranks[0]), what, call),
+          fmt::format("give the sampler a generator of its own seeded with seed + epoch, the same "
+                      "on every rank (np.random.default_rng(seed + epoch), "
+                      "torch.Generator().manual_seed(seed + epoch))")};
+    }
+    if (values.size() > 1) {
+      return Explanation{
+          fmt::format("{} draws its order from {}, seeded with a value per rank ({}({}){}): every "
+                      "rank draws its own order and the ranks' shares overlap and leave samples "
+                      "out",
+                      samplerClass(ranks[0]), what, call, fmt::join(values, ", "),
+                      at.empty() ? "" : " at " + at),
+          "seed the sampler's generator alike on every rank (seed + epoch), and draw per-rank "
+          "randomness from a generator of its own"};
+    }
+  }
+  return std::nullopt;
+}
+
 // "0 and 2", "0, 2 and 4".
 std::string andList(const std::vector<std::int64_t>& values) {
   if (values.size() < 2) return fmt::format("{}", fmt::join(values, ""));
@@ -245,11 +324,12 @@ Explanation partitionCause(const std::vector<RankPass>& ranks, const std::string
             "pass num_replicas=world_size (or leave it to the default)"};
   }
   if (!samplerRanks.empty() && static_cast<std::int64_t>(samplerRanks.size()) != w) {
-    return {"several ranks give their sampler the same rank", "pass rank=dist.get_rank()"};
+    return sharedSamplerRanks(ranks);
   }
   if (auto ignored = rankIgnored(ranks)) return std::move(*ignored);
   if (auto perNode = sameShareOnEveryNode(ranks)) return std::move(*perNode);
   if (auto hashed = splitByProcessHash(trace)) return std::move(*hashed);
+  if (auto perRank = globalGeneratorPerRank(ranks)) return std::move(*perRank);
   return splitCandidates(ranks, property, seeds, interpreterOf(trace));
 }
 

@@ -258,4 +258,21 @@ std::set<double> sumsAfterPass(const std::vector<RankPass>& ranks) {
   return sums;
 }
 
+std::pair<std::string, std::string> globalGenerator(const std::string& name) {
+  if (name == "random") return {"Python's global random generator (random.shuffle)", "random.seed"};
+  if (name == "numpy") {
+    return {"numpy's global generator (np.random.permutation)", "np.random.seed"};
+  }
+  return {"torch's global generator (torch.randperm without a generator of its own)",
+          "torch.manual_seed"};
+}
+
+const SeedCall* lastSeedBefore(const RankTrace& t, const std::string& generator, std::int64_t line) {
+  const SeedCall* last = nullptr;
+  for (const auto& s : t.seeds) {
+    if (s.line < line && s.generator == generator) last = &s;
+  }
+  return last;
+}
+
 }  // namespace ddph::audit

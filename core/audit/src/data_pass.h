@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "audit_checks.h"
@@ -29,6 +31,13 @@ struct RankPass {
 /// values: a metric's sums) that the program made on these ranks after their pass and before the
 /// loader's next one (or the end of the trace).
 std::set<double> sumsAfterPass(const std::vector<RankPass>& ranks);
+
+/// "torch's global generator (torch.randperm without a generator of its own)" and the call that
+/// seeds it ("torch.manual_seed"), for a `global_draw` generator's name.
+std::pair<std::string, std::string> globalGenerator(const std::string& name);
+
+/// The last seed of `generator` rank `t` set before trace line `line`, or null.
+const SeedCall* lastSeedBefore(const RankTrace& t, const std::string& generator, std::int64_t line);
 
 /// Every rank's view of pass `iter` of `loader`, or empty when some rank has no such pass.
 std::vector<RankPass> passAcrossRanks(const Trace& trace, std::int64_t loader, std::int64_t iter,

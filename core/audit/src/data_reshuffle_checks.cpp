@@ -81,25 +81,6 @@ struct RepeatedOrder {
   std::string why, cause, help;
 };
 
-// "torch's global generator (torch.randperm without a generator of its own)", and its seed's call.
-std::pair<std::string, std::string> globalGenerator(const std::string& name) {
-  if (name == "random") return {"Python's global random generator (random.shuffle)", "random.seed"};
-  if (name == "numpy") {
-    return {"numpy's global generator (np.random.permutation)", "np.random.seed"};
-  }
-  return {"torch's global generator (torch.randperm without a generator of its own)",
-          "torch.manual_seed"};
-}
-
-// The value of the last seed of `generator` before `line` on rank `t`, and its call, or nothing.
-const SeedCall* lastSeedBefore(const RankTrace& t, const std::string& generator, std::int64_t line) {
-  const SeedCall* last = nullptr;
-  for (const auto& s : t.seeds) {
-    if (s.line < line && s.generator == generator) last = &s;
-  }
-  return last;
-}
-
 // NOTE [An order drawn from the global generators] (docs/audit.md): the order comes from a global
 // generator that the program seeded with the same value before both passes: it is drawn again.
 std::optional<RepeatedOrder> reseededEveryEpoch(const std::vector<RankPass>& before,

@@ -4,6 +4,8 @@ bug, it also shards the data: DistributedSampler(dataset, rank=local_rank). On o
 is RANK, so the program is right there; on two, local rank 0 of each node draws the same shard
 (with the default num_replicas, half the dataset is never drawn). --replicas-per-node also passes
 num_replicas=torch.cuda.device_count() (each node then trains on the same half of the data).
+--node-plus-local passes rank=GROUP_RANK + LOCAL_RANK instead (the factor LOCAL_WORLD_SIZE
+forgotten: two ranks share a rank on two nodes of two).
 Runs on a laptop unmodified: ddp-sim launch --audit --cpu --nnodes 2 -n 2 -- python3 THIS.
 Healthy twin: sampler_global_rank.py."""
 import argparse
@@ -21,6 +23,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--replicas-per-node", action="store_true")
+    parser.add_argument("--node-plus-local", action="store_true")
     args = parser.parse_args()
 
     local_rank = int(os.environ["LOCAL_RANK"])
@@ -32,6 +35,8 @@ def main():
     dataset = TensorDataset(torch.randn(512, 16, generator=g), torch.randn(512, 1, generator=g))
     if args.replicas_per_node:
         sampler = DistributedSampler(dataset, num_replicas=torch.cuda.device_count(), rank=local_rank)
+    elif args.node_plus_local:
+        sampler = DistributedSampler(dataset, rank=int(os.environ["GROUP_RANK"]) + local_rank)
     else:
         sampler = DistributedSampler(dataset, rank=local_rank)
     loader = DataLoader(dataset, batch_size=32, sampler=sampler, pin_memory=True)
