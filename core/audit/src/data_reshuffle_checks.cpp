@@ -195,7 +195,21 @@ RepeatedOrder fromSamplerEpochs(const SamplerRecord* s, const std::vector<RankPa
 
 void checkNewOrder(DataFindings& findings, std::int64_t loader, const std::vector<RankPass>& before,
                    const std::vector<RankPass>& after) {
-  if (!reshuffleApplies(loader, before, after)) return;
+  if (!reshuffleApplies(loader, before, after)) {
+    // A training loader over a DistributedSampler built with shuffle=False keeps its promise (one
+    // order): said once, never failed (the evaluation setting on a training loader, or meant).
+    const SamplerRecord* s = samplerOf(*before[0].trace, loader);
+    if (before[0].pass->iter == 0 && s && s->order == OrderKind::kTorchDistributed &&
+        s->shuffle == std::optional<bool>(false) && !isEvaluation(*before[0].pass) &&
+        !isEvaluation(*after[0].pass)) {
+      findings.note(fmt::format(
+          "{}: trained in the same order every epoch, each rank on the same share: its "
+          "DistributedSampler was built with shuffle=False (the evaluation setting); pass "
+          "shuffle=True and call set_epoch(epoch) unless one fixed order is meant",
+          describeLoader(*before[0].trace, loader)));
+    }
+    return;
+  }
   Expectations e;
   e.shuffle = true;
   findings.judged(property::kReshuffle);
