@@ -689,6 +689,20 @@ TEST(AuditPattern, AnOrderFromNumpysUnseededGeneratorIsNamed) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, AMetricReducedPerBatchOverUnevenEvaluationShardsIsNamed) {
+  const auto a = launchAudited(4, python("eval_allreduce_per_batch.py"), 180);
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  const auto found = violationsOf(a, "collective-mismatch");
+  ASSERT_FALSE(found.empty()) << shown(a);
+  EXPECT_TRUE(has(text(found[0], "likely_cause"),
+                  "the evaluation pass gave the ranks different numbers of batches (ranks 1, 2, 3: "
+                  "4; rank 0: 5: a split without padding), and the program calls all_reduce at "
+                  "eval_allreduce_per_batch.py:41 in main for every batch"))
+      << shown(a);
+  const auto twin = launchAudited(4, python("eval_allreduce_per_batch.py", {"--once"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, ARankThatHangsAtExitAfterItsWorkIsEndedAndANote) {
   // NOTE [Hung at exit]: rank 1's trace says its work is done (its DDP module freed after
   // destroy_process_group) and its process waits for ever: the launcher ends it, the run passes.

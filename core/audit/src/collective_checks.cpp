@@ -12,6 +12,7 @@
 #include <set>
 
 #include "audit_checks.h"
+#include "data_pass.h"
 
 namespace ddph::audit {
 
@@ -216,11 +217,24 @@ std::optional<Violation> desync(const Trace& trace, const std::vector<std::int64
     // a collective, but the pass parting the ranks (their next collectives then differ).
     for (const auto& [sig, rs] : sides) {
       const CollectiveRecord& c = *lists.at(rs.front())[s];
-      if (c.src != "ddp") continue;
+      if (c.src != "ddp" && c.src != "user") continue;
       if (auto behind = partedInItsPass(trace, ranks, c); behind && !behind->empty()) {
+        const RankTrace& t = *trace.ranks[static_cast<std::size_t>(rs.front())];
+        const std::string counts = batchCounts(trace, c.loader, c.iter, ranks);
         v.detail += fmt::format("; the ranks parted at epoch {} of {} (batches: {})", c.iter,
-                                describeLoader(*trace.ranks[static_cast<std::size_t>(rs.front())], c.loader),
-                                batchCounts(trace, c.loader, c.iter, ranks));
+                                describeLoader(t, c.loader), counts);
+        const PassRecord* pass = t.findPass(c.loader, c.iter);
+        if (c.src == "user" && !c.at.empty() && pass && isEvaluation(*pass)) {
+          // An evaluation over shards of other lengths that reduces a metric per batch.
+          explain(v, {fmt::format("the evaluation pass gave the ranks different numbers of batches "
+                                  "({}: a split without padding), and the program calls {} at {} "
+                                  "for every batch, so the ranks with more batches call it more "
+                                  "often and their collectives no longer pair up",
+                                  counts, c.op, c.at),
+                      "reduce the metric once, after the evaluation loop (sum it locally per "
+                      "batch), or give every rank the same number of batches"});
+          return v;
+        }
         explainParting(trace, ranks, *behind, {c.loader, c.iter}, v);
         return v;
       }
