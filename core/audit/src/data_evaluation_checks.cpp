@@ -82,22 +82,12 @@ std::optional<std::string> gatheredAfter(const std::vector<RankPass>& ranks) {
                                                  "gather", "gather_object"};
   std::optional<std::string> op;
   for (const auto& rp : ranks) {
-    const std::int64_t from = rp.pass->batches.back().line;
-    std::int64_t until = rp.trace->lines + 1;
-    for (const auto& q : rp.trace->passes) {
-      if (q.loader == rp.pass->loader && q.startLine > rp.pass->startLine) {
-        until = std::min(until, q.startLine);
-      }
-    }
     std::optional<std::string> found;
-    for (const auto& [group, list] : rp.trace->collectives) {
-      for (const auto& c : list) {
-        if (c.src == "user" && c.line > from && c.line < until && kGathers.count(c.op)) {
-          found = c.op;
-          break;
-        }
+    for (const CollectiveRecord* c : userCollectivesAfterPass(rp)) {
+      if (kGathers.count(c->op)) {
+        found = c->op;
+        break;
       }
-      if (found) break;
     }
     if (!found) return std::nullopt;
     op = found;

@@ -34,12 +34,9 @@ std::optional<Explanation> sameDrawOnEveryRank(const std::vector<RankPass>& rank
   const auto& drew = first.pass->globalDraws;
   const bool global = std::find(drew.begin(), drew.end(), "torch") != drew.end();
   std::string seeded;
-  for (const auto& s : first.trace->seeds) {
-    if (!global) break;
-    if (s.generator == "torch" && s.value && s.line < first.pass->startLine) {
-      seeded = fmt::format(" (torch.manual_seed({}){})", *s.value,
-                           s.at.empty() ? "" : " at " + s.at);
-    }
+  const SeedCall* s = global ? lastSeedBefore(*first.trace, "torch", first.pass->startLine) : nullptr;
+  if (s && s->value) {
+    seeded = fmt::format(" (torch.manual_seed({}){})", *s->value, s->at.empty() ? "" : " at " + s->at);
   }
   return Explanation{
       fmt::format("every rank's {} drew the same {} of the {} samples in the same order: it "

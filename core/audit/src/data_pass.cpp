@@ -238,21 +238,29 @@ std::vector<const RankTrace*> tracesOf(const std::vector<RankPass>& ranks) {
   return traces;
 }
 
+std::vector<const CollectiveRecord*> userCollectivesAfterPass(const RankPass& rp) {
+  std::vector<const CollectiveRecord*> out;
+  if (rp.pass->batches.empty()) return out;
+  const std::int64_t from = rp.pass->batches.back().line;
+  std::int64_t until = rp.trace->lines + 1;
+  for (const auto& q : rp.trace->passes) {
+    if (q.loader == rp.pass->loader && q.startLine > rp.pass->startLine) {
+      until = std::min(until, q.startLine);
+    }
+  }
+  for (const auto& [group, list] : rp.trace->collectives) {
+    for (const auto& c : list) {
+      if (c.src == "user" && c.line > from && c.line < until) out.push_back(&c);
+    }
+  }
+  return out;
+}
+
 std::set<double> sumsAfterPass(const std::vector<RankPass>& ranks) {
   std::set<double> sums;
   for (const auto& rp : ranks) {
-    if (rp.pass->batches.empty()) continue;
-    const std::int64_t from = rp.pass->batches.back().line;
-    std::int64_t until = rp.trace->lines + 1;
-    for (const auto& q : rp.trace->passes) {
-      if (q.loader == rp.pass->loader && q.startLine > rp.pass->startLine) {
-        until = std::min(until, q.startLine);
-      }
-    }
-    for (const auto& [group, list] : rp.trace->collectives) {
-      for (const auto& c : list) {
-        if (c.src == "user" && c.line > from && c.line < until) sums.insert(c.values.begin(), c.values.end());
-      }
+    for (const CollectiveRecord* c : userCollectivesAfterPass(rp)) {
+      sums.insert(c->values.begin(), c->values.end());
     }
   }
   return sums;

@@ -27,6 +27,10 @@ struct RankPass {
   bool dropped = false;  ///< ended early while the rank went on normally (not a cycle)
 };
 
+/// The program's own collectives rank `rp` made after its pass's last batch and before the
+/// loader's next pass (or the end of the trace), in group order.
+std::vector<const CollectiveRecord*> userCollectivesAfterPass(const RankPass& rp);
+
 /// NOTE [What a metric summed] (docs/audit.md): the values of the small all_reduces (`coll_done`
 /// values: a metric's sums) that the program made on these ranks after their pass and before the
 /// loader's next one (or the end of the trace).

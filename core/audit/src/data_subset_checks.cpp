@@ -16,10 +16,8 @@ namespace property = sampler::property;
 
 namespace {
 
-// The samples the ranks drew in pass `iter` of `loader`, or nothing when some order is unknown.
-std::optional<std::set<sampler::Index>> drawnIn(DataFindings& findings, std::int64_t loader,
-                                                std::int64_t iter) {
-  const auto ranks = passAcrossRanks(findings.trace(), loader, iter, findings.orders());
+// The samples the ranks drew in a pass, or nothing when some order is unknown.
+std::optional<std::set<sampler::Index>> drawnIn(const std::vector<RankPass>& ranks) {
   if (ranks.empty()) return std::nullopt;
   std::set<sampler::Index> drawn;
   for (const auto& rp : ranks) {
@@ -44,15 +42,15 @@ bool subsetSampler(DataFindings& findings, std::int64_t loader, std::int64_t k, 
                    const std::vector<RankPass>& ranks, const Violation& coverage) {
   const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
   if (!s || s->order != OrderKind::kRecorded || isWholeDatasetSampler(s)) return false;
-  const auto here = drawnIn(findings, loader, k);
+  const auto here = drawnIn(ranks);
   if (!here || here->empty() || static_cast<std::int64_t>(here->size()) >= n) return false;
   const std::vector<std::int64_t> epochs = trainingEpochs(*ranks[0].trace, loader);
   bool sameEveryEpoch = epochs.size() > 1, newOrder = false;
   for (auto e : epochs) {
     if (e == k) continue;
-    const auto other = drawnIn(findings, loader, e);
-    if (!other || *other != *here) sameEveryEpoch = false;
     const auto again = passAcrossRanks(findings.trace(), loader, e, findings.orders());
+    const auto other = drawnIn(again);
+    if (!other || *other != *here) sameEveryEpoch = false;
     newOrder = newOrder || again.empty() || again[0].order != ranks[0].order;
   }
   const auto left = n - static_cast<std::int64_t>(here->size());
