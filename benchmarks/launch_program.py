@@ -2,8 +2,12 @@
 launch_startup.py): two training sets, each with its DistributedSampler and set_epoch, DDP, and
 an evaluation on rank 0 only. Healthy at every W (no padding is ever scored: rank 0 evaluates the
 whole test set alone). With DDPH_BENCH_PSS=1 every rank prints its proportional set size once
-all ranks have trained (a barrier first, so that every rank is alive when it is read)."""
+all ranks have trained (a barrier first, so that every rank is alive when it is read). With
+DDPH_BENCH_PHASES=1 the first and the last rank print the wall-clock time at which each phase
+ended (started, process group joined, DDP built, trained, group destroyed), for
+benchmarks/multi_node_scale.py."""
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -26,14 +30,23 @@ def own_pss_kb():
     return -1
 
 
+def phase(name):
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if os.environ.get("DDPH_BENCH_PHASES") and rank in (0, world - 1):
+        print("phase %s %.3f" % (name, time.time()), flush=True)
+
+
 def main():
+    phase("started")
     dist.init_process_group("gloo")
+    phase("joined")
     rank = dist.get_rank()
     torch.manual_seed(0)
     train = [dataset(1024, 1), dataset(768, 2)]
     samplers = [DistributedSampler(d) for d in train]
     loaders = [DataLoader(d, batch_size=32, sampler=s) for d, s in zip(train, samplers)]
     model = DDP(torch.nn.Sequential(torch.nn.Linear(20, 32), torch.nn.ReLU(), torch.nn.Linear(32, 2)))
+    phase("ddp")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     for epoch in range(2):
         for sampler, loader in zip(samplers, loaders):
@@ -51,8 +64,10 @@ def main():
         dist.barrier()
         print("pss_kb %d" % own_pss_kb(), flush=True)
         dist.barrier()
+    phase("trained")
     del model
     dist.destroy_process_group()
+    phase("destroyed")
 
 
 if __name__ == "__main__":

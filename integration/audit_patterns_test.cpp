@@ -548,6 +548,24 @@ TEST(AuditPattern, AnAveragedModelUpdatedOnRankZeroOnlyAndRunEverywhereIsNamed) 
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, GradientsChangedPerRankAfterTheAllReduceAreNamedFromTheStep) {
+  // NOTE [Gradients at the step]: noise from a generator seeded per rank, added to p.grad after
+  // backward; the gradients hashed at the first optimizer step already differ.
+  const auto a = launchAudited(4, python("gradient_noise_per_rank.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_EQ(v["ranks"], Json::array({0, 1, 2, 3})) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"),
+                  "the gradients the ranks' optimizers applied at their step 1 differ"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "between loss.backward() and optimizer.step()"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "a generator seeded the same on every rank")) << shown(a);
+  const auto twin = launchAudited(4, python("gradient_noise_per_rank.py", {"--same-seed"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, AnOrderFromTheGlobalGeneratorReseededEveryEpochIsReshuffle) {
   // NOTE [An order drawn from the global generators]: the sampler's first draw advanced torch's
   // generator, and torch.manual_seed(7) came before each pass.

@@ -12,7 +12,7 @@ import weakref
 
 from . import trace_events
 from .object_registry import ObjectRegistry
-from .params_hash import module_hash, parts
+from .params_hash import gradient_hash, module_hash, parts
 from .trace_writer import FLAG, INT, line_format
 
 
@@ -21,7 +21,7 @@ class DdpModuleState:
     run its forwards and its backward's callbacks: one module's are never concurrent)."""
 
     __slots__ = ("id", "forward_line", "forwards", "backwards", "hook", "user_hooked", "builtin",
-                 "watched", "watch")
+                 "watched", "watch", "reduced")
 
     def __init__(self, ddp_id):
         self.id = ddp_id
@@ -34,6 +34,7 @@ class DdpModuleState:
         self.builtin = None  # the builtin hook type's name, once one is registered
         self.watched = None  # buckets watched from autograd: decided at a forward after any hook
         self.watch = None  # ddp_backward_watch.Watch, from the module's first watched forward
+        self.reduced = None  # ids of the parameters that required gradients when it was added
 
 
 class DdpRegistry:
@@ -57,6 +58,9 @@ class DdpRegistry:
     def add(self, ddp, st):
         """Registers ``ddp`` and writes its ``params`` line at its end (collected or exit)."""
         self._modules.add(ddp, st)
+        # DDP reduces the gradients of the parameters that required them when it was built; one
+        # made trainable later (an unfreeze) keeps each rank's own gradient.
+        st.reduced = frozenset(id(p) for p in ddp.parameters() if p.requires_grad)
         key = object()
         ref = weakref.ref(ddp, lambda _r, key=key: self._end_params(key))
         with self._ends_lock:
@@ -76,6 +80,10 @@ class DdpRegistry:
         for module, st in self._modules.live():
             out[str(st.id)] = module_hash(module)
         return out
+
+    def live_gradient_hashes(self):
+        """{"<ddp id>": hash of its gradients} for every live DDP module (a ``step``'s ``grads``)."""
+        return {str(st.id): gradient_hash(module, st.reduced) for module, st in self._modules.live()}
 
     def close_watches(self):
         """Removes every live module's backward watch (recording stops)."""

@@ -99,13 +99,14 @@ class OptimizerInstrumentor(Instrumentor):
         if fn is None or hasattr(fn, "__ddph_original__"):
             return
         rec, track = self.session.recorder, self.session.averaging.track
+        steps = _SampledSteps(self.session.averaging.ddp)
 
         @functools.wraps(fn)
         def __init__(self, *args, **kwargs):
             fn(self, *args, **kwargs)
             if rec.active:
                 track(self)
-                _watch_step(self, rec)
+                _watch_step(self, rec, steps)
 
         __init__.__ddph_original__ = fn
         self.patch(optim.Optimizer, "__init__", __init__)
@@ -150,7 +151,30 @@ def _first_lr(optimizer):
     return lr if math.isfinite(lr) else None
 
 
-def _watch_step(optimizer, rec):
+class _SampledSteps:
+    """The process's optimizer steps, counted across its optimizers; on the first four and every
+    power of two after them, the gradients each live DDP module (or hand-averaged replica) holds
+    are hashed (a ``step``'s ``grads``): replicas that part although DDP averaged the gradients
+    are then told apart by whether the gradients the steps used differed (NOTE [Gradients at the
+    step], docs/audit.md). Sampled, so that a long run hashes its gradients a few dozen times."""
+
+    def __init__(self, ddp):
+        self._ddp = ddp
+        self._count = 0
+
+    def gradients(self):
+        """{"<ddp id>": hash} for this step when it is sampled, else None."""
+        self._count += 1
+        n = self._count
+        if n > 4 and n & (n - 1):
+            return None
+        try:
+            return self._ddp.live_gradient_hashes() or None
+        except Exception:  # a gradient that cannot be read back (freed, on a lost device)
+            return None
+
+
+def _watch_step(optimizer, rec, steps):
     """A ``step`` line after each ``optimizer.step()`` returns: when the program averages its
     gradients itself, the order of its all_reduces and its steps tells whether the step used the
     averaged gradients. A bound method on the instance (LR schedulers rebind ``step`` through
@@ -159,11 +183,14 @@ def _watch_step(optimizer, rec):
 
     def step(self, *args, **kwargs):
         lr = _first_lr(self) if rec.active else None  # this step's rate (a scheduler's comes after)
+        grads = steps.gradients() if rec.active else None  # what this step is about to apply
         out = original(*args, **kwargs)
         if rec.active:
             fields = {"optimizer": type(self).__name__}
             if lr is not None:
                 fields["lr"] = lr
+            if grads:
+                fields["grads"] = grads
             rec.emit(trace_events.STEP, **fields)
         return out
 

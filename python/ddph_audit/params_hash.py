@@ -34,6 +34,24 @@ def module_hash(module):
     return h.hexdigest()
 
 
+def gradient_hash(module, among=None):
+    """The same hash over the gradients of the module's parameters (those whose id is in
+    ``among``, when given; a parameter without a gradient hashes its name only): equal on every
+    rank right after DDP's all-reduce, so gradients that differ at an optimizer step were changed
+    on the ranks after it."""
+    h = hashlib.blake2b(digest_size=16)
+    for name, t in module.named_parameters():
+        if among is not None and id(t) not in among:
+            continue
+        g = None if t is None else t.grad
+        if g is None or g.is_sparse:
+            h.update(("%s|none|" % name).encode())
+            continue
+        h.update(("%s|%s|" % (str(g.dtype).replace("torch.", ""), tuple(g.shape))).encode())
+        h.update(_tensor_bytes(g))
+    return h.hexdigest()
+
+
 def _parameter_hash(t):
     h = hashlib.blake2b(digest_size=6)
     h.update(_tensor_bytes(t))

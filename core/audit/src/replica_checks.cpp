@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "audit_checks.h"
@@ -202,6 +203,59 @@ std::optional<Explanation> differentLearningRates(const Trace& trace, std::int64
                     k + 1, fmt::join(parts, "; ")),
         "use one learning rate and schedule on every rank (step a metric-driven scheduler on a "
         "metric all-reduced across the ranks)"};
+  }
+  return std::nullopt;
+}
+
+// NOTE [Gradients at the step] (docs/audit.md): DDP leaves every rank the same averaged
+// gradients, and the recorder hashes module `ddp`'s gradients (those DDP reduces) as a sampled
+// optimizer step finds them (`step`'s grads). The first step before line `before` whose gradients
+// differ across the ranks is the cause: the program changed them after the all-reduce. When some
+// were compared and all agree, `note` says so (the steps applied the same gradients).
+std::optional<Explanation> changedGradients(const Trace& trace, std::int64_t ddp,
+                                            std::int64_t before, std::string& note) {
+  std::vector<const RankTrace*> ranks;
+  std::size_t steps = SIZE_MAX;
+  for (const auto& t : trace.ranks) {
+    if (!t || t->stepGrads.empty()) continue;
+    ranks.push_back(&*t);
+    const auto upTo = std::lower_bound(t->stepLines.begin(), t->stepLines.end(), before);
+    steps = std::min(steps, static_cast<std::size_t>(upTo - t->stepLines.begin()));
+  }
+  if (ranks.size() < 2) return std::nullopt;
+  std::vector<std::size_t> agreed;
+  for (std::size_t k = 0; k < steps; ++k) {
+    std::map<std::string, std::vector<std::int64_t>> byHash;
+    for (const RankTrace* t : ranks) {
+      const auto it = t->stepGrads[k].find(ddp);
+      if (it == t->stepGrads[k].end()) break;
+      byHash[it->second].push_back(t->rank);
+    }
+    const std::size_t seen = std::accumulate(byHash.begin(), byHash.end(), std::size_t{0},
+                                             [](std::size_t n, const auto& kv) { return n + kv.second.size(); });
+    if (seen < ranks.size()) continue;  // not sampled on every rank
+    if (byHash.size() == 1) {
+      agreed.push_back(k + 1);
+      continue;
+    }
+    std::vector<std::pair<std::string, std::vector<std::int64_t>>> sides(byHash.begin(), byHash.end());
+    std::sort(sides.begin(), sides.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    std::vector<std::string> parts;
+    for (const auto& [hash, rs] : sides) parts.push_back(fmt::format("{} {}", rankList(rs), shortHash(hash)));
+    return Explanation{
+        fmt::format("the gradients the ranks' optimizers applied at their step {} differ ({}), "
+                    "although DDP leaves every rank the same averaged gradients after backward: "
+                    "the program changed p.grad between loss.backward() and optimizer.step() with "
+                    "something of each rank's own (noise from a generator or seed that differs "
+                    "per rank, a per-rank clip, scale or mask), so each replica took another step",
+                    k + 1, fmt::join(parts, "; ")),
+        "change the gradients alike on every rank (noise from a generator seeded the same on every "
+        "rank, clipping by the all-reduced norm), or before DDP's all-reduce (a comm hook)"};
+  }
+  if (!agreed.empty()) {
+    note = fmt::format("the gradients were the same on every rank at the optimizer step{} {} "
+                       "(hashed as each step found them): the steps applied equal gradients",
+                       agreed.size() == 1 ? "" : "s", fmt::join(agreed, ", "));
   }
   return std::nullopt;
 }
@@ -447,9 +501,14 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
     if (why.empty()) why = noSyncCause(trace, ddp, v.detail);
     if (why.empty()) why = ddpOverAPartOfTheWorld(trace, ddp).value_or(Explanation{});
     if (why.empty()) why = differentLearningRates(trace, reference[i].line).value_or(Explanation{});
+    std::string gradientsNote;
+    if (why.empty()) {
+      why = changedGradients(trace, ddp, reference[i].line, gradientsNote).value_or(Explanation{});
+    }
     if (why.empty()) why = std::move(byParts);
     if (why.empty()) why = divergedCause(byRank, i);
     if (!partedNote.empty()) v.notes.push_back(partedNote);
+    if (!gradientsNote.empty()) v.notes.push_back(gradientsNote);
     explain(v, std::move(why));
     out.push_back(std::move(v));
     return;  // once diverged, every later point differs too

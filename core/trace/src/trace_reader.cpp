@@ -47,6 +47,23 @@ constexpr bool routesEverySchemaEvent(const Route (&routes)[N]) {
   return N + 1 == std::size(ts::kEvents);
 }
 
+// The object field `name` of `e` that maps DDP module ids (strings) to hashes (`params` of an
+// epoch line, `grads` of a step), as {id: hash}; empty when absent.
+std::map<std::int64_t, std::string> hashesById(const json& e, const char* name) {
+  std::map<std::int64_t, std::string> out;
+  const auto it = e.find(name);
+  if (it == e.end() || !it->is_object()) return out;
+  for (const auto& [key, value] : it->items()) {
+    DDPH_CHECK(value.is_string(), "a {} hash is not a string", name);
+    try {
+      out[std::stoll(key)] = value.get<std::string>();
+    } catch (const std::exception&) {
+      throw ConfigError(fmt::format("{} key \"{}\" is not a DDP module id", name, key));
+    }
+  }
+  return out;
+}
+
 // Builds one RankTrace, line by line; keeps the context the events need (the current batch).
 class RankTraceBuilder {
  public:
@@ -113,18 +130,9 @@ class RankTraceBuilder {
     p.dropLast = optionalField<bool>(e, f::kDropLast);
     p.datasetLen = optionalField<std::int64_t>(e, f::kDatasetLen).value_or(t_.loaders[p.loader].datasetLen);
     p.declaredBatches = optionalField<std::int64_t>(e, f::kBatches);
-    if (auto it = e.find(f::kParams); it != e.end() && it->is_object()) {
-      for (const auto& [key, value] : it->items()) {
-        DDPH_CHECK(value.is_string(), "a params hash is not a string");
-        std::int64_t id = 0;
-        try {
-          id = std::stoll(key);
-        } catch (const std::exception&) {
-          throw ConfigError(fmt::format("params key \"{}\" is not a DDP module id", key));
-        }
-        const auto d = t_.ddp.find(id);
-        p.params[id] = ParamsSnapshot{value.get<std::string>(), d == t_.ddp.end() ? 0 : d->second.backwards};
-      }
+    for (const auto& [id, hash] : hashesById(e, f::kParams)) {
+      const auto d = t_.ddp.find(id);
+      p.params[id] = ParamsSnapshot{hash, d == t_.ddp.end() ? 0 : d->second.backwards};
     }
     p.startLine = line;
     t_.passIndex[{p.loader, p.iter}] = t_.passes.size();
@@ -292,6 +300,7 @@ class RankTraceBuilder {
   void step(const json& e, std::int64_t line) {
     t_.stepLines.push_back(line);
     t_.stepLr.push_back(optionalField<double>(e, ts::step::kLr));
+    t_.stepGrads.push_back(hashesById(e, ts::step::kGrads));
   }
 
   void logged(const json& e, std::int64_t line) {

@@ -230,6 +230,9 @@ struct RankTrace {
   std::vector<std::int64_t> stepLines;
   /// The learning rate of each of those steps (its optimizer's first parameter group), when said.
   std::vector<std::optional<double>> stepLr;
+  /// The hash of each live DDP module's gradients at those steps, on the sampled ones (steps 1 to
+  /// 4 and every power of two), by module id; empty maps elsewhere.
+  std::vector<std::map<std::int64_t, std::string>> stepGrads;
   /// The training framework that drove its loop ("lightning 2.1.4"), or empty.
   std::string framework;
   /// Values logged through the framework with a reduction across ranks (`logged`: Lightning's
