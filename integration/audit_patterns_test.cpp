@@ -566,6 +566,40 @@ TEST(AuditPattern, GradientsChangedPerRankAfterTheAllReduceAreNamedFromTheStep) 
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, AStreamWhosePersistentWorkersNeverSeeSetEpochIsReshuffle) {
+  // NOTE [A stream whose set_epoch reaches nothing]: the same batches, by content, every epoch.
+  const auto a = launchAudited(4, python("stream_persistent_workers.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "reshuffle");
+  EXPECT_TRUE(has(text(v, "detail"), "although the program called ShuffledShards.set_epoch(1)"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "DataLoader(num_workers=2, persistent_workers=True)"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "drop persistent_workers")) << shown(a);
+  const auto twin = launchAudited(4, python("stream_persistent_workers.py", {"--fresh-workers"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
+TEST(AuditPattern, AMiscountedStepsPerEpochIsCoverageWithItsArithmetic) {
+  // NOTE [A miscounted batch budget]: whole accumulation windows only (8 // 3 = 2 of 3 batches).
+  const auto a = launchAudited(4, python("steps_per_epoch_miscounted.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_TRUE(has(text(v, "detail"), "every training pass stopped at 6 of its 8 batches")) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "were never trained in the whole run")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "the last 8 % 3 = 2 batches of every epoch are never drawn"))
+      << shown(a);
+  const auto world = launchAudited(4, python("steps_per_epoch_miscounted.py", {"--divide-by-world"}));
+  EXPECT_EQ(world.command.exitCode, 1) << shown(world);
+  EXPECT_TRUE(has(text(only(world, "coverage"), "likely_cause"),
+                  "len(loader) // world_size = 8 // 4 = 2 batches"))
+      << shown(world);
+  const auto twin = launchAudited(4, python("steps_per_epoch_miscounted.py", {"--ceil"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, AnOrderFromTheGlobalGeneratorReseededEveryEpochIsReshuffle) {
   // NOTE [An order drawn from the global generators]: the sampler's first draw advanced torch's
   // generator, and torch.manual_seed(7) came before each pass.

@@ -273,6 +273,30 @@ TEST(MultiNode, AShareSplitByNodeRankFromAVariableTorchrunDoesNotSetIsNamed) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(MultiNode, ShardFilesSplitByNodeThenByLocalRankPassAndAreJudgedPerNode) {
+  // NOTE [A split in two levels]: each node's ranks share the node's own files and split them
+  // with DistributedSampler(num_replicas=LOCAL_WORLD_SIZE, rank=LOCAL_RANK).
+  const auto one = auditNodes(1, 4, "node_shard_files.py");
+  EXPECT_EQ(one.command.exitCode, 0) << shown(one);
+  const auto two = auditNodes(2, 2, "node_shard_files.py");
+  EXPECT_EQ(two.command.exitCode, 0) << shown(two);
+  bool said = false;
+  for (const auto& n : two.report["notes"]) {
+    said = said || has(n.get<std::string>(), "each shared by a group of 2 ranks (ranks 0, 1; ranks "
+                                             "2, 3), one group per node");
+  }
+  EXPECT_TRUE(said) << shown(two);
+  // Every node reads node 0's files (NODE_RANK, which torchrun does not set): one dataset, split
+  // by the local rank on both nodes.
+  const auto bug = auditNodes(2, 2, "node_shard_files.py", {"--node-from-env"});
+  EXPECT_EQ(bug.command.exitCode, 1) << shown(bug);
+  const Json v = onlyViolation(bug, "disjointness");
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(), "ranks 0 and 2 (local rank 0 on nodes 0 and 1)"))
+      << shown(bug);
+  const auto bugOnOne = auditNodes(1, 4, "node_shard_files.py", {"--node-from-env"});
+  EXPECT_EQ(bugOnOne.command.exitCode, 0) << shown(bugOnOne);
+}
+
 TEST(MultiNode, ShardsShuffledWithTheNodesSeedAreNamed) {
   // NOTE [Samples on two ranks in other batches]: no batch is on two ranks, their samples are.
   const auto one = auditNodes(1, 4, "shards_per_node_seed.py");

@@ -40,6 +40,23 @@ class _SamplerInfo:
         self.order = order
 
 
+def _keeping_dataset_epoch(fn):
+    """``fn`` (a dataset's ``set_epoch``) that keeps the epoch it was given on the instance."""
+
+    @functools.wraps(fn)
+    def set_epoch(self, *args, **kwargs):
+        result = fn(self, *args, **kwargs)
+        epoch = args[0] if args else kwargs.get("epoch")
+        try:
+            self.__dict__["_ddph_dataset_epoch"] = operator.index(epoch)
+        except (TypeError, AttributeError):  # no number, or an instance without a __dict__
+            pass
+        return result
+
+    set_epoch.__ddph_original__ = fn
+    return set_epoch
+
+
 class _LoaderInfo:
     __slots__ = ("id", "sampler", "sampler_id", "needs_idx", "passes", "announced", "mapstyle",
                  "batching")
@@ -410,11 +427,29 @@ class DataInstrumentor(Instrumentor):
                 except (TypeError, AttributeError):
                     pass
 
+    def _wrap_dataset_set_epoch(self, cls):
+        """An iterable dataset's ``set_epoch`` (class level, once per class): the epoch of its last
+        call is kept on the instance, for the ``dataset_epoch`` of its loader's passes (NOTE [A
+        stream whose set_epoch reaches nothing], docs/audit.md)."""
+        for klass in cls.__mro__:
+            if klass in self._wrapped_classes or klass is object:
+                continue
+            self._wrapped_classes.add(klass)
+            fn = klass.__dict__.get("set_epoch")
+            if not isinstance(fn, types.FunctionType) or hasattr(fn, "__ddph_original__"):
+                continue
+
+            try:
+                self.patch(klass, "set_epoch", _keeping_dataset_epoch(fn))
+            except (TypeError, AttributeError):
+                pass
+
     def _on_loader_init(self, loader):
         info = self.loaders.add(loader, _LoaderInfo())
         info.mapstyle = self._is_mapstyle(loader)
         if not info.mapstyle:
             info.needs_idx = False
+            self._wrap_dataset_set_epoch(type(loader.dataset))
             return
         sampler, batching = _loader_sampler(loader, self._batch_sampler_iter)
         self._wrap_class_set_epoch(type(sampler))
@@ -457,6 +492,8 @@ class DataInstrumentor(Instrumentor):
                        "num_workers": int(loader.num_workers), "batching": info.batching})
         if not info.mapstyle:
             fields["iterable"] = True
+        if getattr(loader, "persistent_workers", False) and loader.num_workers > 0:
+            fields["persistent_workers"] = True
         self.recorder.emit(trace_events.LOADER, **fields)
 
     def _on_pass_start(self, loader, it):
@@ -487,6 +524,10 @@ class DataInstrumentor(Instrumentor):
             n = _sized_len(loader)
             if n is not None:
                 fields["batches"] = n
+        else:
+            epoch = getattr(loader.dataset, "__dict__", {}).get("_ddph_dataset_epoch")
+            if isinstance(epoch, int):
+                fields["dataset_epoch"] = epoch
         fields["params"] = self.ddp.live_hashes()
         self.recorder.emit(trace_events.EPOCH, **fields)
 

@@ -80,7 +80,7 @@ std::int64_t passCount(const Trace& trace, std::int64_t loader) {
 // dataset's stream, else the partition and what builds on it, and the evaluation's checks.
 void checkLoader(DataFindings& findings, std::int64_t loader) {
   const std::int64_t iters = passCount(findings.trace(), loader);
-  std::vector<RankPass> previous;
+  std::vector<RankPass> previous, previousStream;
   bool judged = false;
   for (std::int64_t k = 0; k < iters; ++k) {
     auto ranks = passAcrossRanks(findings.trace(), loader, k, findings.orders());
@@ -91,6 +91,8 @@ void checkLoader(DataFindings& findings, std::int64_t loader) {
     }
     if (checkStream(findings, loader, k, ranks)) {
       judged = true;
+      if (!previousStream.empty()) checkStreamOrder(findings, loader, previousStream, ranks);
+      previousStream = std::move(ranks);
       continue;
     }
     judged = judged || allKnown(ranks, false);

@@ -143,6 +143,12 @@ void checkEvaluation(DataFindings& findings, std::int64_t loader, std::int64_t k
 bool checkStream(DataFindings& findings, std::int64_t loader, std::int64_t k,
                  const std::vector<RankPass>& ranks);
 
+/// NOTE [A stream whose set_epoch reaches nothing] (docs/audit.md): pass `ranks` of an iterable
+/// dataset, which the program gave a new epoch (its set_epoch), streamed on every rank the very
+/// batches of `previous` in the same order: reshuffle.
+void checkStreamOrder(DataFindings& findings, std::int64_t loader,
+                      const std::vector<RankPass>& previous, const std::vector<RankPass>& ranks);
+
 // --- a pass's sampler named in findings (data_sampler_names.cpp) --------------------------------
 
 /// "DistributedSampler", or "its sampler".

@@ -49,6 +49,67 @@ bool everyPassCutAlike(std::int64_t loader, const std::vector<RankPass>& ranks) 
   return true;
 }
 
+// NOTE [A miscounted batch budget] (docs/audit.md): the cut of everyPassCutAlike made by the
+// program's own loop (no framework drove it: no limit_train_batches was asked for) at a count
+// that is a known miscount (miscountedBudget), some of whose samples no epoch trained. The
+// samples of the loader that no training pass of the run consumed on any rank, and how many
+// samples the dataset holds; nothing when some pass's indices are unknown.
+std::optional<std::pair<std::int64_t, std::int64_t>> neverTrained(DataFindings& findings,
+                                                                  std::int64_t loader,
+                                                                  const std::vector<RankPass>& ranks) {
+  std::set<Index> trained;
+  const std::int64_t n = ranks[0].pass->datasetLen;
+  for (const auto& rp : ranks) {
+    for (const auto& p : rp.trace->passes) {
+      if (p.loader != loader || !trainsOnBatches(p) || p.datasetLen != n) continue;
+      const auto used = consumedIndices(*rp.trace, p, samplerOrder(*rp.trace, p, findings.orders()));
+      if (!used) return std::nullopt;
+      trained.insert(used->begin(), used->end());
+    }
+  }
+  return std::make_pair(n - static_cast<std::int64_t>(trained.size()), n);
+}
+
+// The optimizer steps rank `t` took during pass `p` (its `step` lines between the pass's start
+// and the loader's next pass), or nothing when steps are not recorded.
+std::optional<std::int64_t> stepsDuring(const RankTrace& t, const PassRecord& p) {
+  if (t.stepLines.empty()) return std::nullopt;
+  std::int64_t end = t.lines + 1;
+  for (const auto& q : t.passes) {
+    if (q.loader == p.loader && q.startLine > p.startLine) end = std::min(end, q.startLine);
+  }
+  return std::count_if(t.stepLines.begin(), t.stepLines.end(),
+                       [&](std::int64_t l) { return l > p.startLine && l < end; });
+}
+
+// The count of batches each pass stopped at, when it is a known miscount of the loop's own
+// arithmetic: len(loader) divided by the world size again, or whole accumulation windows only. A
+// budget of another size (a deliberate cap) gives nothing: the trace cannot tell it is wrong.
+std::optional<Explanation> miscountedBudget(const RankPass& rp, std::int64_t used, std::int64_t world) {
+  const std::int64_t len = rp.pass->declaredBatches.value_or(0);
+  const auto steps = stepsDuring(*rp.trace, *rp.pass);
+  if (len > 0 && world > 1 && used == len / world) {
+    return Explanation{fmt::format("each pass stops after len(loader) // world_size = {} // {} = {} batches: "
+                        "len(loader) is already each rank's share (the DistributedSampler divides "
+                        "the dataset by the {} ranks), so dividing it again trains 1/{} of each "
+                        "epoch",
+                        len, world, used, world, world),
+            "iterate the loader to its end (for batch in loader), or count steps as "
+            "len(loader) without dividing by the world size"};
+  }
+  if (len > 0 && steps && *steps > 0 && used % *steps == 0 && used / *steps > 1 &&
+      len % (used / *steps) != 0 && used == len / (used / *steps) * (used / *steps)) {
+    const std::int64_t a = used / *steps;
+    return Explanation{fmt::format("each pass takes {} optimizer steps of {} micro-batches ({} batches, "
+                        "len(loader) // {} whole accumulation windows), so the last {} % {} = {} "
+                        "batches of every epoch are never drawn",
+                        *steps, a, used, a, len, a, len % a),
+            "run the last, shorter accumulation window too (math.ceil(len(loader) / accum) "
+            "windows, stepping after the last batch), or iterate the loader to its end"};
+  }
+  return std::nullopt;
+}
+
 // A loader's own drop_last leaves each rank's last partial batch out by design: some rank that
 // dropped the pass consumed all its full batches.
 bool onlyTheLoadersDropLast(const LoaderRecord& l, const std::vector<RankPass>& ranks,
@@ -89,6 +150,26 @@ bool leftOutByDesign(DataFindings& findings, std::int64_t loader, std::int64_t k
                      const std::vector<RankPass>& ranks, const std::vector<std::string>& took,
                      std::int64_t unseen) {
   if (everyPassCutAlike(loader, ranks)) {
+    const auto used = static_cast<std::int64_t>(ranks[0].pass->batches.size());
+    const auto miscount = ranks[0].trace->framework.empty()
+                              ? miscountedBudget(ranks[0], used, static_cast<std::int64_t>(ranks.size()))
+                              : std::nullopt;
+    const auto never = miscount ? neverTrained(findings, loader, ranks) : std::nullopt;
+    if (never && never->first > 0) {
+      sampler::Violation v;
+      v.property = std::string(property::kCoverage);
+      v.epoch = k;
+      v.detail = fmt::format(
+          "{}: every training pass stopped at {} of its {} batches on every rank, so each epoch "
+          "leaves samples out, and {} of the {} samples were never trained in the whole run",
+          describeLoader(*ranks[0].trace, loader), used,
+          ranks[0].pass->declaredBatches ? std::to_string(*ranks[0].pass->declaredBatches)
+                                         : std::string("?"),
+          never->first, never->second);
+      explain(v, *miscount);
+      findings.record(loader, v, "budget");
+      return true;
+    }
     findings.notApplicable(loader, fmt::format(
         "every training pass was cut at {} of its {} batches on every rank (a batch budget: "
         "limit_train_batches, a steps-per-epoch cap, a break after N steps), and its sampler "
@@ -123,10 +204,8 @@ bool leftOutByDesign(DataFindings& findings, std::int64_t loader, std::int64_t k
   return false;
 }
 
-}  // namespace
-
-void checkConsumed(DataFindings& findings, std::int64_t loader, std::int64_t k,
-                   const std::vector<RankPass>& ranks) {
+void checkConsumedInGroup(DataFindings& findings, std::int64_t loader, std::int64_t k,
+                          const std::vector<RankPass>& ranks) {
   const bool anyDropped = std::any_of(ranks.begin(), ranks.end(),
                                       [](const RankPass& rp) { return rp.dropped; });
   if (!anyDropped || !allKnown(ranks, true) || !allKnown(ranks, false)) return;
@@ -163,6 +242,13 @@ void checkConsumed(DataFindings& findings, std::int64_t loader, std::int64_t k,
             "rest of the epoch's samples are never seen; if that is meant, mind that the "
             "skipped samples are the same on every run with the same seed";
   findings.record(loader, *v, "consumed");
+}
+
+}  // namespace
+
+void checkConsumed(DataFindings& findings, std::int64_t loader, std::int64_t k,
+                   const std::vector<RankPass>& ranks) {
+  for (const auto& group : splitGroups(ranks, loader)) checkConsumedInGroup(findings, loader, k, group);
 }
 
 }  // namespace ddph::audit

@@ -307,8 +307,48 @@ Violation unreadShards(DataFindings& findings, std::int64_t loader, std::int64_t
 
 }  // namespace
 
+// NOTE [A split in two levels] (docs/audit.md): one dataset per group of ranks, each split
+// within its group; every group's partition is judged alone, and a note says so once.
+bool checkSplitsInGroups(DataFindings& findings, std::int64_t loader, std::int64_t k,
+                         const std::vector<std::vector<RankPass>>& groups) {
+  const RankPass& first = groups.front().front();
+  if (k == 0) {
+    std::vector<std::string> members;
+    std::set<int> nodes;
+    bool perNode = true;
+    for (const auto& g : groups) {
+      std::vector<std::int64_t> rs;
+      std::set<int> within;
+      for (const auto& rp : g) {
+        rs.push_back(rp.trace->rank);
+        if (rp.trace->node) within.insert(*rp.trace->node);
+      }
+      perNode = perNode && within.size() == 1 && g.size() == static_cast<std::size_t>(
+                                                     first.trace->localWorldSize.value_or(0));
+      if (within.size() == 1) nodes.insert(*within.begin());
+      members.push_back(rankList(rs));
+    }
+    perNode = perNode && nodes.size() == groups.size();
+    findings.note(fmt::format(
+        "{}: the ranks hold {} datasets, each shared by a group of {} ranks ({}){} and split "
+        "among them by {}: a split in two levels, each group's partition judged alone (whether "
+        "the groups' datasets overlap is not known)",
+        describeLoader(*first.trace, loader), groups.size(), groups.front().size(),
+        fmt::join(members, "; "), perNode ? ", one group per node," : "", samplerName(first)));
+  }
+  bool ok = true;
+  for (const auto& g : groups) {
+    if (!allKnown(g, false)) continue;
+    ok = checkSplit(findings, loader, k, g.front().pass->datasetLen, g) && ok;
+  }
+  return ok;
+}
+
 bool checkPartition(DataFindings& findings, std::int64_t loader, std::int64_t k,
                     const std::vector<RankPass>& ranks) {
+  if (const auto groups = splitGroups(ranks, loader); groups.size() > 1) {
+    return checkSplitsInGroups(findings, loader, k, groups);
+  }
   if (!sameDataset(findings, loader, k, ranks)) {
     checkSharedOwnData(findings, loader, k, ranks);
     return false;

@@ -2,6 +2,7 @@
 // recomputed bit-exactly, SequentialSampler, or a recorded pass that ran to its end), what the
 // rank consumed of it (its batches), and how the pass ended (data_pass.h, audit_checks.h).
 #include <algorithm>
+#include <map>
 
 #include "data_pass.h"
 #include "ddph/sampler/distributed_sampler.h"
@@ -75,6 +76,43 @@ bool evaluatedOnEveryRank(const std::vector<RankPass>& ranks) {
 bool isWholeDatasetSampler(const SamplerRecord* s) {
   return s && (s->className == "torch.utils.data.sampler.RandomSampler" ||
                s->className == "torch.utils.data.sampler.SequentialSampler");
+}
+
+std::vector<std::vector<RankPass>> splitGroups(const std::vector<RankPass>& ranks,
+                                               std::int64_t loader) {
+  const std::vector<std::vector<RankPass>> world{ranks};
+  const auto w = static_cast<std::int64_t>(ranks.size());
+  std::optional<std::int64_t> m;
+  std::map<std::string, std::vector<RankPass>> byData;
+  std::map<std::string, std::set<std::int64_t>> samplerRanks;
+  for (const auto& rp : ranks) {
+    const LoaderRecord& l = rp.trace->loaders.at(loader);
+    const SamplerRecord* s = samplerOf(*rp.trace, loader);
+    if (!s || !datasetHashed(l)) return world;
+    const auto replicas = rp.pass->numReplicas ? rp.pass->numReplicas : s->numReplicas;
+    const auto rank = rp.pass->rank ? rp.pass->rank : s->rank;
+    if (!replicas || !rank || (m && *m != *replicas)) return world;
+    m = replicas;
+    const std::string id = datasetIdentity(l);
+    byData[id].push_back(rp);
+    samplerRanks[id].insert(*rank);
+  }
+  if (!m || *m < 2 || *m >= w || w % *m != 0 || static_cast<std::int64_t>(byData.size()) != w / *m) {
+    return world;
+  }
+  std::vector<std::vector<RankPass>> groups;
+  for (auto& [id, group] : byData) {
+    const auto& rs = samplerRanks[id];
+    if (static_cast<std::int64_t>(group.size()) != *m || static_cast<std::int64_t>(rs.size()) != *m ||
+        *rs.begin() != 0 || *rs.rbegin() != *m - 1) {
+      return world;
+    }
+    groups.push_back(std::move(group));
+  }
+  std::sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
+    return a.front().trace->rank < b.front().trace->rank;
+  });
+  return groups;
 }
 
 bool promisesOneDataset(const SamplerRecord* s) {

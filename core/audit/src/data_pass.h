@@ -27,6 +27,14 @@ struct RankPass {
   bool dropped = false;  ///< ended early while the rank went on normally (not a cycle)
 };
 
+/// NOTE [A split in two levels] (docs/audit.md): the groups of ranks among which one dataset is
+/// split. The whole world, but when the ranks hold different datasets, each shared by a group of
+/// ranks that its sampler splits among themselves (DistributedSampler(num_replicas=
+/// LOCAL_WORLD_SIZE, rank=LOCAL_RANK) over a node's own shard files): one group per dataset, in
+/// the order of their first ranks.
+std::vector<std::vector<RankPass>> splitGroups(const std::vector<RankPass>& ranks,
+                                               std::int64_t loader);
+
 /// The program's own collectives rank `rp` made after its pass's last batch and before the
 /// loader's next pass (or the end of the trace), in group order.
 std::vector<const CollectiveRecord*> userCollectivesAfterPass(const RankPass& rp);

@@ -255,4 +255,52 @@ bool checkStream(DataFindings& findings, std::int64_t loader, std::int64_t k,
   return true;
 }
 
+void checkStreamOrder(DataFindings& findings, std::int64_t loader,
+                      const std::vector<RankPass>& previous, const std::vector<RankPass>& ranks) {
+  if (previous.size() != ranks.size() || !knownByContent(previous) || !knownByContent(ranks)) return;
+  std::int64_t batches = 0;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const PassRecord& before = *previous[r].pass;
+    const PassRecord& now = *ranks[r].pass;
+    if (previous[r].trace != ranks[r].trace || !before.ended || !now.ended) return;
+    // Only a stream the program asked to change: a new epoch given to its set_epoch.
+    if (!before.datasetEpoch || !now.datasetEpoch || *before.datasetEpoch == *now.datasetEpoch) return;
+    if (before.batches.size() != now.batches.size()) return;
+    for (std::size_t b = 0; b < now.batches.size(); ++b) {
+      if (before.batches[b].fingerprint != now.batches[b].fingerprint) return;
+    }
+    batches += static_cast<std::int64_t>(now.batches.size());
+  }
+  findings.judged(property::kReshuffle);
+  const RankTrace& first = *ranks[0].trace;
+  const LoaderRecord& l = first.loaders.at(loader);
+  const PassRecord& now = *ranks[0].pass;
+  Violation v;
+  v.property = std::string(property::kReshuffle);
+  v.epoch = now.iter;
+  v.detail = fmt::format(
+      "{}: every rank's pass {} streamed the same batches in the same order as its pass {} ({} "
+      "batches on {} ranks, by their content), although the program called {}.set_epoch({}) "
+      "before it (set_epoch({}) before pass {})",
+      describeLoader(first, loader), now.iter, previous[0].pass->iter, batches, ranks.size(),
+      l.dataset, *now.datasetEpoch, *previous[0].pass->datasetEpoch, previous[0].pass->iter);
+  if (l.persistentWorkers && l.numWorkers > 0) {
+    v.likelyCause = fmt::format(
+        "DataLoader(num_workers={}, persistent_workers=True) keeps its worker processes, and the "
+        "copy of {} each received at the first pass: set_epoch on the main process's dataset "
+        "never reaches them, so every epoch streams the first epoch's order",
+        l.numWorkers, l.dataset);
+    v.help = "drop persistent_workers (the workers then take the dataset anew each epoch), or "
+             "share the epoch with the workers (a torch.multiprocessing.Value the dataset reads "
+             "in __iter__)";
+  } else {
+    v.likelyCause = fmt::format(
+        "{}.set_epoch changes nothing its __iter__ reads: the stream's order is fixed (seeded "
+        "once, or from an attribute set_epoch does not set)",
+        l.dataset);
+    v.help = "draw each epoch's order in __iter__ from seed + the epoch set_epoch stored";
+  }
+  findings.record(loader, v, "stream-order");
+}
+
 }  // namespace ddph::audit

@@ -120,6 +120,7 @@ LoaderRecord loaderRecord(const json& e) {
     for (const auto& p : *parts) l.datasetParts.push_back(datasetPart(p));
   }
   l.numWorkers = optionalField<std::int64_t>(e, f::kNumWorkers).value_or(0);
+  l.persistentWorkers = optionalField<bool>(e, f::kPersistentWorkers).value_or(false);
   if (auto it = e.find(f::kSubsetIndices); it != e.end()) {
     l.subsetIndices = decodeIndexList(*it);
     l.subsetOf = field<std::int64_t>(e, f::kSubsetOf);

@@ -123,6 +123,7 @@ class RankTraceBuilder {
                p.loader);
     p.samplerEpoch = optionalField<std::int64_t>(e, f::kSamplerEpoch);
     p.epochAtIter = p.samplerEpoch;
+    p.datasetEpoch = optionalField<std::int64_t>(e, f::kDatasetEpoch);
     p.seed = optionalField<std::int64_t>(e, f::kSeed);
     p.numReplicas = optionalField<std::int64_t>(e, f::kNumReplicas);
     p.rank = optionalField<std::int64_t>(e, f::kRank);

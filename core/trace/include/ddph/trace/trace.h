@@ -73,6 +73,7 @@ struct LoaderRecord {
   bool dropLast = false;
   bool torchBatching = true;  ///< batches are consecutive slices of the sampler's order
   std::int64_t numWorkers = 0;
+  bool persistentWorkers = false;  ///< its workers (and their copy of the dataset) live across passes
   std::string datasetFingerprint;  ///< the order the dataset lists its samples in (may be empty)
   std::string datasetItems;    ///< a TensorDataset's first, middle and last rows, hashed (may be empty)
   std::string datasetContent;  ///< a TensorDataset's rows hashed in no order (may be empty)
@@ -117,6 +118,8 @@ struct PassRecord {
   // loader), epochAtIter the one at iter().
   std::optional<std::int64_t> samplerEpoch, epochAtIter, seed, numReplicas, rank;
   std::optional<bool> shuffle, dropLast;
+  /// An iterable dataset's epoch: its last set_epoch's argument before the pass (`dataset_epoch`).
+  std::optional<std::int64_t> datasetEpoch;
   std::int64_t datasetLen = 0;
   std::optional<std::int64_t> declaredBatches;      ///< len(loader)
   std::map<std::int64_t, ParamsSnapshot> params;    ///< DDP module id -> state at the start
