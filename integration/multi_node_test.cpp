@@ -297,6 +297,25 @@ TEST(MultiNode, ShardFilesSplitByNodeThenByLocalRankPassAndAreJudgedPerNode) {
   EXPECT_EQ(bugOnOne.command.exitCode, 0) << shown(bugOnOne);
 }
 
+TEST(MultiNode, NewGroupCalledForTheOwnNodeOnlyIsNamedFromTheCalls) {
+  // NOTE [new_group is the world's call]: ranks 0, 1 ask for [0, 1], ranks 2, 3 for [2, 3].
+  const auto two = auditNodes(2, 2, "node_groups_own_only.py");
+  EXPECT_EQ(two.command.exitCode, 1) << shown(two);
+  const Json v = onlyViolation(two, "collective-mismatch");
+  EXPECT_TRUE(has(v["detail"].get<std::string>(),
+                  "the ranks' new_group call 1 differs: ranks 0, 1 called new_group([0, 1]) at "
+                  "node_groups_own_only.py:25 in node_group; ranks 2, 3 called new_group([2, 3])"))
+      << shown(two);
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(),
+                  "each rank asked new_group only for the group it belongs to"))
+      << shown(two);
+  EXPECT_TRUE(has(v["help"].get<std::string>(), "dist.new_subgroups()")) << shown(two);
+  const auto one = auditNodes(1, 4, "node_groups_own_only.py");
+  EXPECT_EQ(one.command.exitCode, 0) << shown(one);
+  const auto twin = auditNodes(2, 2, "node_groups_own_only.py", {"--every-group"});
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(MultiNode, ShardsShuffledWithTheNodesSeedAreNamed) {
   // NOTE [Samples on two ranks in other batches]: no batch is on two ranks, their samples are.
   const auto one = auditNodes(1, 4, "shards_per_node_seed.py");

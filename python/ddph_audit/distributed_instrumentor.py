@@ -152,7 +152,7 @@ class DistributedInstrumentor(Instrumentor):
                 continue
             self._set_everywhere(name, fn, self._wrap_collective(name, fn))
         for name, after, before in (("init_process_group", self._after_init, None),
-                                    ("new_group", self._after_new_group, None),
+                                    ("new_group", self._after_new_group, self._before_new_group),
                                     ("destroy_process_group", None, self._before_destroy)):
             fn = getattr(self.c10d, name, None)
             if fn is None or hasattr(fn, "__ddph_original__"):
@@ -284,6 +284,22 @@ class DistributedInstrumentor(Instrumentor):
             self.recorder.on_process_group_ready(dist.get_rank(), dist.get_world_size())
             self.recorder.emit(trace_events.PROCESS_GROUP, backend=str(dist.get_backend()),
                                rank=dist.get_rank(), world_size=dist.get_world_size())
+
+    def _before_new_group(self, args, kwargs):
+        """``group_call``, before the call: new_group is a call of the whole world (every rank, the
+        same ranks, the same order), and a rank may never return from one the others did not make
+        alike (NOTE [new_group is the world's call], docs/audit.md). Not with torch 2.x's
+        ``use_local_synchronization=True``, which only the group's members call."""
+        if not self.recorder.is_active() or kwargs.get("use_local_synchronization"):
+            return
+        ranks = kwargs.get("ranks", args[0] if args else None)
+        if ranks is None:
+            ranks = list(range(self.dist.get_world_size()))
+        fields = {"ranks": sorted(int(r) for r in ranks)}
+        at, _via = program_call_site(skip=3)  # this, the wrapper, then its caller
+        if at is not None:
+            fields["at"] = at
+        self.recorder.emit(trace_events.GROUP_CALL, **fields)
 
     def _after_new_group(self, args, kwargs, result):
         ranks = kwargs.get("ranks", args[0] if args else None)

@@ -139,6 +139,7 @@ AuditReport judge(const Trace& trace, const PlannedRun& plan) {
   report.attempt = trace.attempt;
   report.emulated = emulatedLine(trace);
   for (const auto& folder : trace.laterAttempts) report.laterAttempts.push_back(folder.string());
+  checkGroupCalls(trace, report.violations);
   checkCollectives(trace, report.violations);
   std::set<std::string> judged;
   checkData(trace, report.violations, report.notes, judged);

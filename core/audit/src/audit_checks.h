@@ -36,6 +36,10 @@ void checkRanks(const Trace& trace, std::vector<sampler::Violation>& out,
 /// collective_checks.cpp: collective-mismatch (uneven steps, desynchronised collectives).
 void checkCollectives(const Trace& trace, std::vector<sampler::Violation>& out);
 
+/// group_call_checks.cpp: collective-mismatch of new_group calls that differ across the ranks
+/// (NOTE [new_group is the world's call]).
+void checkGroupCalls(const Trace& trace, std::vector<sampler::Violation>& out);
+
 /// data_checks.cpp (one family of data checks a file, data_checks.h): the samplers' partitions
 /// (coverage, disjointness, reshuffle), what was consumed (coverage), evaluation duplicates
 /// (no-duplicates).

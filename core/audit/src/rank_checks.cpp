@@ -310,6 +310,14 @@ Explanation endingCause(const Trace& trace, const RankTrace* t, const LaunchedRa
             "the cause)",
             ""};
   }
+  if (hung && !t->groupCalls.empty() && t->groupCalls.back().line == t->lines) {
+    const GroupCall& c = t->groupCalls.back();
+    return {fmt::format("it hung inside new_group([{}]){}, the last thing it did: a call of the "
+                        "whole world that the other ranks did not make alike (the collective-"
+                        "mismatch finding above, if any, is the cause)",
+                        fmt::join(c.ranks, ", "), c.at.empty() ? "" : " at " + c.at),
+            ""};
+  }
   if (hung) {
     return {"it hung outside any collective: in the program's own code, a DataLoader worker or "
             "at exit; the trace cannot tell where",

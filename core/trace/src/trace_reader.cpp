@@ -237,6 +237,12 @@ class RankTraceBuilder {
     t_.groups[field<std::string>(e, f::kId)] = field<std::vector<std::int64_t>>(e, f::kRanks);
   }
 
+  void groupCall(const json& e, std::int64_t line) {
+    namespace f = ts::group_call;
+    t_.groupCalls.push_back({field<std::vector<std::int64_t>>(e, f::kRanks),
+                             optionalField<std::string>(e, f::kAt).value_or(""), line});
+  }
+
   void params(const json& e, std::int64_t) {
     namespace f = ts::params;
     DdpRecord& d = ddpRef(field<std::int64_t>(e, f::kDdp));
@@ -370,6 +376,7 @@ class RankTraceBuilder {
       {ts::epoch_end::kEvent, &RankTraceBuilder::passEnd},
       {ts::ddp::kEvent, &RankTraceBuilder::ddp},
       {ts::group::kEvent, &RankTraceBuilder::group},
+      {ts::group_call::kEvent, &RankTraceBuilder::groupCall},
       {ts::params::kEvent, &RankTraceBuilder::params},
       {ts::error::kEvent, &RankTraceBuilder::error},
       {ts::destroy::kEvent, &RankTraceBuilder::destroy},

@@ -22,6 +22,7 @@ using trace::PassRecord;
 using trace::RankTrace;
 using trace::SamplerRecord;
 using trace::SeedCall;
+using trace::GroupCall;
 using trace::SetEpochCall;
 using trace::Trace;
 

@@ -194,6 +194,13 @@ struct SeedCall {
   std::int64_t line = 0;
 };
 
+/// A call of new_group the program made (`group_call`, written before the call).
+struct GroupCall {
+  std::vector<std::int64_t> ranks;  ///< the global ranks asked for, sorted
+  std::string at;                   ///< the program's line, or empty
+  std::int64_t line = 0;
+};
+
 /// An averaged model (torch.optim.swa_utils.AveragedModel: SWA, EMA) as one rank updated and ran
 /// it (`averaged`, `averaged_use`).
 struct AveragedModelRecord {
@@ -243,6 +250,7 @@ struct RankTrace {
   std::vector<LoggedValue> loggedWithSync;
   std::map<std::int64_t, AveragedModelRecord> averagedModels;  ///< by id
   std::vector<SeedCall> seeds;  ///< in call order
+  std::vector<GroupCall> groupCalls;  ///< its new_group calls, in call order
   std::optional<std::string> errorType, errorMessage;
   /// The innermost frame of the program's own code ("train.py:28 in __getitem__"), and the error's
   /// own line when the message is a wrapped traceback (a DataLoader worker's).
