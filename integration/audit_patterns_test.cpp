@@ -600,6 +600,60 @@ TEST(AuditPattern, AMiscountedStepsPerEpochIsCoverageWithItsArithmetic) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, AnOptimizerStateLoadedOnRankZeroOnlyIsNamedFromTheStep) {
+  // NOTE [Gradients at the step]: equal gradients at the new optimizer's first step, state for 4
+  // parameters on rank 0 and none elsewhere.
+  const auto a = launchAudited(4, python("optimizer_state_rank0.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_TRUE(has(text(v, "likely_cause"),
+                  "their optimizers held state for different numbers of parameters (ranks 1, 2, 3: "
+                  "0; rank 0: 4)"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "load the optimizer state on every rank")) << shown(a);
+  const auto twin = launchAudited(4, python("optimizer_state_rank0.py", {"--every-rank"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
+TEST(AuditPattern, ASamplerBuiltBeforeInitProcessGroupIsNamed) {
+  const auto a = launchAudited(4, python("sampler_before_init.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "disjointness");
+  EXPECT_TRUE(has(text(v, "likely_cause"),
+                  "sampler 0 (__main__.BucketSampler) was built before init_process_group"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "fell back to num_replicas 1, rank 0")) << shown(a);
+  const auto twin = launchAudited(4, python("sampler_before_init.py", {"--after-init"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
+TEST(AuditPattern, AnInitialBroadcastOfAParameterCopyIsNamed) {
+  const auto a = launchAudited(4, python("broadcast_vector_copy.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_TRUE(has(text(v, "likely_cause"),
+                  "the program broadcast a tensor as large as all the parameters (178 elements, at "
+                  "broadcast_vector_copy.py:17 in sync_initial_params)"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "vector_to_parameters")) << shown(a);
+  const auto twin = launchAudited(4, python("broadcast_vector_copy.py", {"--write-back"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
+TEST(AuditPattern, HandAveragingThatSkipsGradientsThatAreNoneIsNamed) {
+  // The ranks' all_reduces at one line pair unrelated gradients; Gloo aborts on the sizes.
+  const auto a = launchAudited(4, python("grads_skipped_when_none.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  const Json v = only(a, "collective-mismatch");
+  EXPECT_TRUE(has(text(v, "likely_cause"), "each with another parameter's gradient")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "skips a parameter whose .grad is None")) << shown(a);
+  const auto twin = launchAudited(4, python("grads_skipped_when_none.py", {"--zeros"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, AnOrderFromTheGlobalGeneratorReseededEveryEpochIsReshuffle) {
   // NOTE [An order drawn from the global generators]: the sampler's first draw advanced torch's
   // generator, and torch.manual_seed(7) came before each pass.

@@ -123,6 +123,20 @@ class DdpRegistry:
         with self._futures_lock:
             self._futures.append((fut, token))
 
+    def hook_pending(self):
+        """Whether some comm hook's future is not done yet: the collectives its callbacks make
+        on other threads (PowerSGD's second all_reduce, in a ``then``) belong to its bucket."""
+        if not self._futures:
+            return False
+        with self._futures_lock:
+            for fut, _token in self._futures:
+                try:
+                    if not fut.done():
+                        return True
+                except Exception:  # a future that cannot say: count it as pending
+                    return True
+        return False
+
     def poll_futures(self):
         if not self._futures:
             return

@@ -15,6 +15,7 @@ import functools
 import importlib
 import inspect
 import sys
+import threading
 
 from .call_site import program_call_site
 from . import trace_events
@@ -179,9 +180,11 @@ class DistributedInstrumentor(Instrumentor):
         inside = recorder.suppressed()
         begin = self._begin
 
+        in_a_hook = self._in_a_hook
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            if inside.active() or not recorder.active:
+            if inside.active() or not recorder.active or in_a_hook():
                 with inside:
                     return fn(*args, **kwargs)
             token = None
@@ -209,6 +212,11 @@ class DistributedInstrumentor(Instrumentor):
 
         wrapper.__ddph_original__ = fn
         return wrapper
+
+    def _in_a_hook(self):
+        """A collective made off the main thread while a DDP comm hook's future is pending: a
+        callback of the hook's (``fut.then``), part of its bucket, not a call of the program's."""
+        return threading.current_thread() is not threading.main_thread() and self.ddp.hook_pending()
 
     def _begin(self, name, args, kwargs, get, tensor_arg, peer_arg, root_arg, always_async):
         if name == "batch_isend_irecv":

@@ -152,9 +152,10 @@ def _first_lr(optimizer):
 
 
 class _SampledSteps:
-    """The process's optimizer steps, counted across its optimizers; on the first four and every
-    power of two after them, the gradients each live DDP module (or hand-averaged replica) holds
-    are hashed (a ``step``'s ``grads``): replicas that part although DDP averaged the gradients
+    """The process's optimizer steps, counted across its optimizers; on the first four, every
+    power of two after them and each optimizer's first, the gradients each live DDP module (or
+    hand-averaged replica) holds are hashed (a ``step``'s ``grads``, with ``state``: how many
+    parameters the optimizer held state for before the step): replicas that part although DDP averaged the gradients
     are then told apart by whether the gradients the steps used differed (NOTE [Gradients at the
     step], docs/audit.md). Sampled, so that a long run hashes its gradients a few dozen times."""
 
@@ -162,11 +163,12 @@ class _SampledSteps:
         self._ddp = ddp
         self._count = 0
 
-    def gradients(self):
-        """{"<ddp id>": hash} for this step when it is sampled, else None."""
+    def gradients(self, first_of_its_optimizer):
+        """{"<ddp id>": hash} for this step when it is sampled (also the first step of each
+        optimizer: a resumed phase's), else None."""
         self._count += 1
         n = self._count
-        if n > 4 and n & (n - 1):
+        if n > 4 and n & (n - 1) and not first_of_its_optimizer:
             return None
         try:
             return self._ddp.live_gradient_hashes() or None
@@ -180,10 +182,16 @@ def _watch_step(optimizer, rec, steps):
     averaged gradients. A bound method on the instance (LR schedulers rebind ``step`` through
     ``__func__``); what the step returns is returned."""
     original = optimizer.step
+    taken = [0]
 
     def step(self, *args, **kwargs):
         lr = _first_lr(self) if rec.active else None  # this step's rate (a scheduler's comes after)
-        grads = steps.gradients() if rec.active else None  # what this step is about to apply
+        taken[0] += 1
+        # what this step is about to apply, and the state it applies it with
+        grads = steps.gradients(taken[0] == 1) if rec.active else None
+        # ZeroRedundancyOptimizer shards its state across the ranks by design: not compared
+        sharded = type(self).__name__ == "ZeroRedundancyOptimizer"
+        state = len(getattr(self, "state", ())) if grads and not sharded else None
         out = original(*args, **kwargs)
         if rec.active:
             fields = {"optimizer": type(self).__name__}
@@ -191,6 +199,8 @@ def _watch_step(optimizer, rec, steps):
                 fields["lr"] = lr
             if grads:
                 fields["grads"] = grads
+            if state is not None:
+                fields["state"] = state
             rec.emit(trace_events.STEP, **fields)
         return out
 

@@ -283,6 +283,18 @@ Explanation splitCandidates(const std::vector<RankPass>& ranks, const std::strin
                       sampler::shellQuote(interpreter), serveSpec(ranks[0]))};
 }
 
+// Every rank's sampler of the pass was described before its process group existed (the
+// `sampler` line before the `process_group` line).
+bool builtBeforeTheProcessGroup(const std::vector<RankPass>& ranks) {
+  for (const auto& rp : ranks) {
+    const SamplerRecord* s = samplerOf(*rp.trace, rp.pass->loader);
+    if (!s || s->line == 0 || rp.trace->processGroupLine == 0 || s->line > rp.trace->processGroupLine) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 Explanation partitionCause(const std::vector<RankPass>& ranks, const std::string& property,
@@ -315,6 +327,16 @@ Explanation partitionCause(const std::vector<RankPass>& ranks, const std::string
             "give every rank the same seed"};
   }
   if (auto onNodes = nodeCause(ranks, named)) return std::move(*onNodes);
+  if (replicas.size() == 1 && *replicas.begin() == 1 && builtBeforeTheProcessGroup(ranks)) {
+    const SamplerRecord* s = samplerOf(*ranks[0].trace, ranks[0].pass->loader);
+    return {fmt::format("sampler {} ({}) was built before init_process_group (its line comes "
+                        "first in every rank's trace): it asked for the world size and rank of a "
+                        "process group that did not exist yet and fell back to num_replicas 1, "
+                        "rank 0, so every rank draws the whole dataset",
+                        s->id, s->className),
+            "build the samplers after dist.init_process_group (or pass them num_replicas and "
+            "rank)"};
+  }
   if (!replicas.empty() && (replicas.size() > 1 || *replicas.begin() != w)) {
     return {fmt::format("the samplers' num_replicas ({}) is not the world size {}",
                         fmt::join(replicas, ", "), w),

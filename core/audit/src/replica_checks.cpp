@@ -207,6 +207,29 @@ std::optional<Explanation> differentLearningRates(const Trace& trace, std::int64
   return std::nullopt;
 }
 
+// At sampled step `k` the ranks applied equal gradients, but their optimizers held state for
+// different numbers of parameters (momentum, Adam's moments): a state loaded on some ranks only.
+std::optional<Explanation> differentOptimizerState(const std::vector<const RankTrace*>& ranks,
+                                                   std::size_t k) {
+  std::map<std::int64_t, std::vector<std::int64_t>> byState;
+  for (const RankTrace* t : ranks) {
+    if (k >= t->stepState.size() || !t->stepState[k]) return std::nullopt;
+    byState[*t->stepState[k]].push_back(t->rank);
+  }
+  if (byState.size() < 2) return std::nullopt;
+  std::vector<std::string> parts;
+  for (const auto& [n, rs] : byState) parts.push_back(fmt::format("{}: {}", rankList(rs), n));
+  return Explanation{
+      fmt::format("at their step {} the ranks applied the same gradients, but their optimizers "
+                  "held state for different numbers of parameters ({}): an optimizer state "
+                  "(momentum, Adam's moments) loaded on some ranks only, such as "
+                  "optimizer.load_state_dict after reading a checkpoint under `if rank == 0:`; "
+                  "DDP broadcasts the parameters when it is built, never the optimizer's state",
+                  k + 1, fmt::join(parts, "; ")),
+      "load the optimizer state on every rank (every rank reads the checkpoint, with "
+      "map_location), or on none"};
+}
+
 // NOTE [Gradients at the step] (docs/audit.md): DDP leaves every rank the same averaged
 // gradients, and the recorder hashes module `ddp`'s gradients (those DDP reduces) as a sampled
 // optimizer step finds them (`step`'s grads). The first step before line `before` whose gradients
@@ -235,6 +258,7 @@ std::optional<Explanation> changedGradients(const Trace& trace, std::int64_t ddp
                                              [](std::size_t n, const auto& kv) { return n + kv.second.size(); });
     if (seen < ranks.size()) continue;  // not sampled on every rank
     if (byHash.size() == 1) {
+      if (auto state = differentOptimizerState(ranks, k)) return state;
       agreed.push_back(k + 1);
       continue;
     }
@@ -296,6 +320,54 @@ std::optional<Explanation> reducedAfterTheStep(const Trace& trace) {
   return std::nullopt;
 }
 
+// The program's own broadcasts before its first optimizer step that should have made the
+// replicas start equal, and why they did not: within a group of part of the world only (each
+// node's leader to its node), or of a tensor as large as all the parameters on the world
+// (parameters_to_vector's copy, never written back). The cause, or nothing.
+std::optional<Explanation> initialBroadcastMissed(const Trace& trace, std::int64_t ddp) {
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    const auto d = t->ddp.find(ddp);
+    if (d == t->ddp.end()) continue;
+    const std::int64_t firstStep = t->stepLines.empty() ? t->lines + 1 : t->stepLines.front();
+    std::set<std::string> partial;
+    std::optional<std::string> copyAt;
+    for (const auto& [group, list] : t->collectives) {
+      for (const auto& c : list) {
+        if (c.src != "user" || c.op != "broadcast" || c.line > firstStep) continue;
+        const auto members = t->groups.find(group);
+        if (group != "0" && members != t->groups.end() &&
+            static_cast<int>(members->second.size()) < trace.worldSize) {
+          partial.insert(fmt::format("group {} ({})", group, rankList(members->second)));
+        } else if (group == "0" && c.numel == d->second.parameters && !copyAt) {
+          copyAt = c.at;
+        }
+      }
+    }
+    if (!partial.empty()) {
+      return Explanation{
+          fmt::format("rank {} received the initial parameters by broadcast within {} only, a "
+                      "group of part of the world (each node's leader to its own node): the "
+                      "groups start from different models, and averaging the same gradients keeps "
+                      "them apart",
+                      t->rank, fmt::join(partial, " and ")),
+          "broadcast the initial parameters from rank 0 over the default group (or wrap the model "
+          "in DDP, which does)"};
+    }
+    if (copyAt) {
+      return Explanation{
+          fmt::format("the program broadcast a tensor as large as all the parameters ({} "
+                      "elements{}) before training, yet the replicas differ: it broadcast a copy "
+                      "(torch.nn.utils.parameters_to_vector makes a new tensor) and never wrote it "
+                      "back, so each rank kept its own initial parameters",
+                      d->second.parameters, copyAt->empty() ? "" : ", at " + *copyAt),
+          "copy the broadcast vector back (torch.nn.utils.vector_to_parameters(vec, "
+          "model.parameters())), or broadcast each parameter's .data in place"};
+    }
+  }
+  return std::nullopt;
+}
+
 // NOTE [Hand-written gradient averaging] (docs/audit.md): no DDP, the program all-reduces its
 // parameters' gradients itself. That keeps replicas equal only if they start equal (DDP
 // broadcasts rank 0's at construction; a hand-written loop must) and every rank sums the same
@@ -309,6 +381,7 @@ Explanation handWrittenCause(const Trace& trace, std::int64_t ddp,
   }
   if (auto within = reducedWithinAPartOfTheWorld(trace, parted)) return *within;
   if (auto late = reducedAfterTheStep(trace)) return *late;
+  if (auto missed = initialBroadcastMissed(trace, ddp)) return *missed;
   return {"the program averages gradients itself (dist.all_reduce of each parameter's .grad, no "
           "DDP), which keeps the replicas equal only if they start equal and every rank reduces "
           "the same tensors in the same order: nothing broadcasts rank 0's initial parameters as "

@@ -98,11 +98,13 @@ class RankTraceBuilder {
  private:
   void header(const json& e, std::int64_t) { readHeader(e, t_); }
 
-  void sampler(const json& e, std::int64_t) {
+  void sampler(const json& e, std::int64_t line) {
     SamplerRecord s = samplerRecord(e);
+    s.line = line;
     auto [it, fresh] = t_.samplers.emplace(s.id, s);
-    if (!fresh) {  // seen again: keep set_epoch calls, refresh the rest
+    if (!fresh) {  // seen again: keep set_epoch calls and its first line, refresh the rest
       s.setEpochCalls = it->second.setEpochCalls;
+      s.line = it->second.line;
       it->second = s;
     }
   }
@@ -285,7 +287,8 @@ class RankTraceBuilder {
     t_.emulation = m;
   }
 
-  void processGroup(const json& e, std::int64_t) {
+  void processGroup(const json& e, std::int64_t line) {
+    if (t_.processGroupLine == 0) t_.processGroupLine = line;
     t_.processGroupBackend =
         optionalField<std::string>(e, ts::process_group::kBackend).value_or("");
   }
@@ -308,6 +311,7 @@ class RankTraceBuilder {
     t_.stepLines.push_back(line);
     t_.stepLr.push_back(optionalField<double>(e, ts::step::kLr));
     t_.stepGrads.push_back(hashesById(e, ts::step::kGrads));
+    t_.stepState.push_back(optionalField<std::int64_t>(e, ts::step::kState));
   }
 
   void logged(const json& e, std::int64_t line) {

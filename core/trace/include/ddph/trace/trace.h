@@ -52,6 +52,7 @@ struct SamplerRecord {
   /// Lightning puts under a loader), or empty.
   std::string via;
   std::vector<SetEpochCall> setEpochCalls;  ///< in call order
+  std::int64_t line = 0;  ///< the line that first described it
 };
 
 /// One part of a ConcatDataset, in the order the ConcatDataset holds it ("dataset_parts").
@@ -243,6 +244,9 @@ struct RankTrace {
   /// The hash of each live DDP module's gradients at those steps, on the sampled ones (steps 1 to
   /// 4 and every power of two), by module id; empty maps elsewhere.
   std::vector<std::map<std::int64_t, std::string>> stepGrads;
+  /// How many parameters the optimizer held state for before each of those steps, on the sampled
+  /// ones; nothing elsewhere.
+  std::vector<std::optional<std::int64_t>> stepState;
   /// The training framework that drove its loop ("lightning 2.1.4"), or empty.
   std::string framework;
   /// Values logged through the framework with a reduction across ranks (`logged`: Lightning's
@@ -271,6 +275,8 @@ struct RankTrace {
   std::optional<EmulationRecord> emulation;  ///< the run was emulated (--cpu)
   /// The `process_group` line: the backend the rank's default process group runs on.
   std::optional<std::string> processGroupBackend;
+  /// The line of that `process_group` event (init_process_group returned), or 0.
+  std::int64_t processGroupLine = 0;
   std::int64_t spawnedRanks = 0;    ///< `spawn` lines: the ranks this process started
   std::string spawnMethod;          ///< their start method ("spawn", "fork")
   bool truncatedTail = false;  ///< the last line was cut short (a kill while writing)
