@@ -155,12 +155,9 @@ std::optional<std::vector<std::int64_t>> partedInItsPass(const Trace& trace,
 }
 
 // Every rank in the same call of the program's own (one line, one op, one dtype), with sizes that
-// differ: a tensor each rank shaped from its own data (a list of misclassified samples gathered,
-// a per-rank count). The cause then, naming the line and each rank's size.
-// With gradients averaged by hand (a replica declared by the program's own all_reduce), the
-// tensors are gradients: the ranks reduce different parameters at the same point.
-std::optional<Explanation> sizedByEachRanksData(
-    const Trace& trace, const std::map<std::int64_t, std::vector<const CollectiveRecord*>>& lists,
+// differ: the sides, each "ranks … N", or nothing.
+std::optional<std::vector<std::string>> sizesAtOneCall(
+    const std::map<std::int64_t, std::vector<const CollectiveRecord*>>& lists,
     const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& sides, std::size_t s) {
   const CollectiveRecord& first = *lists.at(sides.front().second.front())[s];
   if (first.src != "user" || first.at.empty()) return std::nullopt;
@@ -171,29 +168,49 @@ std::optional<Explanation> sizedByEachRanksData(
       return std::nullopt;
     sizes.push_back(fmt::format("{} {}", rankList(rs), c.numel));
   }
-  const bool gather = first.op.find("gather") != std::string::npos;
+  return sizes;
+}
+
+// The same, with gradients averaged by hand (a replica declared by the program's own all_reduce):
+// the ranks reduce different parameters' gradients at that point, whatever their batches did
+// since (they may have parted in their pass as a consequence: not uneven inputs).
+std::optional<Explanation> gradientsOfOtherParameters(
+    const Trace& trace, const std::map<std::int64_t, std::vector<const CollectiveRecord*>>& lists,
+    const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& sides, std::size_t s) {
+  const auto sizes = sizesAtOneCall(lists, sides, s);
+  const CollectiveRecord& first = *lists.at(sides.front().second.front())[s];
   const RankTrace* t = firstTraced(trace);
   const bool byHand = t && std::any_of(t->ddp.begin(), t->ddp.end(), [](const auto& d) {
     return !d.second.averagedBy.empty();
   });
-  if (byHand && first.op == "all_reduce") {
-    return Explanation{
-        fmt::format("every rank called all_reduce at {} at this point, each with another "
-                    "parameter's gradient ({} elements): the program averages gradients by hand "
-                    "in a loop whose parameters differ per rank, one that skips a parameter whose "
-                    ".grad is None (a branch of the model some ranks' batches did not use) or "
-                    "walks them in a per-rank order, so the ranks reduce unrelated tensors",
-                    first.at, fmt::join(sizes, "; ")),
-        "all-reduce every parameter's gradient on every rank, in the parameters' own order (a "
-        "zero tensor for a gradient that is None), or wrap the model in DDP "
-        "(find_unused_parameters=True)"};
-  }
+  if (!sizes || !byHand || first.op != "all_reduce") return std::nullopt;
+  return Explanation{
+      fmt::format("every rank called all_reduce at {} at this point, each with another "
+                  "parameter's gradient ({} elements): the program averages gradients by hand in "
+                  "a loop whose parameters differ per rank, one that skips a parameter whose .grad "
+                  "is None (a branch of the model some ranks' batches did not use) or walks them "
+                  "in a per-rank order, so the ranks reduce unrelated tensors",
+                  first.at, fmt::join(*sizes, "; ")),
+      "all-reduce every parameter's gradient on every rank, in the parameters' own order (a zero "
+      "tensor for a gradient that is None), or wrap the model in DDP (find_unused_parameters=True)"};
+}
+
+// Every rank in the same call of the program's own, with sizes that differ: a tensor each rank
+// shaped from its own data (a list of misclassified samples gathered, a per-rank count). The cause
+// then, naming the line and each rank's size.
+std::optional<Explanation> sizedByEachRanksData(
+    const std::map<std::int64_t, std::vector<const CollectiveRecord*>>& lists,
+    const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& sides, std::size_t s) {
+  const auto sizes = sizesAtOneCall(lists, sides, s);
+  if (!sizes) return std::nullopt;
+  const CollectiveRecord& first = *lists.at(sides.front().second.front())[s];
+  const bool gather = first.op.find("gather") != std::string::npos;
   return Explanation{
       fmt::format("every rank called {} at {}{}, each with a tensor of its own size ({} "
                   "elements): its size comes from each rank's own data (the samples it "
                   "misclassified, a per-rank count), and {} needs the same shape on every rank",
                   first.op, first.at, first.via.empty() ? "" : " through " + first.via,
-                  fmt::join(sizes, "; "), first.op),
+                  fmt::join(*sizes, "; "), first.op),
       gather ? "pad the tensor to one size first (all_gather the sizes, pad to the largest, cut "
                "after), or gather Python objects with all_gather_object"
              : "give the tensor the same size on every rank (a fixed length, minlength=…)"};
@@ -231,11 +248,10 @@ std::optional<Violation> desync(const Trace& trace, const std::vector<std::int64
       explain(v, std::move(*logged));
       return v;
     }
-    // Every rank in the same call of the program's own, the same op and dtype, sizes that differ:
-    // a tensor shaped by each rank's own data (the ranks may have parted in their pass since: a
-    // consequence, not uneven inputs).
-    if (auto sized = sizedByEachRanksData(trace, lists, sides, s)) {
-      explain(v, std::move(*sized));
+    // Gradients of other parameters reduced at one line of a hand-written loop: the pass may
+    // have parted the ranks since, as a consequence, not by uneven inputs.
+    if (auto other = gradientsOfOtherParameters(trace, lists, sides, s)) {
+      explain(v, std::move(*other));
       return v;
     }
     // One side still in a pass whose batches the other side had run out of: not a branch around
@@ -296,6 +312,12 @@ std::optional<Violation> desync(const Trace& trace, const std::vector<std::int64
           rankList(few), own.op, own.at, through, describeCollective(first));
       v.help = "call the collective on every rank (move it out of the branch), or leave it out of "
                "the branch's work";
+      return v;
+    }
+    // Every rank in the same call of the program's own, the same op and dtype, sizes that differ:
+    // a tensor shaped by each rank's own data.
+    if (auto sized = sizedByEachRanksData(lists, sides, s)) {
+      explain(v, std::move(*sized));
       return v;
     }
     v.likelyCause =
