@@ -654,6 +654,62 @@ TEST(AuditPattern, HandAveragingThatSkipsGradientsThatAreNoneIsNamed) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, WeightsSwappedForARankZeroEvaluationAndNotRestoredAreNamed) {
+  // Replicas compared where each rank was: rank 0's extra evaluation passes do not hide the point
+  // where all four ran the same pass.
+  const auto a = launchAudited(4, python("ema_swap_shallow_backup.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_EQ(v["ranks"], Json::array({0})) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"),
+                  "rank 0 alone ran loader 1 (TensorDataset, 128 samples) (the other ranks never "
+                  "iterate it)"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "v.clone()")) << shown(a);
+  const auto twin = launchAudited(4, python("ema_swap_shallow_backup.py", {"--deepcopy"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
+TEST(AuditPattern, ASamplerHeldByABatchSamplerThatDoesNotForwardSetEpochIsNamed) {
+  const auto a = launchAudited(4, python("batch_sampler_holds_sampler.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "reshuffle");
+  EXPECT_TRUE(has(text(v, "likely_cause"),
+                  "SortedBatches.set_epoch does not forward the epoch to sampler 0"))
+      << shown(a);
+  const auto twin = launchAudited(4, python("batch_sampler_holds_sampler.py", {"--forward"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
+TEST(AuditPattern, ABatchSamplerThatStopsShortOfItsLenIsCoverage) {
+  // NOTE [A batch sampler that stops short]: 7 of the 8 batches len(loader) promises.
+  const auto a = launchAudited(4, python("batch_sampler_off_by_one.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_TRUE(has(text(v, "detail"), "ranks 0, 1, 2, 3 used 7 of 8 batches")) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "were never trained in the whole run")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "stops before its own __len__")) << shown(a);
+  const auto twin = launchAudited(4, python("batch_sampler_off_by_one.py", {"--fixed"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
+TEST(AuditPattern, AGeneratorLeftOutOfDdpIsNamedFromItsOptimizer) {
+  // NOTE [Parameters outside DDP]: the generator's optimizer steps parameters no DDP module holds.
+  const auto a = launchAudited(4, python("gan_generator_unwrapped.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_TRUE(has(text(v, "detail"), "216 parameters that no DDP module holds")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "steps 216 parameters that are in no DDP module"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "wrap that network in DistributedDataParallel too")) << shown(a);
+  const auto twin = launchAudited(4, python("gan_generator_unwrapped.py", {"--wrap-both"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, AnOrderFromTheGlobalGeneratorReseededEveryEpochIsReshuffle) {
   // NOTE [An order drawn from the global generators]: the sampler's first draw advanced torch's
   // generator, and torch.manual_seed(7) came before each pass.

@@ -22,10 +22,12 @@ from .instrumentor import Instrumentor
 
 
 class _Replica:
-    """One optimizer's parameters, hashed as a module is (params_hash.module_hash)."""
+    """One optimizer's parameters (those of ``among``, ids, when given), hashed as a module is
+    (params_hash.module_hash)."""
 
-    def __init__(self, optimizer):
+    def __init__(self, optimizer, among=None):
         self._optimizer = weakref.ref(optimizer)
+        self._among = among
         self.module = self  # what ddp_registry hashes at the end
 
     def parameters(self):
@@ -36,7 +38,8 @@ class _Replica:
         if optimizer is None:
             return []
         params = [p for g in optimizer.param_groups for p in g["params"]]
-        return [(str(k), p) for k, p in enumerate(params)]
+        return [(str(k), p) for k, p in enumerate(params)
+                if self._among is None or id(p) in self._among]
 
 
 class HandAveraging:
@@ -73,17 +76,34 @@ class HandAveraging:
                     self._declare(optimizer)
                     return
 
-    def _declare(self, optimizer):
-        replica = _Replica(optimizer)
+    def declare_outside_ddp(self, optimizer):
+        """At an optimizer's first step while a DDP module is alive: the trainable parameters it
+        steps that no live DDP module holds (a GAN's generator left unwrapped, a loss weight
+        outside the model) are a replica too, nothing averaging their gradients (NOTE [Parameters
+        outside DDP], docs/audit.md): a ``ddp`` line with ``"outside_ddp": true``."""
+        if optimizer in self._replicas:
+            return
+        modules = [m for m, _ in self.ddp.live() if not isinstance(m, _Replica)]
+        if not modules:
+            return
+        held = {id(p) for m in modules for p in m.parameters()}
+        outside = {id(p) for g in optimizer.param_groups for p in g["params"]
+                   if p.requires_grad and id(p) not in held}
+        if outside:
+            self._declare(optimizer, outside)
+
+    def _declare(self, optimizer, outside=None):
+        replica = _Replica(optimizer, outside)
         self._replicas[optimizer] = replica
         st = DdpModuleState(self.recorder.next_id("ddp"))
         st.watched = False
         self.ddp.add(replica, st)
         params = replica.parameters()
+        fields = {"outside_ddp": True} if outside is not None else {"averaged_by": "all_reduce"}
         self.recorder.emit(trace_events.DDP, id=st.id, module=type(optimizer).__name__,
                            parameters=int(sum(p.numel() for p in params)),
                            device=str(params[0].device) if params else "cpu", buffers=0,
-                           averaged_by="all_reduce")
+                           **fields)
 
 
 class OptimizerInstrumentor(Instrumentor):
@@ -98,15 +118,16 @@ class OptimizerInstrumentor(Instrumentor):
         fn = optim.Optimizer.__dict__.get("__init__")
         if fn is None or hasattr(fn, "__ddph_original__"):
             return
-        rec, track = self.session.recorder, self.session.averaging.track
-        steps = _SampledSteps(self.session.averaging.ddp)
+        rec, averaging = self.session.recorder, self.session.averaging
+        track = averaging.track
+        steps = _SampledSteps(averaging.ddp)
 
         @functools.wraps(fn)
         def __init__(self, *args, **kwargs):
             fn(self, *args, **kwargs)
             if rec.active:
                 track(self)
-                _watch_step(self, rec, steps)
+                _watch_step(self, rec, steps, averaging)
 
         __init__.__ddph_original__ = fn
         self.patch(optim.Optimizer, "__init__", __init__)
@@ -176,7 +197,7 @@ class _SampledSteps:
             return None
 
 
-def _watch_step(optimizer, rec, steps):
+def _watch_step(optimizer, rec, steps, averaging):
     """A ``step`` line after each ``optimizer.step()`` returns: when the program averages its
     gradients itself, the order of its all_reduces and its steps tells whether the step used the
     averaged gradients. A bound method on the instance (LR schedulers rebind ``step`` through
@@ -187,6 +208,11 @@ def _watch_step(optimizer, rec, steps):
     def step(self, *args, **kwargs):
         lr = _first_lr(self) if rec.active else None  # this step's rate (a scheduler's comes after)
         taken[0] += 1
+        if taken[0] == 1 and rec.active:
+            try:
+                averaging.declare_outside_ddp(self)
+            except Exception:  # an odd parameter group: nothing declared, recording goes on
+                pass
         # what this step is about to apply, and the state it applies it with
         grads = steps.gradients(taken[0] == 1) if rec.active else None
         # ZeroRedundancyOptimizer shards its state across the ranks by design: not compared

@@ -67,6 +67,12 @@ AuditSeen seenOn(const RankTrace& t) {
                                    l.peeks, l.peeks == 1 ? "" : "s")));
   }
   for (const auto& [id, d] : t.ddp) {
+    if (d.outsideDdp) {
+      seen.ddpModules.push_back(fmt::format("optimizer {}: {} over {} parameters that no DDP "
+                                            "module holds",
+                                            id, d.module, d.parameters));
+      continue;
+    }
     if (!d.averagedBy.empty()) {
       seen.ddpModules.push_back(fmt::format("optimizer {}: {} over {} parameters, gradients "
                                             "averaged by the program's own {} (no DDP)",

@@ -204,8 +204,54 @@ bool leftOutByDesign(DataFindings& findings, std::int64_t loader, std::int64_t k
   return false;
 }
 
+// NOTE [A batch sampler that stops short] (docs/audit.md): a batch_sampler of the program's own
+// whose passes end (StopIteration) with fewer batches than len(loader), its __len__, promises on
+// every rank, leaving samples of its sampler's order undrawn, some of which no epoch trained: an
+// off-by-one in its __iter__. Recorded, and true, or false.
+bool batchSamplerStopsShort(DataFindings& findings, std::int64_t loader, std::int64_t k,
+                            const std::vector<RankPass>& ranks) {
+  const LoaderRecord& l = ranks[0].trace->loaders.at(loader);
+  if (l.torchBatching || !allKnown(ranks, true) || !allKnown(ranks, false)) return false;
+  for (const auto& rp : ranks) {
+    const PassRecord& p = *rp.pass;
+    if (!p.ended || !p.declaredBatches || !trainsOnBatches(p) ||
+        static_cast<std::int64_t>(p.batches.size()) >= *p.declaredBatches) {
+      return false;
+    }
+  }
+  const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+  Expectations e;
+  e.dropLast = ranks[0].pass->dropLast.value_or(s && s->dropLast.value_or(false));
+  const Partition consumed = partitionOf(ranks, ranks[0].pass->datasetLen, k, true);
+  const Partition drawn = partitionOf(ranks, ranks[0].pass->datasetLen, k, false);
+  if (!checkCoverage(consumed, e) || checkCoverage(drawn, e)) return false;  // the sampler's own
+  const auto never = neverTrained(findings, loader, ranks);
+  if (!never || never->first == 0) return false;
+  const std::int64_t seen = distinctIndices(consumed);
+  sampler::Violation v;
+  v.property = std::string(property::kCoverage);
+  v.epoch = k;
+  v.detail = fmt::format(
+      "{}: every rank's pass ended with fewer batches than len(loader) promises ({}), so only {} "
+      "of its {} samples were drawn in this epoch, and {} samples were never trained in the whole "
+      "run",
+      describeLoader(*ranks[0].trace, loader), fmt::join(batchesUsed(ranks), "; "), seen,
+      consumed.datasetSize, never->first);
+  v.likelyCause =
+      "the loader's batch_sampler, a class of the program's own, stops before its own __len__: its "
+      "__iter__ never yields the last batch of the indices its sampler hands it (an off-by-one "
+      "in its range, such as range(0, len(indices) - batch_size, batch_size)), so every epoch "
+      "leaves each rank's last batch out";
+  v.help = "yield every batch (range(0, len(indices), batch_size), the last one shorter, or "
+           "dropped only when it is partial and drop_last is asked for)";
+  findings.judged(property::kCoverage);
+  findings.record(loader, v, "batch-sampler");
+  return true;
+}
+
 void checkConsumedInGroup(DataFindings& findings, std::int64_t loader, std::int64_t k,
                           const std::vector<RankPass>& ranks) {
+  if (batchSamplerStopsShort(findings, loader, k, ranks)) return;
   const bool anyDropped = std::any_of(ranks.begin(), ranks.end(),
                                       [](const RankPass& rp) { return rp.dropped; });
   if (!anyDropped || !allKnown(ranks, true) || !allKnown(ranks, false)) return;

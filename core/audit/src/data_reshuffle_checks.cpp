@@ -41,6 +41,21 @@ const SamplerRecord* unusedSamplerWithEpochs(const RankTrace& t) {
   return nullptr;
 }
 
+// A shuffling sampler over `n` samples that no loader draws from and whose set_epoch is never
+// called: one the loader's own sampler holds and draws from (a batch sampler of the program's
+// keeping its DistributedSampler as `.base`), or null.
+const SamplerRecord* heldShufflingSampler(const RankTrace& t, std::int64_t n) {
+  for (const auto& [id, s] : t.samplers) {
+    if (!s.setEpochCalls.empty() || !s.shuffle.value_or(false) || s.datasetLen != n) continue;
+    const auto samplerId = id;
+    const bool used = std::any_of(t.loaders.begin(), t.loaders.end(), [&](const auto& l) {
+      return l.second.sampler == samplerId;
+    });
+    if (!used) return &s;
+  }
+  return nullptr;
+}
+
 // NOTE [A loader cycled inside an epoch] (docs/audit.md, "Across epochs"): the shorter loader
 // of two trained together is restarted when it runs out (Lightning's CombinedLoader
 // max_size_cycle, a hand-written cycle), inside one pass of the longer one: its restarts are
@@ -73,7 +88,10 @@ bool reshuffleApplies(std::int64_t loader, const std::vector<RankPass>& before,
   const SamplerRecord* meant = unusedSamplerWithEpochs(*before[0].trace);
   const bool meantToShuffle = meant && meant->shuffle.value_or(false) &&
                               meant->datasetLen == before[0].pass->datasetLen;
-  return shuffle.value_or(false) || (!shuffle && (epochsSet || drawsRandom || meantToShuffle));
+  const bool holdsAShuffler =
+      !shuffle && heldShufflingSampler(*before[0].trace, before[0].pass->datasetLen) != nullptr;
+  return shuffle.value_or(false) ||
+         (!shuffle && (epochsSet || drawsRandom || meantToShuffle || holdsAShuffler));
 }
 
 // Why an order repeated: what the finding adds to its detail, its likely cause and the remedy.
@@ -133,6 +151,25 @@ std::optional<RepeatedOrder> setEpochNeverCalled(const SamplerRecord* s,
         "after the loader was built)",
         "call set_epoch on the loader's own sampler (loader.sampler.set_epoch(epoch))"};
   }
+  if (const SamplerRecord* held = heldShufflingSampler(*before[0].trace, before[0].pass->datasetLen)) {
+    const bool lightning = before[0].trace->framework.rfind("lightning", 0) == 0;
+    return RepeatedOrder{
+        fmt::format("set_epoch is never called on {}, nor on sampler {} ({}, shuffle=True, over "
+                    "the same {} samples), which no loader draws from and which it holds",
+                    samplerName(before[0]), held->id, held->className, held->datasetLen),
+        fmt::format("{} draws its order from sampler {} ({}), kept under an attribute of its own, "
+                    "and nothing gives that sampler its epoch: {}",
+                    samplerClass(before[0]), held->id, held->className,
+                    lightning ? "Lightning calls set_epoch on loader.sampler and on "
+                                "loader.batch_sampler.sampler only, never on a sampler held "
+                                "under another name (.base), so every epoch repeats epoch 0's order"
+                              : "the loop never calls its set_epoch (nor the holder's), so every "
+                                "epoch repeats epoch 0's order"),
+        lightning ? "keep the inner sampler as the batch sampler's .sampler (or subclass "
+                    "BatchSampler), or forward set_epoch to it yourself in on_train_epoch_start"
+                  : "call set_epoch(epoch) on the sampler it holds (or on the holder, forwarding "
+                    "it) at the start of every epoch"};
+  }
   return RepeatedOrder{
       fmt::format("set_epoch is never called on {}", samplerName(before[0])),
       "set_epoch(epoch) is not called before each epoch, so every epoch repeats "
@@ -174,6 +211,18 @@ RepeatedOrder fromSamplerEpochs(const SamplerRecord* s, const std::vector<RankPa
                          "pass the epoch number"};
   }
   if (e0 && e1) {
+    if (const SamplerRecord* held = heldShufflingSampler(*before[0].trace, before[0].pass->datasetLen)) {
+      return RepeatedOrder{
+          fmt::format("the sampler's epoch went from {} to {} but its order did not change, and "
+                      "sampler {} ({}, shuffle=True, over the same {} samples), which no loader "
+                      "draws from, never had set_epoch called",
+                      *e0, *e1, held->id, held->className, held->datasetLen),
+          fmt::format("{}.set_epoch does not forward the epoch to sampler {} ({}), the sampler it "
+                      "holds and draws its order from, so that sampler repeats epoch 0's order",
+                      samplerClass(before[0]), held->id, held->className),
+          "forward set_epoch to the held sampler (self.base.set_epoch(epoch)) in the holder's "
+          "set_epoch"};
+    }
     return RepeatedOrder{
         fmt::format("the sampler's epoch went from {} to {} but its order did not change", *e0,
                     *e1),

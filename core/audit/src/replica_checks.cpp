@@ -47,6 +47,10 @@ std::string shortHash(const std::string& h) { return h.substr(0, 12); }
 
 std::string moduleName(const RankTrace& t, std::int64_t ddp) {
   const auto d = t.ddp.find(ddp);
+  if (d != t.ddp.end() && d->second.outsideDdp) {
+    return fmt::format("the model of optimizer {} ({}, {} parameters that no DDP module holds)",
+                       ddp, d->second.module, d->second.parameters);
+  }
   if (d != t.ddp.end() && !d->second.averagedBy.empty()) {
     return fmt::format("the model of optimizer {} ({}, {} parameters, gradients averaged by the "
                        "program's own {})",
@@ -368,6 +372,22 @@ std::optional<Explanation> initialBroadcastMissed(const Trace& trace, std::int64
   return std::nullopt;
 }
 
+// NOTE [Parameters outside DDP] (docs/audit.md): an optimizer stepped, beside a DDP module,
+// parameters no DDP module holds; nothing averages their gradients. The cause then, else empty.
+Explanation outsideDdpCause(const Trace& trace, std::int64_t ddp) {
+  const RankTrace* t = firstTraced(trace);
+  const auto d = t ? t->ddp.find(ddp) : t->ddp.end();
+  if (!t || d == t->ddp.end() || !d->second.outsideDdp) return {};
+  return {fmt::format("optimizer {} ({}) steps {} parameters that are in no DDP module, beside a "
+                      "model DDP trains, and nothing averages their gradients: each rank steps "
+                      "them with its own (a second network left unwrapped, such as a GAN's "
+                      "generator trained through a wrapped discriminator, or a learnable weight "
+                      "of the loss kept outside the model), so those replicas part",
+                      ddp, d->second.module, d->second.parameters),
+          "wrap that network in DistributedDataParallel too (or put the parameters inside the "
+          "wrapped model), or all-reduce their gradients before the step"};
+}
+
 // NOTE [Hand-written gradient averaging] (docs/audit.md): no DDP, the program all-reduces its
 // parameters' gradients itself. That keeps replicas equal only if they start equal (DDP
 // broadcasts rank 0's at construction; a hand-written loop must) and every rank sums the same
@@ -420,10 +440,11 @@ Explanation bypassedCause(const Trace& trace, std::int64_t ddp) {
 // candidates the trace cannot tell apart (it records no optimizer step).
 // Ranks whose parameters at point `i` are the ones they held at an earlier point: their model went
 // back (a checkpoint of that time loaded). The first such rank and where it had them, or nothing.
+// `index`: each rank's point at the place compared.
 std::optional<std::pair<int, std::string>> wentBack(const std::map<int, std::vector<Point>>& byRank,
-                                                    std::size_t i) {
-  for (const auto& [rank, points] : byRank) {
-    if (i >= points.size()) continue;
+                                                    const std::map<int, std::size_t>& index) {
+  for (const auto& [rank, i] : index) {
+    const auto& points = byRank.at(rank);
     for (std::size_t j = 0; j < i; ++j) {
       if (points[j].params.hash == points[i].params.hash &&
           points[j].params.backwards < points[i].params.backwards) {
@@ -498,12 +519,70 @@ Explanation partedParametersCause(const Trace& trace, std::int64_t ddp, std::str
   return {};
 }
 
-Explanation divergedCause(const std::map<int, std::vector<Point>>& byRank, std::size_t i) {
-  if (const auto back = wentBack(byRank, i)) return restoredCause(back->first, back->second);
-  std::set<std::int64_t> backwards;
-  for (const auto& [rank, points] : byRank) {
-    if (i < points.size()) backwards.insert(points[i].params.backwards);
+// The ranks of `odd` (the minority) alone ran a pass of some loader the others never iterate (an
+// evaluation under `if rank == 0:`), between the last point where the replicas agreed (`before`
+// on each rank, its line) and the one where they differ: their weights were changed around it.
+// The cause, or nothing.
+std::optional<Explanation> changedAroundTheirOwnPass(const Trace& trace,
+                                                     const std::map<int, std::vector<Point>>& byRank,
+                                                     const std::map<int, std::size_t>& index,
+                                                     const std::vector<std::int64_t>& odd) {
+  if (odd.empty() || odd.size() == index.size()) return std::nullopt;
+  std::optional<std::int64_t> loader;
+  std::string where;
+  for (auto rank : odd) {
+    const auto& t = trace.ranks[static_cast<std::size_t>(rank)];
+    const auto i = index.find(static_cast<int>(rank));
+    if (!t || i == index.end() || i->second == 0) return std::nullopt;
+    // `before`: its latest earlier point that the other ranks have too (a pass they all ran).
+    const auto& points = byRank.at(static_cast<int>(rank));
+    const Point& now = points[i->second];
+    const Point* shared = nullptr;
+    for (std::size_t j = i->second; j-- > 0 && !shared;) {
+      for (const auto& [r, theirs] : byRank) {
+        if (std::count(odd.begin(), odd.end(), r)) continue;
+        if (std::any_of(theirs.begin(), theirs.end(),
+                        [&](const Point& q) { return q.where == points[j].where; })) {
+          shared = &points[j];
+          break;
+        }
+      }
+    }
+    if (!shared) return std::nullopt;
+    const Point& before = *shared;
+    std::optional<std::int64_t> own;
+    for (const auto& p : t->passes) {
+      if (p.startLine <= before.line || p.startLine >= now.line) continue;
+      const bool othersRanIt = std::any_of(index.begin(), index.end(), [&](const auto& r) {
+        if (std::count(odd.begin(), odd.end(), r.first)) return false;
+        const auto& other = trace.ranks[static_cast<std::size_t>(r.first)];
+        return other && std::any_of(other->passes.begin(), other->passes.end(),
+                                    [&](const PassRecord& q) { return q.loader == p.loader; });
+      });
+      if (!othersRanIt) own = p.loader;
+    }
+    if (!own || (loader && *loader != *own)) return std::nullopt;
+    loader = own;
+    where = before.where;
   }
+  const RankTrace& first = *trace.ranks[static_cast<std::size_t>(odd.front())];
+  return Explanation{
+      fmt::format("{} alone ran {} (the other ranks never iterate it) after {}, where the replicas "
+                  "still agreed, and {} parameters differ after it: the weights were changed "
+                  "around that pass on {} only, such as EMA or averaged weights loaded for an "
+                  "evaluation under `if rank == 0:` and not restored (a state_dict() kept as the "
+                  "backup holds references to the live tensors, not copies)",
+                  rankList(odd), describeLoader(first, *loader), where,
+                  odd.size() == 1 ? "its" : "their", odd.size() == 1 ? "that rank" : "those ranks"),
+      "back the weights up with copies ({k: v.clone() for k, v in model.state_dict().items()} or "
+      "copy.deepcopy) before swapping, or evaluate a separate copy of the model"};
+}
+
+Explanation divergedCause(const std::map<int, std::vector<Point>>& byRank,
+                          const std::map<int, std::size_t>& index) {
+  if (const auto back = wentBack(byRank, index)) return restoredCause(back->first, back->second);
+  std::set<std::int64_t> backwards;
+  for (const auto& [rank, i] : index) backwards.insert(byRank.at(rank)[i].params.backwards);
   if (backwards.size() == 1 && *backwards.begin() == 0) {
     return {"the replicas differ before any backward pass, although DDP broadcasts rank 0's "
             "parameters and buffers when it is built: the model was changed on some ranks after "
@@ -537,13 +616,21 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
   }
   if (byRank.size() < 2) return;
   const auto& reference = byRank.begin()->second;
+  // Each rank's points by where they were taken: a pass some ranks ran and others did not (an
+  // evaluation on rank 0 only) is compared among those that ran it, the others' points still
+  // with each other.
+  std::map<int, std::map<std::string, std::size_t>> at;
+  for (const auto& [rank, points] : byRank) {
+    for (std::size_t j = 0; j < points.size(); ++j) at[rank].emplace(points[j].where, j);
+  }
   for (std::size_t i = 0; i < reference.size(); ++i) {
     std::map<std::string, std::vector<std::int64_t>> byHash;
+    std::map<int, std::size_t> index;  // rank -> its point at reference[i].where
     for (const auto& [rank, points] : byRank) {
-      // The same point on every rank: same description (pass or end), same position in the list.
-      if (i < points.size() && points[i].where == reference[i].where) {
-        byHash[points[i].params.hash].push_back(rank);
-      }
+      const auto j = at[rank].find(reference[i].where);
+      if (j == at[rank].end()) continue;
+      index[rank] = j->second;
+      byHash[points[j->second].params.hash].push_back(rank);
     }
     if (byHash.size() < 2) continue;
     std::vector<std::pair<std::string, std::vector<std::int64_t>>> sides(byHash.begin(), byHash.end());
@@ -569,7 +656,8 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
                            reference[i].where, fmt::join(parts, "; "));
     std::string partedNote;
     Explanation byParts = partedParametersCause(trace, ddp, partedNote);
-    Explanation why = handWrittenCause(trace, ddp, odd);
+    Explanation why = outsideDdpCause(trace, ddp);
+    if (why.empty()) why = handWrittenCause(trace, ddp, odd);
     if (why.empty()) why = bypassedCause(trace, ddp);
     if (why.empty()) why = noSyncCause(trace, ddp, v.detail);
     if (why.empty()) why = ddpOverAPartOfTheWorld(trace, ddp).value_or(Explanation{});
@@ -579,7 +667,8 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
       why = changedGradients(trace, ddp, reference[i].line, gradientsNote).value_or(Explanation{});
     }
     if (why.empty()) why = std::move(byParts);
-    if (why.empty()) why = divergedCause(byRank, i);
+    if (why.empty()) why = changedAroundTheirOwnPass(trace, byRank, index, odd).value_or(Explanation{});
+    if (why.empty()) why = divergedCause(byRank, index);
     if (!partedNote.empty()) v.notes.push_back(partedNote);
     if (!gradientsNote.empty()) v.notes.push_back(gradientsNote);
     explain(v, std::move(why));

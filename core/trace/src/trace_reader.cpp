@@ -204,6 +204,7 @@ class RankTraceBuilder {
     d.parameters = optionalField<std::int64_t>(e, f::kParameters).value_or(0);
     d.broadcastBuffers = optionalField<std::int64_t>(e, f::kBuffers);
     d.averagedBy = optionalField<std::string>(e, f::kAveragedBy).value_or("");
+    d.outsideDdp = optionalField<bool>(e, f::kOutsideDdp).value_or(false);
     t_.ddp[d.id] = d;
   }
 

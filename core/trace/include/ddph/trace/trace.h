@@ -170,6 +170,9 @@ struct DdpRecord {
   /// "all_reduce": not a DDP module but an optimizer's parameters, whose gradients the program
   /// all-reduces itself ("averaged_by"); empty for DDP.
   std::string averagedBy;
+  /// Not a DDP module but the trainable parameters an optimizer steps that no DDP module holds
+  /// (`outside_ddp`): nothing averages their gradients.
+  bool outsideDdp = false;
   std::optional<ParamsSnapshot> atEnd;
 };
 
