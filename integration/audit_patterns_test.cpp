@@ -710,6 +710,20 @@ TEST(AuditPattern, AGeneratorLeftOutOfDdpIsNamedFromItsOptimizer) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, AccumulationWindowsClosedPerRankAreNamedFromTheirNoSyncForwards) {
+  // The ranks' loaders hold as many batches; their no_sync() forwards fall on other batches.
+  const auto a = launchAudited(4, python("token_budget_accumulation.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  const Json v = only(a, "collective-mismatch");
+  EXPECT_TRUE(has(text(v, "likely_cause"),
+                  "the ranks accumulate gradients under model.no_sync() over different "
+                  "micro-batches"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "all_reduce the budget's count")) << shown(a);
+  const auto twin = launchAudited(4, python("token_budget_accumulation.py", {"--synced"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, AnOrderFromTheGlobalGeneratorReseededEveryEpochIsReshuffle) {
   // NOTE [An order drawn from the global generators]: the sampler's first draw advanced torch's
   // generator, and torch.manual_seed(7) came before each pass.

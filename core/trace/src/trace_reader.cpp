@@ -214,8 +214,9 @@ class RankTraceBuilder {
     ++d.forwards;
     if (optionalField<bool>(e, f::kGrad).value_or(true)) {
       t_.gradForwardLines.push_back(line);
-      ++(optionalField<bool>(e, f::kSync).value_or(true) ? d.syncedGradForwards
-                                                          : d.unsyncedGradForwards);
+      const bool synced = optionalField<bool>(e, f::kSync).value_or(true);
+      t_.gradForwardSynced.push_back(synced);
+      ++(synced ? d.syncedGradForwards : d.unsyncedGradForwards);
     } else {
       ++d.gradFreeForwards;
     }

@@ -240,6 +240,8 @@ struct RankTrace {
   /// The lines of forwards with gradients of its DDP modules, ascending: a batch followed by none
   /// before the next batch trained nothing (a resumed job skipping what its checkpoint holds).
   std::vector<std::int64_t> gradForwardLines;
+  /// Whether each of those forwards reduced its gradients (false: under no_sync()), in step.
+  std::vector<bool> gradForwardSynced;
   /// The lines of its optimizers' step() calls (`step`), ascending; empty when not recorded.
   std::vector<std::int64_t> stepLines;
   /// The learning rate of each of those steps (its optimizer's first parameter group), when said.
