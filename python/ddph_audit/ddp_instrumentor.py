@@ -14,7 +14,7 @@
 - A hook the program registers (``register_comm_hook``) is wrapped by a recording hook that writes
   ``coll`` (``"op": "comm_hook"``, ``"hook"``: its qualified name, bucket index, backward count)
   and runs the program's hook; ``coll_done`` is written once its future is seen done
-  (``DdpRegistry.watch_future``).
+  (``DdpRegistry.hook_returned``).
   A second registration fails as in torch.
 - Modules with sparse gradients or a mixed-precision config are not recorded.
 """
@@ -68,10 +68,13 @@ def _recording_hook(state, bucket):
             st.backwards += 1
     except Exception as e:
         recorder.fail(e, "DDP comm hook")
-    with recorder.suppressed():  # collectives inside the program's hook belong to this bucket
-        fut = state.user_hook(state.user_state, bucket)
-    if token is not None:
-        me.ddp.watch_future(fut, token)
+    me.ddp.hook_started()
+    fut = None
+    try:
+        with recorder.suppressed():  # collectives inside the program's hook belong to this bucket
+            fut = state.user_hook(state.user_state, bucket)
+    finally:
+        me.ddp.hook_returned(fut, token if fut is not None else None)
     return fut
 
 

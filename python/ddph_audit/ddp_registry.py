@@ -51,6 +51,7 @@ class DdpRegistry:
         # without error, so no Python callback of ours runs on a communication thread.
         self._futures = []
         self._futures_lock = threading.Lock()
+        self._hooks_running = 0  # program hooks called whose future is not watched yet
 
     def get(self, ddp):
         return self._modules.get(ddp)
@@ -118,17 +119,28 @@ class DdpRegistry:
         for key in keys:
             self._end_params(key)
 
-    def watch_future(self, fut, token):
-        """``coll_done`` of (group id, seq) once ``fut`` is seen done without error."""
+    def hook_started(self):
+        """A program's comm hook is being called: until its future is watched, a callback of its
+        may already run on another thread (a ``then`` on a future that completed at once)."""
         with self._futures_lock:
-            self._futures.append((fut, token))
+            self._hooks_running += 1
+
+    def hook_returned(self, fut, token):
+        """The hook returned ``fut``: its ``coll_done`` is written once it is seen done without
+        error (``poll_futures``); it is watched before the hook stops counting as running, so
+        that no moment is left in which its callbacks would look like the program's."""
+        with self._futures_lock:
+            if token is not None:
+                self._futures.append((fut, token))
+            self._hooks_running -= 1
 
     def hook_pending(self):
-        """Whether some comm hook's future is not done yet: the collectives its callbacks make
-        on other threads (PowerSGD's second all_reduce, in a ``then``) belong to its bucket."""
-        if not self._futures:
-            return False
+        """Whether some comm hook is running or its future is not done yet: the collectives its
+        callbacks make on other threads (PowerSGD's second all_reduce, in a ``then``) belong to
+        its bucket."""
         with self._futures_lock:
+            if self._hooks_running:
+                return True
             for fut, _token in self._futures:
                 try:
                     if not fut.done():
