@@ -316,6 +316,20 @@ TEST(MultiNode, NewGroupCalledForTheOwnNodeOnlyIsNamedFromTheCalls) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(MultiNode, AnInitialBroadcastWithinEachNodeIsNamed) {
+  // Hand averaging: each node's leader broadcasts its own initial weights within the node only.
+  const auto two = auditNodes(2, 2, "broadcast_within_node.py");
+  EXPECT_EQ(two.command.exitCode, 1) << shown(two);
+  const Json v = onlyViolation(two, "replica-consistency");
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(),
+                  "received the initial parameters by broadcast within group 1 (ranks 0, 1) only"))
+      << shown(two);
+  const auto one = auditNodes(1, 4, "broadcast_within_node.py");
+  EXPECT_EQ(one.command.exitCode, 0) << shown(one);
+  const auto twin = auditNodes(2, 2, "broadcast_within_node.py", {"--world"});
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(MultiNode, ShardsShuffledWithTheNodesSeedAreNamed) {
   // NOTE [Samples on two ranks in other batches]: no batch is on two ranks, their samples are.
   const auto one = auditNodes(1, 4, "shards_per_node_seed.py");
