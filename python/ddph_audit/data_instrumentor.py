@@ -414,8 +414,10 @@ class DataInstrumentor(Instrumentor):
         set_epoch.__ddph_original__ = fn
         return set_epoch
 
-    def _wrap_class_set_epoch(self, cls):
-        """Wraps ``set_epoch`` on every class of ``cls``'s MRO that defines it (once per class)."""
+    def _wrap_class_set_epoch(self, cls, wrap=None):
+        """Wraps ``set_epoch`` on every class of ``cls``'s MRO that defines it (once per class),
+        with ``wrap(fn)``: a sampler's (recorded as a ``set_epoch`` line) by default."""
+        wrap = wrap or self._wrap_set_epoch
         for klass in cls.__mro__:
             if klass in self._wrapped_classes or klass is object:
                 continue
@@ -423,33 +425,18 @@ class DataInstrumentor(Instrumentor):
             fn = klass.__dict__.get("set_epoch")
             if isinstance(fn, types.FunctionType) and not hasattr(fn, "__ddph_original__"):
                 try:
-                    self.patch(klass, "set_epoch", self._wrap_set_epoch(fn))
+                    self.patch(klass, "set_epoch", wrap(fn))
                 except (TypeError, AttributeError):
                     pass
-
-    def _wrap_dataset_set_epoch(self, cls):
-        """An iterable dataset's ``set_epoch`` (class level, once per class): the epoch of its last
-        call is kept on the instance, for the ``dataset_epoch`` of its loader's passes (NOTE [A
-        stream whose set_epoch reaches nothing], docs/audit.md)."""
-        for klass in cls.__mro__:
-            if klass in self._wrapped_classes or klass is object:
-                continue
-            self._wrapped_classes.add(klass)
-            fn = klass.__dict__.get("set_epoch")
-            if not isinstance(fn, types.FunctionType) or hasattr(fn, "__ddph_original__"):
-                continue
-
-            try:
-                self.patch(klass, "set_epoch", _keeping_dataset_epoch(fn))
-            except (TypeError, AttributeError):
-                pass
 
     def _on_loader_init(self, loader):
         info = self.loaders.add(loader, _LoaderInfo())
         info.mapstyle = self._is_mapstyle(loader)
         if not info.mapstyle:
             info.needs_idx = False
-            self._wrap_dataset_set_epoch(type(loader.dataset))
+            # NOTE [A stream whose set_epoch reaches nothing] (docs/audit.md): an iterable
+            # dataset's own set_epoch keeps its epoch, for its passes' ``dataset_epoch``.
+            self._wrap_class_set_epoch(type(loader.dataset), _keeping_dataset_epoch)
             return
         sampler, batching = _loader_sampler(loader, self._batch_sampler_iter)
         self._wrap_class_set_epoch(type(sampler))

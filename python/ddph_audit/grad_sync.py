@@ -176,9 +176,10 @@ class _SampledSteps:
     """The process's optimizer steps, counted across its optimizers; on the first four, every
     power of two after them and each optimizer's first, the gradients each live DDP module (or
     hand-averaged replica) holds are hashed (a ``step``'s ``grads``, with ``state``: how many
-    parameters the optimizer held state for before the step): replicas that part although DDP averaged the gradients
-    are then told apart by whether the gradients the steps used differed (NOTE [Gradients at the
-    step], docs/audit.md). Sampled, so that a long run hashes its gradients a few dozen times."""
+    parameters the optimizer held state for before the step): replicas that part although DDP
+    averaged the gradients are then told apart by whether the gradients the steps used differed
+    (NOTE [Gradients at the step], docs/audit.md). Sampled, so that a long run hashes its
+    gradients a few dozen times."""
 
     def __init__(self, ddp):
         self._ddp = ddp

@@ -196,9 +196,15 @@ std::vector<std::string> ranksPerNode(const Trace& trace);
 /// "all_reduce float32[101770] (DDP gradient bucket 0 of backward 12)", "barrier (user call)".
 std::string describeCollective(const CollectiveRecord& c);
 
+/// "new_group([0, 1]) at train.py:25 in main": a `group_call` as findings name it.
+std::string describeGroupCall(const GroupCall& c);
+
 /// `lightning` when PyTorch Lightning drove the rank's loop (its `framework` line), else empty:
 /// the words a cause adds in Lightning's vocabulary.
 std::string frameworkHint(const RankTrace& t, std::string_view lightning);
+
+/// Whether Lightning drove the rank's loop (its `framework` line).
+bool drivenByLightning(const RankTrace& t);
 
 /// What must agree across ranks: "all_reduce float32[10]"; pickled objects by op only.
 std::string collectiveSignature(const CollectiveRecord& c);

@@ -406,13 +406,11 @@ std::string unpartneredCause(const CollectiveRecord& extra, const std::vector<st
                           : "");
 }
 
-// The cause and help of ranks that parted in a pass: the ranks behind skipped steps over a whole
-// pass, or ran out of batches first (uneven inputs).
 // Within the pass that parted the ranks, their forwards under no_sync() fall on other batches:
 // each rank closes its accumulation window on a condition of its own (a token budget counted on
-// its own batches), so one rank's synchronising backward meets another's silent one. The batch
-// where they first differ, or nothing.
-std::optional<std::size_t> accumulatedDifferently(const Trace& trace,
+// its own batches), so one rank's synchronising backward meets another's silent one. The cause,
+// naming the forward where they first differ, or nothing.
+std::optional<Explanation> accumulatedDifferently(const Trace& trace,
                                                   const std::vector<std::int64_t>& ranks,
                                                   const std::pair<std::int64_t, std::int64_t>& parted) {
   std::vector<std::vector<bool>> flags;
@@ -435,26 +433,29 @@ std::optional<std::size_t> accumulatedDifferently(const Trace& trace,
   std::size_t common = SIZE_MAX;
   for (const auto& f : flags) common = std::min(common, f.size());
   for (std::size_t b = 0; b < common; ++b) {
-    for (const auto& f : flags) {
-      if (f[b] != flags.front()[b]) return b;
-    }
+    const bool differ = std::any_of(flags.begin(), flags.end(),
+                                    [&](const std::vector<bool>& f) { return f[b] != flags.front()[b]; });
+    if (!differ) continue;
+    return Explanation{
+        fmt::format("the ranks accumulate gradients under model.no_sync() over different "
+                    "micro-batches: at the pass's forward {} some synchronise and others do not, "
+                    "so each rank closes its accumulation window on a condition of its own (a "
+                    "token or sample budget counted on its own batches, a per-rank schedule) and "
+                    "one rank's gradient allreduce meets another's next collective",
+                    b + 1),
+        "decide when to step on every rank together (all_reduce the budget's count before "
+        "choosing no_sync), or accumulate a fixed number of micro-batches"};
   }
   return std::nullopt;
 }
 
+// The cause and help of ranks that parted in a pass: their accumulation windows closed apart,
+// the ranks behind skipped steps over a whole pass, or ran out of batches first (uneven inputs).
 void explainParting(const Trace& trace, const std::vector<std::int64_t>& ranks,
                     const std::vector<std::int64_t>& behind,
                     const std::pair<std::int64_t, std::int64_t>& parted, Violation& v) {
-  if (const auto b = accumulatedDifferently(trace, ranks, parted)) {
-    v.likelyCause = fmt::format(
-        "the ranks accumulate gradients under model.no_sync() over different micro-batches: at "
-        "the pass's forward {} some synchronise and others do not, so each rank closes its "
-        "accumulation window on a condition of its own (a token or sample budget counted on its "
-        "own batches, a per-rank schedule) and one rank's gradient allreduce meets another's "
-        "next collective",
-        *b + 1);
-    v.help = "decide when to step on every rank together (all_reduce the budget's count before "
-             "choosing no_sync), or accumulate a fixed number of micro-batches";
+  if (auto accumulated = accumulatedDifferently(trace, ranks, parted)) {
+    explain(v, std::move(*accumulated));
     return;
   }
   if (behindDrewTheWholePass(trace, ranks, behind, parted)) {
@@ -519,8 +520,10 @@ std::optional<Violation> uneven(const Trace& trace, const std::vector<std::int64
       rankList(ahead), collectiveNumber(extra), describeCollective(extra), rankList(behind),
       behind.size() == 1 ? "it" : "they", fewest, fewest == 1 ? "" : "s", counts);
   if (!parted) {
-    if (extra.loader >= 0 && accumulatedDifferently(trace, ranks, {extra.loader, extra.iter})) {
-      explainParting(trace, ranks, behind, {extra.loader, extra.iter}, v);
+    // The loaders held as many batches; the accumulation windows may still have parted them.
+    if (auto accumulated = extra.loader >= 0 ? accumulatedDifferently(trace, ranks, {extra.loader, extra.iter})
+                                             : std::nullopt) {
+      explain(v, std::move(*accumulated));
       return v;
     }
     v.likelyCause = unpartneredCause(extra, ahead);

@@ -18,6 +18,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 #include "data_checks.h"
 
@@ -44,6 +46,27 @@ void DataFindings::notApplicable(std::int64_t loader, const std::string& why) {
 bool DataFindings::anyFor(std::int64_t loader) const {
   return std::any_of(findings_.begin(), findings_.end(),
                      [&](const auto& f) { return std::get<0>(f.first) == loader; });
+}
+
+std::optional<std::pair<std::int64_t, std::int64_t>> DataFindings::neverTrained(
+    std::int64_t loader, const std::vector<RankPass>& ranks) {
+  const std::int64_t n = ranks[0].pass->datasetLen;
+  const auto key = std::make_tuple(loader, ranks[0].trace->rank, n);
+  if (const auto it = neverTrained_.find(key); it != neverTrained_.end()) return it->second;
+  std::optional<std::pair<std::int64_t, std::int64_t>> answer;
+  std::set<sampler::Index> trained;
+  bool known = true;
+  for (const auto& rp : ranks) {
+    for (const auto& p : rp.trace->passes) {
+      if (!known || p.loader != loader || !trainsOnBatches(p) || p.datasetLen != n) continue;
+      const auto used = consumedIndices(*rp.trace, p, samplerOrder(*rp.trace, p, orders_));
+      if (!used) known = false;
+      else trained.insert(used->begin(), used->end());
+    }
+  }
+  if (known) answer = std::make_pair(n - static_cast<std::int64_t>(trained.size()), n);
+  neverTrained_.emplace(key, answer);
+  return answer;
 }
 
 void DataFindings::appendTo(std::vector<Violation>& out) {

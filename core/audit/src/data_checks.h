@@ -42,6 +42,12 @@ class DataFindings {
   bool anyFor(std::int64_t loader) const;
   /// The findings, in (loader, property, kind) order, each with the number of its epochs.
   void appendTo(std::vector<sampler::Violation>& out);
+  /// The samples of `loader` (of the length of `ranks`' pass) that no training pass of the run
+  /// consumed on any of `ranks`, and how many the dataset holds; nothing when some pass's indices
+  /// are unknown. Computed once per loader, group of ranks and length: a run property that the
+  /// checks of every epoch ask for.
+  std::optional<std::pair<std::int64_t, std::int64_t>> neverTrained(std::int64_t loader,
+                                                                    const std::vector<RankPass>& ranks);
 
  private:
   struct Finding {
@@ -54,6 +60,10 @@ class DataFindings {
   std::set<std::string>& judged_;
   OrderCache orders_;
   std::map<std::tuple<std::int64_t, std::string, std::string>, Finding> findings_;
+  // (loader, first rank of the group, dataset length) -> neverTrained's answer
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>,
+           std::optional<std::pair<std::int64_t, std::int64_t>>>
+      neverTrained_;
 };
 
 // Each family below takes a pass `k` (its epoch) of `loader` on every rank, `ranks`.

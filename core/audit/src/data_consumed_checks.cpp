@@ -49,39 +49,18 @@ bool everyPassCutAlike(std::int64_t loader, const std::vector<RankPass>& ranks) 
   return true;
 }
 
-// NOTE [A miscounted batch budget] (docs/audit.md): the cut of everyPassCutAlike made by the
-// program's own loop (no framework drove it: no limit_train_batches was asked for) at a count
-// that is a known miscount (miscountedBudget), some of whose samples no epoch trained. The
-// samples of the loader that no training pass of the run consumed on any rank, and how many
-// samples the dataset holds; nothing when some pass's indices are unknown.
-std::optional<std::pair<std::int64_t, std::int64_t>> neverTrained(DataFindings& findings,
-                                                                  std::int64_t loader,
-                                                                  const std::vector<RankPass>& ranks) {
-  std::set<Index> trained;
-  const std::int64_t n = ranks[0].pass->datasetLen;
-  for (const auto& rp : ranks) {
-    for (const auto& p : rp.trace->passes) {
-      if (p.loader != loader || !trainsOnBatches(p) || p.datasetLen != n) continue;
-      const auto used = consumedIndices(*rp.trace, p, samplerOrder(*rp.trace, p, findings.orders()));
-      if (!used) return std::nullopt;
-      trained.insert(used->begin(), used->end());
-    }
-  }
-  return std::make_pair(n - static_cast<std::int64_t>(trained.size()), n);
-}
-
 // The optimizer steps rank `t` took during pass `p` (its `step` lines between the pass's start
 // and the loader's next pass), or nothing when steps are not recorded.
 std::optional<std::int64_t> stepsDuring(const RankTrace& t, const PassRecord& p) {
   if (t.stepLines.empty()) return std::nullopt;
-  std::int64_t end = t.lines + 1;
-  for (const auto& q : t.passes) {
-    if (q.loader == p.loader && q.startLine > p.startLine) end = std::min(end, q.startLine);
-  }
+  const std::int64_t end = nextPassLine(t, p);
   return std::count_if(t.stepLines.begin(), t.stepLines.end(),
                        [&](std::int64_t l) { return l > p.startLine && l < end; });
 }
 
+// NOTE [A miscounted batch budget] (docs/audit.md): the cut of everyPassCutAlike made by the
+// program's own loop (no framework drove it: no limit_train_batches was asked for) at a count
+// that is a known miscount, some of whose samples no epoch trained.
 // The count of batches each pass stopped at, when it is a known miscount of the loop's own
 // arithmetic: len(loader) divided by the world size again, or whole accumulation windows only. A
 // budget of another size (a deliberate cap) gives nothing: the trace cannot tell it is wrong.
@@ -154,7 +133,7 @@ bool leftOutByDesign(DataFindings& findings, std::int64_t loader, std::int64_t k
     const auto miscount = ranks[0].trace->framework.empty()
                               ? miscountedBudget(ranks[0], used, static_cast<std::int64_t>(ranks.size()))
                               : std::nullopt;
-    const auto never = miscount ? neverTrained(findings, loader, ranks) : std::nullopt;
+    const auto never = miscount ? findings.neverTrained(loader, ranks) : std::nullopt;
     if (never && never->first > 0) {
       sampler::Violation v;
       v.property = std::string(property::kCoverage);
@@ -225,7 +204,7 @@ bool batchSamplerStopsShort(DataFindings& findings, std::int64_t loader, std::in
   const Partition consumed = partitionOf(ranks, ranks[0].pass->datasetLen, k, true);
   const Partition drawn = partitionOf(ranks, ranks[0].pass->datasetLen, k, false);
   if (!checkCoverage(consumed, e) || checkCoverage(drawn, e)) return false;  // the sampler's own
-  const auto never = neverTrained(findings, loader, ranks);
+  const auto never = findings.neverTrained(loader, ranks);
   if (!never || never->first == 0) return false;
   const std::int64_t seen = distinctIndices(consumed);
   sampler::Violation v;

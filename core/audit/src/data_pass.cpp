@@ -276,16 +276,19 @@ std::vector<const RankTrace*> tracesOf(const std::vector<RankPass>& ranks) {
   return traces;
 }
 
+std::int64_t nextPassLine(const RankTrace& t, const PassRecord& p) {
+  std::int64_t until = t.lines + 1;
+  for (const auto& q : t.passes) {
+    if (q.loader == p.loader && q.startLine > p.startLine) until = std::min(until, q.startLine);
+  }
+  return until;
+}
+
 std::vector<const CollectiveRecord*> userCollectivesAfterPass(const RankPass& rp) {
   std::vector<const CollectiveRecord*> out;
   if (rp.pass->batches.empty()) return out;
   const std::int64_t from = rp.pass->batches.back().line;
-  std::int64_t until = rp.trace->lines + 1;
-  for (const auto& q : rp.trace->passes) {
-    if (q.loader == rp.pass->loader && q.startLine > rp.pass->startLine) {
-      until = std::min(until, q.startLine);
-    }
-  }
+  const std::int64_t until = nextPassLine(*rp.trace, *rp.pass);
   for (const auto& [group, list] : rp.trace->collectives) {
     for (const auto& c : list) {
       if (c.src == "user" && c.line > from && c.line < until) out.push_back(&c);

@@ -35,6 +35,9 @@ struct RankPass {
 std::vector<std::vector<RankPass>> splitGroups(const std::vector<RankPass>& ranks,
                                                std::int64_t loader);
 
+/// The line where the loader's next pass on rank `t` after `p` starts, or past the trace's end.
+std::int64_t nextPassLine(const RankTrace& t, const PassRecord& p);
+
 /// The program's own collectives rank `rp` made after its pass's last batch and before the
 /// loader's next pass (or the end of the trace), in group order.
 std::vector<const CollectiveRecord*> userCollectivesAfterPass(const RankPass& rp);

@@ -27,16 +27,16 @@ const SetEpochCall* setEpochInside(const SamplerRecord& s, const PassRecord& p) 
   return nullptr;
 }
 
+// Whether some loader of `t` draws from sampler `id`.
+bool drawnByALoader(const RankTrace& t, std::int64_t id) {
+  return std::any_of(t.loaders.begin(), t.loaders.end(),
+                     [&](const auto& l) { return l.second.sampler == id; });
+}
+
 // A sampler whose set_epoch was called and that no loader draws from, or null.
 const SamplerRecord* unusedSamplerWithEpochs(const RankTrace& t) {
   for (const auto& [id, s] : t.samplers) {
-    if (s.setEpochCalls.empty()) continue;
-    // A named copy: a lambda may not capture a structured binding before C++20.
-    const auto samplerId = id;
-    const bool used = std::any_of(t.loaders.begin(), t.loaders.end(), [&](const auto& l) {
-      return l.second.sampler == samplerId;
-    });
-    if (!used) return &s;
+    if (!s.setEpochCalls.empty() && !drawnByALoader(t, id)) return &s;
   }
   return nullptr;
 }
@@ -46,12 +46,10 @@ const SamplerRecord* unusedSamplerWithEpochs(const RankTrace& t) {
 // keeping its DistributedSampler as `.base`), or null.
 const SamplerRecord* heldShufflingSampler(const RankTrace& t, std::int64_t n) {
   for (const auto& [id, s] : t.samplers) {
-    if (!s.setEpochCalls.empty() || !s.shuffle.value_or(false) || s.datasetLen != n) continue;
-    const auto samplerId = id;
-    const bool used = std::any_of(t.loaders.begin(), t.loaders.end(), [&](const auto& l) {
-      return l.second.sampler == samplerId;
-    });
-    if (!used) return &s;
+    if (s.setEpochCalls.empty() && s.shuffle.value_or(false) && s.datasetLen == n &&
+        !drawnByALoader(t, id)) {
+      return &s;
+    }
   }
   return nullptr;
 }
@@ -152,7 +150,7 @@ std::optional<RepeatedOrder> setEpochNeverCalled(const SamplerRecord* s,
         "call set_epoch on the loader's own sampler (loader.sampler.set_epoch(epoch))"};
   }
   if (const SamplerRecord* held = heldShufflingSampler(*before[0].trace, before[0].pass->datasetLen)) {
-    const bool lightning = before[0].trace->framework.rfind("lightning", 0) == 0;
+    const bool lightning = drivenByLightning(*before[0].trace);
     return RepeatedOrder{
         fmt::format("set_epoch is never called on {}, nor on sampler {} ({}, shuffle=True, over "
                     "the same {} samples), which no loader draws from and which it holds",

@@ -28,8 +28,14 @@ std::string describeCollective(const CollectiveRecord& c) {
   return what;
 }
 
+std::string describeGroupCall(const GroupCall& c) {
+  return fmt::format("new_group([{}]){}", fmt::join(c.ranks, ", "), c.at.empty() ? "" : " at " + c.at);
+}
+
+bool drivenByLightning(const RankTrace& t) { return t.framework.rfind("lightning", 0) == 0; }
+
 std::string frameworkHint(const RankTrace& t, std::string_view lightning) {
-  return t.framework.rfind("lightning", 0) == 0 ? std::string(lightning) : std::string();
+  return drivenByLightning(t) ? std::string(lightning) : std::string();
 }
 
 // Pickled objects (all_gather_object, …) differ in size legitimately: their op must agree.

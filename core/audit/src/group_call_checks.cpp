@@ -19,10 +19,6 @@ namespace property = sampler::property;
 
 namespace {
 
-std::string askedFor(const GroupCall& c) {
-  return fmt::format("new_group([{}]){}", fmt::join(c.ranks, ", "), c.at.empty() ? "" : " at " + c.at);
-}
-
 // Every group of callers asked for a group that holds them: each rank made only its own group.
 bool eachAskedForItsOwn(const std::map<std::string, std::pair<const GroupCall*, std::vector<std::int64_t>>>& by) {
   for (const auto& [key, entry] : by) {
@@ -61,7 +57,7 @@ void checkGroupCalls(const Trace& trace, std::vector<Violation>& out) {
     if (by.size() < 2) continue;
     std::vector<std::string> parts;
     for (const auto& [key, entry] : by) {
-      parts.push_back(entry.first ? fmt::format("{} called {}", rankList(entry.second), askedFor(*entry.first))
+      parts.push_back(entry.first ? fmt::format("{} called {}", rankList(entry.second), describeGroupCall(*entry.first))
                                   : fmt::format("{} made no such call", rankList(entry.second)));
     }
     Violation v;

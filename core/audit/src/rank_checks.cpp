@@ -311,11 +311,10 @@ Explanation endingCause(const Trace& trace, const RankTrace* t, const LaunchedRa
             ""};
   }
   if (hung && !t->groupCalls.empty() && t->groupCalls.back().line == t->lines) {
-    const GroupCall& c = t->groupCalls.back();
-    return {fmt::format("it hung inside new_group([{}]){}, the last thing it did: a call of the "
-                        "whole world that the other ranks did not make alike (the collective-"
-                        "mismatch finding above, if any, is the cause)",
-                        fmt::join(c.ranks, ", "), c.at.empty() ? "" : " at " + c.at),
+    return {fmt::format("it hung inside {}, the last thing it did: a call of the whole world "
+                        "that the other ranks did not make alike (the collective-mismatch finding "
+                        "above, if any, is the cause)",
+                        describeGroupCall(t->groupCalls.back())),
             ""};
   }
   if (hung) {

@@ -376,8 +376,9 @@ std::optional<Explanation> initialBroadcastMissed(const Trace& trace, std::int64
 // parameters no DDP module holds; nothing averages their gradients. The cause then, else empty.
 Explanation outsideDdpCause(const Trace& trace, std::int64_t ddp) {
   const RankTrace* t = firstTraced(trace);
-  const auto d = t ? t->ddp.find(ddp) : t->ddp.end();
-  if (!t || d == t->ddp.end() || !d->second.outsideDdp) return {};
+  if (!t) return {};
+  const auto d = t->ddp.find(ddp);
+  if (d == t->ddp.end() || !d->second.outsideDdp) return {};
   return {fmt::format("optimizer {} ({}) steps {} parameters that are in no DDP module, beside a "
                       "model DDP trains, and nothing averages their gradients: each rank steps "
                       "them with its own (a second network left unwrapped, such as a GAN's "
@@ -528,42 +529,39 @@ std::optional<Explanation> changedAroundTheirOwnPass(const Trace& trace,
                                                      const std::map<int, std::size_t>& index,
                                                      const std::vector<std::int64_t>& odd) {
   if (odd.empty() || odd.size() == index.size()) return std::nullopt;
+  const auto isOdd = [&](std::int64_t r) { return std::count(odd.begin(), odd.end(), r) > 0; };
+  // What the other ranks have: the points they took, the loaders they iterated.
+  std::set<std::string> theirPoints;
+  std::set<std::int64_t> theirLoaders;
+  for (const auto& [r, points] : byRank) {
+    const auto& t = trace.ranks[static_cast<std::size_t>(r)];
+    if (isOdd(r) || !t) continue;
+    for (const auto& q : points) theirPoints.insert(q.where);
+    for (const auto& p : t->passes) theirLoaders.insert(p.loader);
+  }
   std::optional<std::int64_t> loader;
   std::string where;
   for (auto rank : odd) {
     const auto& t = trace.ranks[static_cast<std::size_t>(rank)];
     const auto i = index.find(static_cast<int>(rank));
-    if (!t || i == index.end() || i->second == 0) return std::nullopt;
+    if (!t || i == index.end()) return std::nullopt;
     // `before`: its latest earlier point that the other ranks have too (a pass they all ran).
     const auto& points = byRank.at(static_cast<int>(rank));
     const Point& now = points[i->second];
-    const Point* shared = nullptr;
-    for (std::size_t j = i->second; j-- > 0 && !shared;) {
-      for (const auto& [r, theirs] : byRank) {
-        if (std::count(odd.begin(), odd.end(), r)) continue;
-        if (std::any_of(theirs.begin(), theirs.end(),
-                        [&](const Point& q) { return q.where == points[j].where; })) {
-          shared = &points[j];
-          break;
-        }
-      }
+    const Point* before = nullptr;
+    for (std::size_t j = i->second; j-- > 0 && !before;) {
+      if (theirPoints.count(points[j].where)) before = &points[j];
     }
-    if (!shared) return std::nullopt;
-    const Point& before = *shared;
+    if (!before) return std::nullopt;
     std::optional<std::int64_t> own;
     for (const auto& p : t->passes) {
-      if (p.startLine <= before.line || p.startLine >= now.line) continue;
-      const bool othersRanIt = std::any_of(index.begin(), index.end(), [&](const auto& r) {
-        if (std::count(odd.begin(), odd.end(), r.first)) return false;
-        const auto& other = trace.ranks[static_cast<std::size_t>(r.first)];
-        return other && std::any_of(other->passes.begin(), other->passes.end(),
-                                    [&](const PassRecord& q) { return q.loader == p.loader; });
-      });
-      if (!othersRanIt) own = p.loader;
+      if (p.startLine > before->line && p.startLine < now.line && !theirLoaders.count(p.loader)) {
+        own = p.loader;
+      }
     }
     if (!own || (loader && *loader != *own)) return std::nullopt;
     loader = own;
-    where = before.where;
+    where = before->where;
   }
   const RankTrace& first = *trace.ranks[static_cast<std::size_t>(odd.front())];
   return Explanation{
