@@ -189,9 +189,15 @@ TEST(AuditPython, PerRankSeedBreaksCoverage) {
   EXPECT_EQ(v["epoch"], 0);
   EXPECT_TRUE(has(text(v, "detail"), "indices are on no rank")) << shown(a);
   EXPECT_TRUE(has(text(v, "likely_cause"), "different seeds (0, 1, 2, 3)")) << shown(a);
-  // The split that loses samples copies others: one finding, which says both.
+  // The split that loses samples copies others: both promises broken, two findings of one cause
+  // (NOTE [A split that loses and copies]), as the simulator's online checks report it.
   EXPECT_TRUE(has(v["notes"].dump(), "the same split puts samples on more than one rank too"))
       << shown(a);
+  const Json d = onlyViolation(a, "disjointness");
+  EXPECT_EQ(d["epoch"], 0);
+  EXPECT_TRUE(has(text(d, "detail"), "extra copies across ranks")) << shown(a);
+  EXPECT_EQ(text(d, "likely_cause"), text(v, "likely_cause")) << shown(a);
+  EXPECT_TRUE(has(d["notes"].dump(), "the same split leaves samples on no rank too")) << shown(a);
 }
 
 TEST(AuditPython, PerRankFileOrderBreaksCoverage) {

@@ -231,6 +231,25 @@ TEST(AuditPattern, ALearningRatePerRankIsNamedByTheRatesTheRanksSteppedWith) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+// NOTE [An object list nobody keeps]: a configuration broadcast into a list display never reaches
+// ranks 1-3; the rates they stepped with show the effect, the broadcast's line the construct.
+TEST(AuditPattern, AConfigBroadcastIntoAListDisplayIsNamedWithItsLine) {
+  const auto a = launchAudited(4, python("config_broadcast_discarded.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_TRUE(has(text(v, "likely_cause"), "stepped with different learning rates from their "
+                                           "step 1 on")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"),
+                  "broadcast_object_list was given a list display at "
+                  "config_broadcast_discarded.py:32 in main"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "cfg = objs[0]")) << shown(a);
+  const auto twin = launchAudited(4, python("config_broadcast_discarded.py", {"--keep"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+  EXPECT_TRUE(twin.report["violations"].empty()) << shown(twin);
+}
+
 TEST(AuditPattern, ShardsMadeByHandThenShardedAgainNameTheDoubleSharding) {
   const auto a = launchAudited(4, python("sharded_twice.py"));
   EXPECT_EQ(a.command.exitCode, 1) << shown(a);

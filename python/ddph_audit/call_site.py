@@ -8,9 +8,12 @@ through lightning; a barrier Lightning makes for itself is placed at the program
 ``trainer.fit(...)``, through lightning. Standard library only.
 """
 
+import ast
+import linecache
 import os
 import re
 import sys
+import textwrap
 
 
 # Frames under these folders are torch's, Python's or the recorder's, not the program's.
@@ -61,3 +64,36 @@ def program_call_site(skip=2):
                                     code.co_name), via
         frame = frame.f_back
     return None, None
+
+
+def _called_name(func):
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def list_display_argument(skip, function, position, keyword):
+    """Whether the program's call of ``function`` ``skip`` frames up passed a list display
+    (``[cfg]``) as its argument at ``position`` (or named ``keyword``): read from the call's
+    source line(s), a statement of up to six lines. False when the caller is not the program's
+    own code or its source cannot be read."""
+    try:
+        frame = sys._getframe(skip)
+    except ValueError:
+        return False
+    if not is_program_frame(frame):
+        return False
+    lines = linecache.getlines(frame.f_code.co_filename)
+    first = frame.f_lineno
+    for last in range(first, min(first + 6, len(lines) + 1)):
+        try:
+            tree = ast.parse(textwrap.dedent("".join(lines[first - 1:last])))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and _called_name(node.func) == function:
+                arg = node.args[position] if len(node.args) > position else next(
+                    (k.value for k in node.keywords if k.arg == keyword), None)
+                return isinstance(arg, ast.List)
+        return False
+    return False

@@ -17,7 +17,7 @@ import inspect
 import sys
 import threading
 
-from .call_site import program_call_site
+from .call_site import list_display_argument, program_call_site
 from . import trace_events
 from .groups import dtype_name
 from .instrumentor import Instrumentor
@@ -242,6 +242,10 @@ class DistributedInstrumentor(Instrumentor):
             fields["at"] = at
             if via is not None:
                 fields["via"] = via
+        if name == "broadcast_object_list" and list_display_argument(3, name, 0, "object_list"):
+            # NOTE [An object list nobody keeps] (docs/audit.md): a list display is filled in
+            # place on the receiving ranks, then thrown away with the call's arguments.
+            fields["discarded"] = True
         if peer_arg is not None:
             peer = get(args, kwargs, peer_arg)
             fields["peer"] = int(peer) if peer is not None else None

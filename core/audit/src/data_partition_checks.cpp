@@ -126,14 +126,14 @@ bool checkSplit(DataFindings& findings, std::int64_t loader, std::int64_t k, std
   if (!v) v = checkCoverage(part, e);
   if (!v) v = checkDisjointness(part, e);
   if (!v) return true;
-  // Samples lost and samples copied by one split are one harm: the coverage finding says both.
-  bool copied = false;
-  if (v->property == property::kCoverage) {
-    if (const auto copies = checkDisjointness(part, e)) {
-      v->notes.push_back("the same split puts samples on more than one rank too: " + copies->detail);
-      copied = true;
-    }
-  }
+  // NOTE [A split that loses and copies] (docs/audit.md): a split that leaves samples on no rank
+  // and puts others on two (a seed per rank) breaks both promises: two findings of one cause, in
+  // the order the simulator's online checks give them (coverage, then disjointness).
+  std::optional<Violation> copies;
+  if (v->property == property::kCoverage) copies = checkDisjointness(part, e);
+  const bool copied = copies.has_value();
+  if (copied) v->notes.push_back("the same split puts samples on more than one rank too (the "
+                                 "disjointness finding)");
   if (paddedWithCopies(findings, loader, *v, ranks, n)) return true;
   if (resumedMidEpoch(findings, loader, *v, k, ranks, part)) return false;
   if (v->property == property::kCoverage && !copied &&
@@ -150,8 +150,15 @@ bool checkSplit(DataFindings& findings, std::int64_t loader, std::int64_t k, std
                                     n, world),
                         "use fewer ranks or drop_last=False"}
           : partitionCause(ranks, v->property, v->ranks, findings.trace());
+  if (copies) {
+    copies->detail = fmt::format("{}, {}: {}", describeLoader(*ranks[0].trace, loader),
+                                 samplerName(ranks[0]), copies->detail);
+    copies->notes.push_back("the same split leaves samples on no rank too (the coverage finding)");
+    explain(*copies, why);
+  }
   explain(*v, std::move(why));
   findings.record(loader, *v);
+  if (copies) findings.record(loader, *copies);
   return false;
 }
 

@@ -176,6 +176,21 @@ std::optional<Explanation> ddpOverAPartOfTheWorld(const Trace& trace, std::int64
       "collectives meant to stay within a node"};
 }
 
+// NOTE [An object list nobody keeps] (docs/audit.md): broadcast_object_list given a list display
+// (`[cfg]`) before trace line `before` on a rank it sends to: that rank's received objects went
+// into the list and were thrown away with it. Its record, or nothing.
+const CollectiveRecord* discardedBroadcast(const Trace& trace, std::int64_t before) {
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    for (const auto& [group, calls] : t->collectives) {
+      for (const auto& c : calls) {
+        if (c.line < before && c.discarded && c.op == "broadcast_object_list") return &c;
+      }
+    }
+  }
+  return nullptr;
+}
+
 // The ranks' optimizers stepped with different learning rates before the point where the replicas
 // parted (the `step` lines' lr): a per-rank rate or schedule (a sweep over ranks, a plateau
 // scheduler stepped on each rank's own loss). The first step whose rates differ, or nothing.
@@ -199,6 +214,18 @@ std::optional<Explanation> differentLearningRates(const Trace& trace, std::int64
     if (byLr.size() < 2) continue;
     std::vector<std::string> parts;
     for (const auto& [lr, rs] : byLr) parts.push_back(fmt::format("{}: {:g}", rankList(rs), lr));
+    if (const CollectiveRecord* b = discardedBroadcast(trace, before)) {
+      return Explanation{
+          fmt::format("the ranks' optimizers stepped with different learning rates from their "
+                      "step {} on ({}), and broadcast_object_list was given a list display{}: "
+                      "it fills that list with the root's objects on the other ranks, and the "
+                      "list is thrown away with the call, so each rank kept its own values (a "
+                      "configuration drawn per rank) and applies DDP's averaged gradients at its "
+                      "own rate",
+                      k + 1, fmt::join(parts, "; "), b->at.empty() ? "" : " at " + b->at),
+          "keep the list and read the values back from it: objs = [cfg]; "
+          "dist.broadcast_object_list(objs, src=0); cfg = objs[0]"};
+    }
     return Explanation{
         fmt::format("the ranks' optimizers stepped with different learning rates from their step "
                     "{} on ({}): DDP averages the gradients, but each rank applies them at its own "

@@ -143,6 +143,8 @@ struct CollectiveRecord {
   /// A DDP bucket allreduce of zeros by a rank that ran out of inputs under torch's Join,
   /// shadowing the others' backward ("shadow").
   bool shadow = false;
+  /// broadcast_object_list given a list display: the receiving ranks' results are thrown away.
+  bool discarded = false;
   /// A program's own call ("user"): the innermost frame of its own code that made it, and the
   /// framework the call went through from there ("lightning"), when the recorder said.
   std::string at, via;
