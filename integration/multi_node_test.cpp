@@ -459,6 +459,31 @@ TEST(MultiNode, ARealTwoAgentTorchrunIsAuditedFromItsNodesFolders) {
   EXPECT_EQ(r["seen"]["ranks_per_node"].size(), 2u) << r.dump(2);
 }
 
+// NOTE [A checkpoint on some nodes only]: the best epoch's weights written by global rank 0 into
+// a node-local folder, loaded where the file exists: node 0's ranks go back, node 1's do not.
+TEST(MultiNode, ABestCheckpointOnOneNodesLocalDiskIsNamedByTheNodesThatLoadedIt) {
+  TempDir dir("ddph-node-ckpt");
+  const auto a = auditNodes(2, 2, "best_checkpoint_node_local.py", {"--ckpt-root", dir.path()});
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = onlyViolation(a, "replica-consistency");
+  EXPECT_EQ(v["ranks"], Json::array({0, 1})) << shown(a);
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(),
+                  "ranks 0, 1 (every rank of node 0, and no other) hold the parameters they had "
+                  "at the start of epoch"))
+      << shown(a);
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(), "a node-local directory or disk"))
+      << shown(a);
+  EXPECT_TRUE(has(v["help"].get<std::string>(), "on each node's local rank 0")) << shown(a);
+  TempDir twinDir("ddph-node-ckpt");
+  const auto twin = auditNodes(2, 2, "best_checkpoint_node_local.py",
+                               {"--ckpt-root", twinDir.path(), "--per-node-writer"});
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+  TempDir oneDir("ddph-node-ckpt");
+  const auto one = auditNodes(1, 4, "best_checkpoint_node_local.py", {"--ckpt-root", oneDir.path()});
+  EXPECT_EQ(one.command.exitCode, 0) << shown(one);  // one node: every rank finds the file
+}
+
 TEST(MultiNode, BadNodeCountsAreOneLineAndExitTwo) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--nnodes", "0", "-n", "2"}, "ddp-sim: error: --nnodes must be positive, got 0\n"},

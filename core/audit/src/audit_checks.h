@@ -187,6 +187,10 @@ std::optional<Explanation> nodeTopologyCause(const std::vector<SamplerOnRank>& r
                                              std::int64_t samplerId,
                                              const std::vector<std::int64_t>& named = {});
 
+/// The nodes (their ids, ascending) whose ranks are exactly `ranks`, when the ranks ran on more
+/// than one node, every header names its node, and `ranks` are some nodes whole; else none.
+std::vector<int> wholeNodesOf(const Trace& trace, const std::vector<std::int64_t>& ranks);
+
 /// The report's "ranks per node" lines ("node 1 (node1): ranks 2, 3 (local ranks 0, 1)"), when
 /// the ranks ran on more than one node (their headers' node and host name); else none.
 std::vector<std::string> ranksPerNode(const Trace& trace);

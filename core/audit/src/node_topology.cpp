@@ -95,6 +95,24 @@ std::optional<Explanation> nodeTopologyCause(const std::vector<SamplerOnRank>& r
                   localReplicas ? " and num_replicas=dist.get_world_size()" : "")};
 }
 
+std::vector<int> wholeNodesOf(const Trace& trace, const std::vector<std::int64_t>& ranks) {
+  const std::set<std::int64_t> chosen(ranks.begin(), ranks.end());
+  std::map<int, std::pair<std::size_t, std::size_t>> byNode;  // node -> (ranks, of them chosen)
+  for (const auto& t : trace.ranks) {
+    if (!t || !t->node) return {};
+    auto& [all, in] = byNode[*t->node];
+    ++all;
+    in += chosen.count(t->rank);
+  }
+  std::vector<int> nodes;
+  for (const auto& [node, counts] : byNode) {
+    if (counts.second != 0 && counts.second != counts.first) return {};  // part of a node
+    if (counts.second != 0) nodes.push_back(node);
+  }
+  if (byNode.size() < 2 || nodes.size() == byNode.size()) return {};
+  return nodes;
+}
+
 std::vector<std::string> ranksPerNode(const Trace& trace) {
   // (node, host name) -> its ranks and their local ranks
   std::map<std::pair<int, std::string>, std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>>

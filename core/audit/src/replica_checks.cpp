@@ -467,23 +467,42 @@ Explanation bypassedCause(const Trace& trace, std::int64_t ddp) {
 // The replicas differ and no_sync does not explain it: what the backward counts say, and the
 // candidates the trace cannot tell apart (it records no optimizer step).
 // Ranks whose parameters at point `i` are the ones they held at an earlier point: their model went
-// back (a checkpoint of that time loaded). The first such rank and where it had them, or nothing.
+// back (a checkpoint of that time loaded). Each such rank and where it had them.
 // `index`: each rank's point at the place compared.
-std::optional<std::pair<int, std::string>> wentBack(const std::map<int, std::vector<Point>>& byRank,
-                                                    const std::map<int, std::size_t>& index) {
+std::map<int, std::string> wentBack(const std::map<int, std::vector<Point>>& byRank,
+                                    const std::map<int, std::size_t>& index) {
+  std::map<int, std::string> back;
   for (const auto& [rank, i] : index) {
     const auto& points = byRank.at(rank);
     for (std::size_t j = 0; j < i; ++j) {
       if (points[j].params.hash == points[i].params.hash &&
           points[j].params.backwards < points[i].params.backwards) {
-        return std::make_pair(rank, points[j].where);
+        back.emplace(rank, points[j].where);
+        break;
       }
     }
   }
-  return std::nullopt;
+  return back;
 }
 
-Explanation restoredCause(int rank, const std::string& earlier) {
+Explanation restoredCause(const Trace& trace, const std::map<int, std::string>& back) {
+  const auto& [rank, earlier] = *back.begin();
+  std::vector<std::int64_t> ranks;
+  for (const auto& [r, where] : back) ranks.push_back(r);
+  // NOTE [A checkpoint on some nodes only] (docs/multi-node.md): the ranks that went back are
+  // whole nodes, the others none: the file was where only those nodes could read it.
+  const auto nodes = wholeNodesOf(trace, ranks);
+  if (!nodes.empty()) {
+    return {fmt::format("{} (every rank of node{} {}, and no other) hold the parameters they had "
+                        "at {}, although they trained since: they loaded a checkpoint the other "
+                        "nodes' ranks did not, a file on a path only {} could read (a node-local "
+                        "directory or disk, written by one rank of one node), so a load under "
+                        "`if os.path.exists(path):` ran on some nodes only",
+                        rankList(ranks), nodes.size() == 1 ? "" : "s", fmt::join(nodes, ", "),
+                        earlier, nodes.size() == 1 ? "that node" : "those nodes"),
+            "save the checkpoint where every node reads it (shared storage), or on each node's "
+            "local rank 0, then dist.barrier(); load the same file on every rank"};
+  }
   return {fmt::format("rank {} holds the parameters it had at {}, although it trained since: its "
                       "model was restored to an earlier state, a checkpoint loaded that was not "
                       "the one the other ranks loaded (read before rank 0 had finished writing the "
@@ -603,9 +622,9 @@ std::optional<Explanation> changedAroundTheirOwnPass(const Trace& trace,
       "copy.deepcopy) before swapping, or evaluate a separate copy of the model"};
 }
 
-Explanation divergedCause(const std::map<int, std::vector<Point>>& byRank,
+Explanation divergedCause(const Trace& trace, const std::map<int, std::vector<Point>>& byRank,
                           const std::map<int, std::size_t>& index) {
-  if (const auto back = wentBack(byRank, index)) return restoredCause(back->first, back->second);
+  if (const auto back = wentBack(byRank, index); !back.empty()) return restoredCause(trace, back);
   std::set<std::int64_t> backwards;
   for (const auto& [rank, i] : index) backwards.insert(byRank.at(rank)[i].params.backwards);
   if (backwards.size() == 1 && *backwards.begin() == 0) {
@@ -693,7 +712,7 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
     }
     if (why.empty()) why = std::move(byParts);
     if (why.empty()) why = changedAroundTheirOwnPass(trace, byRank, index, odd).value_or(Explanation{});
-    if (why.empty()) why = divergedCause(byRank, index);
+    if (why.empty()) why = divergedCause(trace, byRank, index);
     if (!partedNote.empty()) v.notes.push_back(partedNote);
     if (!gradientsNote.empty()) v.notes.push_back(gradientsNote);
     explain(v, std::move(why));
