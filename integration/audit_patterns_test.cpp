@@ -231,6 +231,30 @@ TEST(AuditPattern, ALearningRatePerRankIsNamedByTheRatesTheRanksSteppedWith) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+// NOTE [A resume offset that outlives its epoch]: each later epoch is DistributedSampler's order
+// with the resumed epoch's head still skipped; the resumed epoch itself is a note.
+TEST(AuditPattern, AResumeOffsetNeverResetIsNamedInTheEpochsAfterTheResumedOne) {
+  const auto a = launchAudited(4, python("resume_offset_kept.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_EQ(v["epoch"], 1) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "each rank drew DistributedSampler's order for sampler "
+                                     "epoch 1 with its first 48 samples skipped (80 of 128 on "
+                                     "rank 0)"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "192 of 512 indices are on no rank")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "ResumableSampler still skips the samples of the "
+                                           "epoch it resumed in"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "reset the offset to 0")) << shown(a);
+  const auto twin = launchAudited(4, python("resume_offset_kept.py", {"--reset"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+  EXPECT_TRUE(has(twin.report["notes"].dump(), "its first pass drew DistributedSampler's order "
+                                               "with the first 48 samples skipped"))
+      << shown(twin);
+}
+
 // NOTE [An object list nobody keeps]: a configuration broadcast into a list display never reaches
 // ranks 1-3; the rates they stepped with show the effect, the broadcast's line the construct.
 TEST(AuditPattern, AConfigBroadcastIntoAListDisplayIsNamedWithItsLine) {

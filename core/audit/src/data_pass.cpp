@@ -119,10 +119,6 @@ bool promisesOneDataset(const SamplerRecord* s) {
   return s && (s->order == OrderKind::kTorchDistributed || s->numReplicas.has_value());
 }
 
-namespace {
-
-// torch's DistributedSampler's shard of pass `p`, recomputed, or nothing when the pass does not
-// say which shard (num_replicas, rank) it drew.
 std::optional<std::vector<Index>> distributedOrder(const SamplerRecord& s, const PassRecord& p,
                                                    OrderCache& cache) {
   ShardRequest request;
@@ -140,6 +136,8 @@ std::optional<std::vector<Index>> distributedOrder(const SamplerRecord& s, const
       cache.order(request.datasetSize, request.seed, request.epoch, p.shuffle.value_or(true));
   return distributedShard(order, request, dropLast);
 }
+
+namespace {
 
 // Recorded: known only when the pass ran to its end and every batch carries its indices (a
 // batch sampler's dropped last batch is then unknown; close enough for the checks that use it).

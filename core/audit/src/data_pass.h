@@ -54,6 +54,12 @@ std::pair<std::string, std::string> globalGenerator(const std::string& name);
 /// The last seed of `generator` rank `t` set before trace line `line`, or null.
 const SeedCall* lastSeedBefore(const RankTrace& t, const std::string& generator, std::int64_t line);
 
+/// torch's DistributedSampler's shard of pass `p` under sampler `s` (its num_replicas, rank, seed,
+/// shuffle, drop_last and the pass's sampler epoch), recomputed, or nothing when the pass does not
+/// say which shard it drew.
+std::optional<std::vector<sampler::Index>> distributedOrder(const SamplerRecord& s,
+                                                            const PassRecord& p, OrderCache& cache);
+
 /// Every rank's view of pass `iter` of `loader`, or empty when some rank has no such pass.
 std::vector<RankPass> passAcrossRanks(const Trace& trace, std::int64_t loader, std::int64_t iter,
                                       OrderCache& cache);

@@ -5,6 +5,7 @@
 // the same samples out of the whole run (coverage), which the cause says.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "data_checks.h"
@@ -36,6 +37,51 @@ std::vector<std::int64_t> trainingEpochs(const RankTrace& t, std::int64_t loader
   return epochs;
 }
 
+// NOTE [A resume offset that outlives its epoch] (docs/audit.md): how many samples each rank's
+// order skipped at the head of DistributedSampler's order for its pass (a sampler that resumes
+// an epoch by dropping what was trained before the interruption); nothing unless every rank's
+// order is that order's tail, with one count skipped, above 0.
+std::optional<std::size_t> skippedHead(const std::vector<RankPass>& ranks, OrderCache& cache) {
+  std::optional<std::size_t> skipped;
+  for (const auto& rp : ranks) {
+    const SamplerRecord* s = samplerOf(*rp.trace, rp.pass->loader);
+    if (!s || !s->numReplicas || !rp.order) return std::nullopt;
+    const auto full = distributedOrder(*s, *rp.pass, cache);
+    if (!full || rp.order->size() >= full->size()) return std::nullopt;
+    const std::size_t skip = full->size() - rp.order->size();
+    if (!std::equal(rp.order->begin(), rp.order->end(), full->begin() + skip)) return std::nullopt;
+    if (skipped && *skipped != skip) return std::nullopt;
+    skipped = skip;
+  }
+  return skipped;
+}
+
+// A pass after the loader's first that skipped the head of every rank's DistributedSampler order:
+// the offset of a resumed epoch applied again. Its coverage finding, recorded.
+bool resumeOffsetRepeated(DataFindings& findings, std::int64_t loader, std::int64_t k,
+                          std::int64_t first, const std::vector<RankPass>& ranks,
+                          const Violation& coverage) {
+  if (k == first) return false;
+  const auto skip = skippedHead(ranks, findings.orders());
+  if (!skip) return false;
+  Violation v = coverage;
+  v.detail = fmt::format("{}, {}: each rank drew DistributedSampler's order for sampler epoch {} "
+                         "with its first {} samples skipped ({} of {} on rank {}), as a job "
+                         "resuming a mid-epoch checkpoint does; {}",
+                         describeLoader(*ranks[0].trace, loader), samplerName(ranks[0]),
+                         ranks[0].pass->samplerEpoch.value_or(0), *skip, ranks[0].order->size(),
+                         ranks[0].order->size() + *skip, ranks[0].trace->rank, coverage.detail);
+  explain(v, {fmt::format("{} still skips the samples of the epoch it resumed in: the offset set "
+                          "when the checkpoint was loaded (a start index of {} per rank) is never "
+                          "reset, so every later epoch skips its first {} samples on every rank "
+                          "and those are never trained in it",
+                          samplerClass(ranks[0]), *skip, *skip),
+              "reset the offset to 0 once the resumed epoch ends (in set_epoch, or after the "
+              "first pass)"});
+  findings.record(loader, v);
+  return true;
+}
+
 }  // namespace
 
 bool subsetSampler(DataFindings& findings, std::int64_t loader, std::int64_t k, std::int64_t n,
@@ -54,8 +100,17 @@ bool subsetSampler(DataFindings& findings, std::int64_t loader, std::int64_t k, 
     newOrder = newOrder || again.empty() || again[0].order != ranks[0].order;
   }
   const auto left = n - static_cast<std::int64_t>(here->size());
+  if (resumeOffsetRepeated(findings, loader, k, epochs.front(), ranks, coverage)) return true;
   if (!sameEveryEpoch) {
     if (k == epochs.front()) {
+      if (const auto skip = skippedHead(ranks, findings.orders())) {
+        findings.note(fmt::format(
+            "{}: its first pass drew DistributedSampler's order with the first {} samples "
+            "skipped on every rank: an epoch resumed from a mid-epoch checkpoint, whose skipped "
+            "samples were the interrupted run's to train; later passes are judged as full epochs",
+            describeLoader(*ranks[0].trace, loader), *skip));
+        return true;
+      }
       findings.note(fmt::format(
           "{}: {} draws a subset, {} of the {} samples, without overlap between ranks, and a new "
           "one each epoch{}: a sampler that subsamples (it never promised every sample each "
