@@ -255,6 +255,26 @@ TEST(AuditPattern, AResumeOffsetNeverResetIsNamedInTheEpochsAfterTheResumedOne) 
       << shown(twin);
 }
 
+// NOTE [A loader fed from a cache]: a step loop over itertools.cycle(loader) with no other loader;
+// the steps after the loader's one pass are the evidence.
+TEST(AuditPattern, AStepLoopOverACycledLoaderIsReshuffleFromACache) {
+  const auto a = launchAudited(4, python("cycled_step_loop.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "reshuffle");
+  EXPECT_EQ(v["epoch"], 1) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "it was iterated 1 time, its last pass to its end, but "
+                                     "set_epoch(1), set_epoch(2) were called"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "17 optimizer steps on rank 0 after its last batch was "
+                                     "handed out"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "itertools.cycle(loader)")) << shown(a);
+  const auto twin = launchAudited(4, python("cycled_step_loop.py", {"--reiterate"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+  EXPECT_TRUE(twin.report["violations"].empty()) << shown(twin);
+}
+
 // NOTE [An object list nobody keeps]: a configuration broadcast into a list display never reaches
 // ranks 1-3; the rates they stepped with show the effect, the broadcast's line the construct.
 TEST(AuditPattern, AConfigBroadcastIntoAListDisplayIsNamedWithItsLine) {

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "audit_checks.h"
@@ -83,7 +84,22 @@ struct LateEpochs {
   std::int64_t passes = 0;           ///< the loader's passes
   std::int64_t otherLoader = -1;     ///< the loader training went on over
   std::int64_t laterPasses = 0;      ///< its passes after the loader's last
+  /// Optimizer steps after the loader's last pass ran out while no loader made a pass: the
+  /// training went on over batches no loader handed out (when there is no other loader).
+  std::int64_t stepsFromNowhere = 0;
 };
+
+// The optimizer steps of rank `t` after trace line `line` while no loader's training pass began
+// (an evaluation between them trains nothing).
+std::int64_t stepsWithoutAPass(const RankTrace& t, std::int64_t line) {
+  std::int64_t until = std::numeric_limits<std::int64_t>::max();
+  for (const auto& q : t.passes) {
+    if (q.startLine > line && trainsOnBatches(q)) until = std::min(until, q.startLine);
+  }
+  const auto from = std::upper_bound(t.stepLines.begin(), t.stepLines.end(), line);
+  const auto to = std::lower_bound(t.stepLines.begin(), t.stepLines.end(), until);
+  return from < to ? static_cast<std::int64_t>(to - from) : 0;
+}
 
 // Nothing unless the loader's sampler shuffles, every pass of it trained and the last ran to its
 // end, and its sampler was given an epoch afterwards that training on another loader followed.
@@ -99,20 +115,34 @@ std::optional<LateEpochs> lateEpochsOn(const RankTrace& t, std::int64_t loader) 
     ++out.passes;
   }
   if (!last || !last->ended) return std::nullopt;
-  // set_epoch calls after the last pass ran out, each followed by training on another loader.
+  // set_epoch calls after the last pass ran out, each followed by training on another loader,
+  // or by optimizer steps on batches no loader handed out: at least a pass's worth of them
+  // (NOTE [A loader fed from a cache], docs/audit.md: `next(itertools.cycle(loader))` in a loop
+  // of steps).
+  // Its last batch: a loop of next() calls runs the pass out only at the next epoch's first
+  // call, after that epoch's set_epoch.
+  const std::int64_t lastBatch = last->batches.empty() ? last->endLine : last->batches.back().line;
+  const auto afterEnd = static_cast<std::size_t>(stepsWithoutAPass(t, lastBatch));
+  const bool fromNowhere = afterEnd > 0 && afterEnd > last->batches.size();
   for (const auto& c : s->setEpochCalls) {
-    if (c.line < last->endLine) continue;
+    if (c.line < last->endLine && !(fromNowhere && c.line > lastBatch)) continue;
+    bool followed = false;
     for (const auto& q : t.passes) {
       if (q.loader != loader && q.startLine > c.line && trainsOnBatches(q)) {
         out.epochs.push_back(c.epoch);
         out.otherLoader = q.loader;
+        followed = true;
         break;
       }
+    }
+    if (!followed && fromNowhere && stepsWithoutAPass(t, c.line) > 0) {
+      out.epochs.push_back(c.epoch);
     }
   }
   for (const auto& q : t.passes) {
     if (q.loader == out.otherLoader && q.startLine > last->endLine) ++out.laterPasses;
   }
+  if (out.otherLoader < 0) out.stepsFromNowhere = static_cast<std::int64_t>(afterEnd);
   if (out.epochs.empty()) return std::nullopt;
   return out;
 }
@@ -183,15 +213,19 @@ std::optional<Violation> replayedFromACache(const Trace& trace, std::int64_t loa
   v.epoch = late.epochs.front();
   std::vector<std::string> calls;
   for (auto e : late.epochs) calls.push_back(fmt::format("set_epoch({})", e));
+  const std::string wentOn =
+      late.otherLoader >= 0
+          ? fmt::format("{}: {} more pass{}", describeLoader(*first, late.otherLoader),
+                        late.laterPasses, late.laterPasses == 1 ? "" : "es")
+          : fmt::format("{} optimizer steps on rank {} after its last batch was handed out, "
+                        "with no other loader's pass begun",
+                        late.stepsFromNowhere, first->rank);
   v.detail = fmt::format(
       "{}: it was iterated {} time{}, its last pass to its end, but {} {} called on its sampler "
-      "{} ({}) afterwards while training went on ({}: {} more pass{}): no pass drew those "
-      "epochs' orders, so the batches it served after its last pass came from a cache that "
-      "repeats one order",
+      "{} ({}) afterwards while training went on ({}): no pass drew those epochs' orders, so the "
+      "batches it served after its last pass came from a cache that repeats one order",
       describeLoader(*first, loader), late.passes, late.passes == 1 ? "" : "s",
-      fmt::join(calls, ", "), calls.size() == 1 ? "was" : "were", s.id, s.className,
-      describeLoader(*first, late.otherLoader), late.laterPasses,
-      late.laterPasses == 1 ? "" : "es");
+      fmt::join(calls, ", "), calls.size() == 1 ? "was" : "were", s.id, s.className, wentOn);
   v.likelyCause =
       "the loader is wrapped in something that keeps its first pass, such as "
       "itertools.cycle(loader), which saves every batch of the first pass and replays them in the "
