@@ -146,7 +146,10 @@ def describe(dataset):
     """The loader line's fields about ``dataset`` (trace-format.md, ``loader``): only those known."""
     fields = {}
     for key, read in (("dataset_fingerprint", fingerprint), ("dataset_items", dataset_items.items),
-                      ("dataset_content", dataset_items.content), ("dataset_parts", parts)):
+                      ("dataset_content", dataset_items.content), ("dataset_parts", parts),
+                      ("dataset_columns", dataset_items.columns),
+                      ("column_items", dataset_items.column_items),
+                      ("column_content", dataset_items.column_content)):
         value = _read(read, dataset)
         if value is not None:
             fields[key] = value

@@ -12,6 +12,12 @@ state (augmentation) and so change the program; a TensorDataset's items are rows
   integers and summed over the rows (exact, and the same in any order), hashed. Two ranks whose
   ``items`` differ and whose ``content`` agrees hold the same samples in different orders. Computed
   only for CPU tensors of at most ``CONTENT_LIMIT`` bytes in all (one pass over them).
+
+A map-style dataset of the program's own that keeps its samples as column tensors (``self.tokens``,
+``self.labels``: every tensor attribute with one row per sample) is read the same way, its columns
+in the order of their names (``columns``); a column may be per-rank state rather than samples (a
+cache of augmentations), so the audit judges only the same rows in another order from them
+(NOTE [A dataset of column tensors], docs/audit.md).
 """
 import hashlib
 
@@ -36,10 +42,57 @@ def _tensors(dataset):
     return tensors
 
 
+def _sized(dataset):
+    try:
+        return len(dataset)
+    except Exception:
+        return None
+
+
+def _column_names(dataset):
+    """The names of a map-style dataset's column tensors (a tensor attribute with one row per
+    sample; at least one), sorted; None for a TensorDataset or a dataset without them."""
+    import torch
+    if isinstance(dataset, torch.utils.data.TensorDataset):
+        return None
+    if isinstance(dataset, torch.utils.data.IterableDataset) or not hasattr(dataset, "__getitem__"):
+        return None
+    n = _sized(dataset)
+    attrs = getattr(dataset, "__dict__", None)
+    if not n or not isinstance(attrs, dict):
+        return None
+    names = sorted(k for k, v in attrs.items()
+                   if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == n)
+    return names or None
+
+
+def columns(dataset):
+    """The sorted names of a dataset's column tensors (``_column_names``), or None."""
+    return _column_names(dataset)
+
+
+def _columns(dataset):
+    names = _column_names(dataset)
+    return None if names is None else [dataset.__dict__[k] for k in names]
+
+
+def column_items(dataset):
+    """``items`` of a dataset's column tensors, or None."""
+    return _items_of(_columns(dataset))
+
+
+def column_content(dataset):
+    """``content`` of a dataset's column tensors, or None."""
+    return _content_of(_columns(dataset))
+
+
 def items(dataset):
     """A hex digest of the first, middle and last rows of a TensorDataset, or None."""
+    return _items_of(_tensors(dataset))
+
+
+def _items_of(tensors):
     import torch
-    tensors = _tensors(dataset)
     if tensors is None:
         return None
     n = tensors[0].shape[0]
@@ -66,8 +119,11 @@ def _row_sums(t):
 
 def content(dataset):
     """A hex digest of a TensorDataset's rows that does not depend on their order, or None."""
+    return _content_of(_tensors(dataset))
+
+
+def _content_of(tensors):
     import torch
-    tensors = _tensors(dataset)
     if tensors is None or any(t.device.type != "cpu" for t in tensors):
         return None
     if sum(t.numel() * t.element_size() for t in tensors) > CONTENT_LIMIT:

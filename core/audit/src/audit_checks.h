@@ -139,10 +139,12 @@ std::optional<sampler::Violation> replayedFromACache(const Trace& trace, std::in
 std::optional<sampler::Violation> differentComposition(const std::vector<const RankTrace*>& traces,
                                                       std::int64_t loader);
 
-/// Ranks whose TensorDatasets hold other first, middle or last rows: the coverage finding (the
-/// same samples in another order when their content digests agree), or nothing.
-std::optional<sampler::Violation> differentItems(const std::vector<const RankTrace*>& traces,
-                                                std::int64_t loader);
+/// Ranks whose TensorDatasets (or datasets of column tensors) hold other first, middle or last
+/// rows: the coverage finding, and when their content digests agree (the same samples in other
+/// orders: some on two ranks, NOTE [A split that loses and copies]) the disjointness finding
+/// after it; empty when they agree.
+std::vector<sampler::Violation> differentItems(const std::vector<const RankTrace*>& traces,
+                                               std::int64_t loader);
 
 /// The likely causes of data that differ across ranks by `kind`: "order", "length", "items" or
 /// "items-or-order", and the remedy.

@@ -172,8 +172,9 @@ bool sameDataset(DataFindings& findings, std::int64_t loader, std::int64_t k,
   }
   if (!commonDatasetLen(findings, loader, k, ranks)) return false;
   if (!sameListing(findings, loader, k, ranks)) return false;
-  if (auto v = differentItems(traces, loader)) return differentData(findings, loader, k, ranks, *v);
-  return true;
+  const auto found = differentItems(traces, loader);
+  for (const auto& v : found) differentData(findings, loader, k, ranks, v);
+  return found.empty();
 }
 
 // NOTE [Ranks that share a dataset of their own]: under a sampler that does not split one

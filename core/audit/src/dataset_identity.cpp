@@ -300,19 +300,31 @@ std::optional<Violation> differentComposition(const std::vector<const RankTrace*
   return v;
 }
 
-std::optional<Violation> differentItems(const std::vector<const RankTrace*>& traces,
-                                        std::int64_t loader) {
+namespace {
+
+constexpr const char* kSameSamplesOtherOrders = "the same samples in different orders";
+
+// differentItems over a TensorDataset's tensors, or (`columns`) over the column tensors of a
+// dataset of the program's own, which is judged only when they hold the same rows in other orders
+// (NOTE [A dataset of column tensors]: a column may be per-rank state, not samples).
+std::optional<Violation> itemsDiffer(const std::vector<const RankTrace*>& traces,
+                                     std::int64_t loader, bool columns) {
   std::map<std::string, std::vector<std::int64_t>> byItems;
   std::set<std::string> contents;
   bool contentKnown = true;
   for (const RankTrace* t : traces) {
     const LoaderRecord& l = t->loaders.at(loader);
-    if (l.datasetItems.empty()) return std::nullopt;  // not a TensorDataset on every rank
-    byItems[l.datasetItems].push_back(t->rank);
-    contents.insert(l.datasetContent);
-    contentKnown = contentKnown && !l.datasetContent.empty();
+    const std::string& items = columns ? l.columnItems : l.datasetItems;
+    const std::string& content = columns ? l.columnContent : l.datasetContent;
+    if (items.empty()) return std::nullopt;  // not read on every rank
+    byItems[items].push_back(t->rank);
+    contents.insert(content);
+    contentKnown = contentKnown && !content.empty();
   }
   if (byItems.size() == 1) return std::nullopt;
+  const std::string kind =
+      contentKnown ? (contents.size() == 1 ? "order" : "items") : "items-or-order";
+  if (columns && kind != "order") return std::nullopt;
   const Groups groups = groupRanks(byItems);
   std::vector<std::string> parts;
   const bool eachOwn = groups.size() == traces.size();
@@ -322,24 +334,51 @@ std::optional<Violation> differentItems(const std::vector<const RankTrace*>& tra
                                 static_cast<char>('A' + std::min<std::size_t>(g, 25))));
   }
   if (!eachOwn && groups.size() > kGroupsShown) parts.push_back("…");
-  const std::string kind =
-      contentKnown ? (contents.size() == 1 ? "order" : "items") : "items-or-order";
   const RankTrace& first = *traces.front();
   const LoaderRecord& l = first.loaders.at(loader);
   Violation v;
   v.property = std::string(property::kCoverage);
   v.ranks = oddRanks(groups);
   v.detail = fmt::format(
-      "{}: the ranks' {}s hold {} ({}; compared by their first, middle and last rows{}), so the ranks' "
-      "shards do not split one dataset: index i names another sample on each rank, and samples "
-      "are trained twice or never",
+      "{}: the ranks' {}s hold {} ({}; compared by {}their first, middle and last rows{}), so the "
+      "ranks' shards do not split one dataset: index i names another sample on each rank, and "
+      "samples are trained twice or never",
       describeLoader(first, loader), l.dataset,
-      kind == "order" ? "the same samples in different orders"
+      kind == "order" ? kSameSamplesOtherOrders
                       : (kind == "items" ? "different samples" : "different items"),
       fmt::join(parts, "; "),
+      columns ? fmt::format("its column tensors {}: ", fmt::join(l.datasetColumns, ", ")) : "",
       contentKnown ? " and a digest of all their rows that ignores their order" : "");
-  explain(v, differentDataCause(kind));
+  if (columns) {
+    explain(v, {fmt::format("the ranks built {} in different orders: one sorted or permuted its "
+                            "rows and the others did not (a dataset built on one rank and "
+                            "loaded from a cache or file on the others, bypassing the constructor "
+                            "that orders it), or each permuted it with its own random state",
+                            l.dataset),
+                "build the dataset the same way on every rank (load the cache on every rank, "
+                "rank 0 included, or order the rows where the cache is written)"});
+  } else {
+    explain(v, differentDataCause(kind));
+  }
   return v;
+}
+
+}  // namespace
+
+std::vector<Violation> differentItems(const std::vector<const RankTrace*>& traces,
+                                      std::int64_t loader) {
+  auto v = itemsDiffer(traces, loader, false);
+  if (!v) v = itemsDiffer(traces, loader, true);
+  if (!v) return {};
+  if (v->detail.find(kSameSamplesOtherOrders) == std::string::npos) return {*v};
+  Violation copies = *v;
+  copies.property = std::string(property::kDisjointness);
+  copies.detail = fmt::format("{}: the ranks hold the same samples in different orders, so a "
+                              "sample one rank draws at index i another draws at index j: samples "
+                              "are trained on more than one rank (and others on none: the coverage "
+                              "finding)",
+                              describeLoader(*traces.front(), loader));
+  return {*v, copies};
 }
 
 // NOTE [Ranks that share a dataset of their own] (docs/audit.md): each rank holds its own data

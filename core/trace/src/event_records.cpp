@@ -114,6 +114,10 @@ LoaderRecord loaderRecord(const json& e) {
   l.datasetFingerprint = optionalField<std::string>(e, f::kDatasetFingerprint).value_or("");
   l.datasetItems = optionalField<std::string>(e, f::kDatasetItems).value_or("");
   l.datasetContent = optionalField<std::string>(e, f::kDatasetContent).value_or("");
+  l.datasetColumns =
+      optionalField<std::vector<std::string>>(e, f::kDatasetColumns).value_or(std::vector<std::string>{});
+  l.columnItems = optionalField<std::string>(e, f::kColumnItems).value_or("");
+  l.columnContent = optionalField<std::string>(e, f::kColumnContent).value_or("");
   if (const auto parts = e.find(f::kDatasetParts); parts != e.end() && !parts->is_null()) {
     DDPH_CHECK(parts->is_array() && parts->size() <= kMaxDatasetParts,
                "\"dataset_parts\" must be an array of at most {} parts", kMaxDatasetParts);

@@ -78,6 +78,10 @@ struct LoaderRecord {
   std::string datasetFingerprint;  ///< the order the dataset lists its samples in (may be empty)
   std::string datasetItems;    ///< a TensorDataset's first, middle and last rows, hashed (may be empty)
   std::string datasetContent;  ///< a TensorDataset's rows hashed in no order (may be empty)
+  /// A map-style dataset of the program's own holding its samples as column tensors: their
+  /// names, and their rows hashed as datasetItems and datasetContent are (all may be empty).
+  std::vector<std::string> datasetColumns;
+  std::string columnItems, columnContent;
   std::vector<DatasetPart> datasetParts;  ///< a ConcatDataset's parts in order (empty: not one)
   /// A Subset's indices into its base dataset of `subsetOf` samples (the loader line's
   /// subset_indices): which samples of the base this rank's dataset holds.
