@@ -275,6 +275,23 @@ TEST(AuditPattern, AStepLoopOverACycledLoaderIsReshuffleFromACache) {
   EXPECT_TRUE(twin.report["violations"].empty()) << shown(twin);
 }
 
+// NOTE [Forwards that no backward followed]: a per-rank `continue` between DDP's forward and
+// backward; the forward and backward counts name it, not uneven inputs.
+TEST(AuditPattern, ABackwardSkippedOnOneRanksConditionIsNamedByItsForwardsWithoutBackward) {
+  const auto a = launchAudited(4, python("backward_skipped_per_rank.py"), 60);
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  const auto found = violationsOf(a, "collective-mismatch");
+  ASSERT_FALSE(found.empty()) << shown(a);
+  EXPECT_TRUE(has(text(found[0], "likely_cause"),
+                  "the ranks ran forwards with gradients that no backward followed, each rank a "
+                  "different number (rank 0: "))
+      << shown(a);
+  EXPECT_FALSE(has(text(found[0], "likely_cause"), "uneven inputs")) << shown(a);
+  EXPECT_TRUE(has(text(found[0], "help"), "return the loss times 0 instead of None")) << shown(a);
+  const auto twin = launchAudited(4, python("backward_skipped_per_rank.py", {"--all-ranks"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 // NOTE [An object list nobody keeps]: a configuration broadcast into a list display never reaches
 // ranks 1-3; the rates they stepped with show the effect, the broadcast's line the construct.
 TEST(AuditPattern, AConfigBroadcastIntoAListDisplayIsNamedWithItsLine) {

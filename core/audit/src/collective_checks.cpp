@@ -244,7 +244,15 @@ std::optional<Violation> desync(const Trace& trace, const std::vector<std::int64
     v.step = first.batchSeq;
     v.detail = fmt::format("collective {} differs across ranks: {}", collectiveNumber(first),
                            fmt::join(parts, "; "));
-    if (auto logged = loggedOnSomeRanks(trace, ranks)) {
+    // A value logged with sync_dist on some ranks only, unless a pass had parted the ranks
+    // before it (the ranks that ran out of batches first went on to log in their evaluation).
+    const bool partedByAPass = std::any_of(sides.begin(), sides.end(), [&](const auto& side) {
+      const CollectiveRecord& c = *lists.at(side.second.front())[s];
+      if (c.src != "ddp" && c.src != "user") return false;
+      const auto behind = partedInItsPass(trace, ranks, c);
+      return behind && !behind->empty();
+    });
+    if (auto logged = partedByAPass ? std::nullopt : loggedOnSomeRanks(trace, ranks)) {
       explain(v, std::move(*logged));
       return v;
     }
@@ -449,6 +457,36 @@ std::optional<Explanation> accumulatedDifferently(const Trace& trace,
   return std::nullopt;
 }
 
+// NOTE [Forwards that no backward followed] (docs/audit.md): DDP modules whose forwards with
+// gradients outnumber their backwards by more than the one a hang can leave in flight, by other
+// counts on different ranks: a per-rank condition skipped backward() after the forward (a
+// training_step that returns None, `if …: continue` between forward and backward). The
+// explanation, or nothing.
+std::optional<Explanation> backwardsSkipped(const Trace& trace, const std::vector<std::int64_t>& ranks) {
+  std::map<std::int64_t, std::vector<std::int64_t>> bySkipped;
+  std::vector<std::string> counts;
+  for (auto r : ranks) {
+    const RankTrace& t = *trace.ranks[static_cast<std::size_t>(r)];
+    std::int64_t forwards = 0, backwards = 0;
+    for (const auto& [id, d] : t.ddp) {
+      forwards += d.syncedGradForwards + d.unsyncedGradForwards;
+      backwards += d.backwards;
+    }
+    bySkipped[std::max<std::int64_t>(forwards - backwards, 0)].push_back(r);
+    counts.push_back(fmt::format("rank {}: {} forwards, {} backwards", r, forwards, backwards));
+  }
+  if (bySkipped.size() < 2 || bySkipped.rbegin()->first < 2) return std::nullopt;
+  return Explanation{
+      fmt::format("the ranks ran forwards with gradients that no backward followed, each rank a "
+                  "different number ({}): a per-rank condition skips backward() after the forward "
+                  "(a training_step that returns None, which Lightning takes as 'skip this batch'; "
+                  "`if …: continue` between the forward and loss.backward()), so the ranks' "
+                  "gradient allreduces no longer pair up",
+                  fmt::join(counts, "; ")),
+      "run backward on every rank for every batch (return the loss times 0 instead of None), or "
+      "decide a skip on every rank together (all_reduce the flag)"};
+}
+
 // The cause and help of ranks that parted in a pass: their accumulation windows closed apart,
 // the ranks behind skipped steps over a whole pass, or ran out of batches first (uneven inputs).
 void explainParting(const Trace& trace, const std::vector<std::int64_t>& ranks,
@@ -456,6 +494,10 @@ void explainParting(const Trace& trace, const std::vector<std::int64_t>& ranks,
                     const std::pair<std::int64_t, std::int64_t>& parted, Violation& v) {
   if (auto accumulated = accumulatedDifferently(trace, ranks, parted)) {
     explain(v, std::move(*accumulated));
+    return;
+  }
+  if (auto skipped = backwardsSkipped(trace, ranks)) {
+    explain(v, std::move(*skipped));
     return;
   }
   if (behindDrewTheWholePass(trace, ranks, behind, parted)) {
