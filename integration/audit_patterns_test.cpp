@@ -292,6 +292,36 @@ TEST(AuditPattern, ABackwardSkippedOnOneRanksConditionIsNamedByItsForwardsWithou
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+// NOTE [Steps the ranks took apart]: the same backward passes everywhere, optimizer steps skipped
+// on each rank's own loss; then weights edited outside training on rank 0.
+TEST(AuditPattern, AStepSkippedOnARanksOwnLossIsNamedByWhereTheStepsPart) {
+  const auto a = launchAudited(4, python("step_skipped_on_local_loss.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_TRUE(has(text(v, "likely_cause"), "every rank ran the same backward passes, but the "
+                                           "ranks' optimizer steps part at their step "))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "a loss-spike, NaN or gradient-norm guard")) << shown(a);
+  EXPECT_FALSE(has(text(v, "likely_cause"), "changed p.grad")) << shown(a);
+  const auto twin = launchAudited(4, python("step_skipped_on_local_loss.py", {"--agreed"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
+TEST(AuditPattern, WeightsRoundedInPlaceOnRankZeroBetweenEpochsAreAnEditOutsideTraining) {
+  const auto a = launchAudited(4, python("weights_rounded_on_rank0.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_EQ(v["ranks"], Json::array({0})) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"),
+                  "rank 0 changed between the last point where the replicas agreed and this one, "
+                  "where no rank took an optimizer step"))
+      << shown(a);
+  const auto twin = launchAudited(4, python("weights_rounded_on_rank0.py", {"--copy"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 // NOTE [An object list nobody keeps]: a configuration broadcast into a list display never reaches
 // ranks 1-3; the rates they stepped with show the effect, the broadcast's line the construct.
 TEST(AuditPattern, AConfigBroadcastIntoAListDisplayIsNamedWithItsLine) {

@@ -622,8 +622,98 @@ std::optional<Explanation> changedAroundTheirOwnPass(const Trace& trace,
       "copy.deepcopy) before swapping, or evaluate a separate copy of the model"};
 }
 
+// The optimizer steps rank `t` took between trace lines `from` and `to`.
+std::int64_t stepsBetween(const RankTrace& t, std::int64_t from, std::int64_t to) {
+  const auto a = std::upper_bound(t.stepLines.begin(), t.stepLines.end(), from);
+  const auto b = std::lower_bound(t.stepLines.begin(), t.stepLines.end(), to);
+  return a < b ? static_cast<std::int64_t>(b - a) : 0;
+}
+
+// NOTE [Steps the ranks took apart] (docs/audit.md): the same backward passes on every rank but
+// other numbers of optimizer steps by the point compared (the `step` lines): a step skipped on a
+// rank's own condition after DDP had averaged the gradients. Or no step on any rank between the
+// last point where the replicas agreed and this one: the weights were changed outside training.
+std::optional<Explanation> stepsParted(const Trace& trace, const std::map<int, std::vector<Point>>& byRank,
+                                       const std::map<int, std::size_t>& index) {
+  // Each rank's steps by then, each as the number of forwards with gradients before it.
+  std::map<std::int64_t, std::vector<std::int64_t>> afterForward;
+  for (const auto& [rank, i] : index) {
+    const auto& t = trace.ranks[static_cast<std::size_t>(rank)];
+    if (!t || t->stepLines.empty()) return std::nullopt;
+    const auto& points = byRank.at(rank);
+    auto& after = afterForward[rank];
+    for (auto line : t->stepLines) {
+      if (line >= points[i].line) break;
+      after.push_back(std::lower_bound(t->gradForwardLines.begin(), t->gradForwardLines.end(), line) -
+                      t->gradForwardLines.begin());
+    }
+  }
+  // The first step at which the ranks part: taken after other forwards, or not taken.
+  std::size_t most = 0;
+  for (const auto& [rank, after] : afterForward) most = std::max(most, after.size());
+  for (std::size_t j = 0; j < most; ++j) {
+    std::map<std::int64_t, std::vector<std::int64_t>> byForward;  // -1: no such step
+    for (const auto& [rank, after] : afterForward) {
+      byForward[j < after.size() ? after[j] : -1].push_back(rank);
+    }
+    if (byForward.size() < 2) continue;
+    // The ranks whose step j came later (or never) skipped a step before it.
+    std::vector<std::int64_t> skipped;
+    std::vector<std::string> parts;
+    const std::int64_t earliest = byForward.count(-1) && byForward.size() == 1
+                                      ? -1
+                                      : std::next(byForward.begin(), byForward.count(-1) ? 1 : 0)->first;
+    for (const auto& [f, rs] : byForward) {
+      parts.push_back(f < 0 ? fmt::format("{}: none", rankList(rs))
+                            : fmt::format("{}: after forward {}", rankList(rs), f));
+      if (f != earliest) skipped.insert(skipped.end(), rs.begin(), rs.end());
+    }
+    std::sort(skipped.begin(), skipped.end());
+    const auto nodes = wholeNodesOf(trace, skipped);
+    return Explanation{
+        fmt::format("every rank ran the same backward passes, but the ranks' optimizer steps part "
+                    "at their step {} ({}): optimizer.step() was skipped on {} on a condition of "
+                    "{} own{} after DDP had averaged the gradients, so the replicas that skipped "
+                    "kept their old weights",
+                    j + 1, fmt::join(parts, "; "), rankList(skipped),
+                    skipped.size() == 1 ? "its" : "their",
+                    nodes.empty()
+                        ? " (a loss-spike, NaN or gradient-norm guard on the rank's own loss, a "
+                          "step under `if rank == 0:`)"
+                        : fmt::format(", decided per node (the ranks of node{} {} skipped "
+                                      "together: a value reduced within a node's group, not "
+                                      "across the world)",
+                                      nodes.size() == 1 ? "" : "s", fmt::join(nodes, ", "))),
+        "decide a skip on every rank together (all_reduce the loss or the flag over the whole "
+        "world before choosing), or zero the update on every rank"};
+  }
+  return std::nullopt;
+}
+
+// No rank took an optimizer step between the last point where the replicas agreed and this one
+// (NOTE [Steps the ranks took apart]): the weights were edited outside training.
+std::optional<Explanation> editedOutsideTraining(const Trace& trace,
+                                                 const std::map<int, std::vector<Point>>& byRank,
+                                                 const std::map<int, std::size_t>& index,
+                                                 const std::vector<std::int64_t>& odd) {
+  for (const auto& [rank, i] : index) {
+    const auto& t = trace.ranks[static_cast<std::size_t>(rank)];
+    if (!t || t->stepLines.empty() || i == 0) return std::nullopt;
+    const auto& points = byRank.at(rank);
+    if (stepsBetween(*t, points[i - 1].line, points[i].line) > 0) return std::nullopt;
+  }
+  return Explanation{
+      fmt::format("{} changed between the last point where the replicas agreed and this one, "
+                  "where no rank took an optimizer step: the weights were edited in place outside "
+                  "training on {} only (pruning, rounding the live weights for an export, a "
+                  "callback or hook under `if rank == 0:` or @rank_zero_only)",
+                  rankList(odd), odd.size() == 1 ? "that rank" : "those ranks"),
+      "change the weights on every rank, or change a copy (copy.deepcopy) for the export"};
+}
+
 Explanation divergedCause(const Trace& trace, const std::map<int, std::vector<Point>>& byRank,
-                          const std::map<int, std::size_t>& index) {
+                          const std::map<int, std::size_t>& index,
+                          const std::vector<std::int64_t>& odd) {
   if (const auto back = wentBack(byRank, index); !back.empty()) return restoredCause(trace, back);
   std::set<std::int64_t> backwards;
   for (const auto& [rank, i] : index) backwards.insert(byRank.at(rank)[i].params.backwards);
@@ -641,6 +731,7 @@ Explanation divergedCause(const Trace& trace, const std::map<int, std::vector<Po
                         fmt::join(backwards, ", ")),
             "run the same steps on every rank"};
   }
+  if (auto edited = editedOutsideTraining(trace, byRank, index, odd)) return std::move(*edited);
   return {fmt::format(
       "every rank had run the same {} backward passes, whose gradients DDP averages alike, so the "
       "models were changed outside the allreduce on some ranks: an optimizer step on some ranks "
@@ -706,13 +797,16 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
     if (why.empty()) why = noSyncCause(trace, ddp, v.detail);
     if (why.empty()) why = ddpOverAPartOfTheWorld(trace, ddp).value_or(Explanation{});
     if (why.empty()) why = differentLearningRates(trace, reference[i].line).value_or(Explanation{});
+    // A step skipped on some ranks makes their later steps apply other batches' gradients:
+    // named before the gradients those steps compare.
+    if (why.empty()) why = stepsParted(trace, byRank, index).value_or(Explanation{});
     std::string gradientsNote;
     if (why.empty()) {
       why = changedGradients(trace, ddp, reference[i].line, gradientsNote).value_or(Explanation{});
     }
     if (why.empty()) why = std::move(byParts);
     if (why.empty()) why = changedAroundTheirOwnPass(trace, byRank, index, odd).value_or(Explanation{});
-    if (why.empty()) why = divergedCause(trace, byRank, index);
+    if (why.empty()) why = divergedCause(trace, byRank, index, odd);
     if (!partedNote.empty()) v.notes.push_back(partedNote);
     if (!gradientsNote.empty()) v.notes.push_back(gradientsNote);
     explain(v, std::move(why));
