@@ -298,6 +298,21 @@ TEST(MultiNode, ShardFilesSplitByNodeThenByLocalRankPassAndAreJudgedPerNode) {
   EXPECT_EQ(bugOnOne.command.exitCode, 0) << shown(bugOnOne);
 }
 
+// NOTE [Data of each node's own]: each node reads its own files under a sampler over the world.
+TEST(MultiNode, NodeFilesUnderAWorldSamplerAreNamedAsDataOfEachNodesOwn) {
+  const auto bug = auditNodes(2, 2, "node_shard_files.py", {"--global-sampler"});
+  EXPECT_EQ(bug.command.exitCode, 1) << shown(bug);
+  const Json v = onlyViolation(bug, "coverage");
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(),
+                  "each node holds data of its own (every rank of a node the same, the nodes "
+                  "other data"))
+      << shown(bug);
+  EXPECT_TRUE(has(v["help"].get<std::string>(), "num_replicas=LOCAL_WORLD_SIZE, rank=LOCAL_RANK"))
+      << shown(bug);
+  const auto bugOnOne = auditNodes(1, 4, "node_shard_files.py", {"--global-sampler"});
+  EXPECT_EQ(bugOnOne.command.exitCode, 0) << shown(bugOnOne);  // one node: one dataset
+}
+
 TEST(MultiNode, NewGroupCalledForTheOwnNodeOnlyIsNamedFromTheCalls) {
   // NOTE [new_group is the world's call]: ranks 0, 1 ask for [0, 1], ranks 2, 3 for [2, 3].
   const auto two = auditNodes(2, 2, "node_groups_own_only.py");

@@ -124,11 +124,42 @@ bool sameListing(DataFindings& findings, std::int64_t loader, std::int64_t k,
   return false;
 }
 
+// NOTE [Data of each node's own] (docs/multi-node.md): the ranks' data differ exactly by node
+// (every rank of a node holds the same data, and not every node the same) under a sampler that splits
+// over the whole world: a node-local dataset (its own shard files, a cache on its disk) that the
+// sampler treats as one. The cause, or nothing.
+std::optional<Explanation> nodeLocalData(const std::vector<RankPass>& ranks, std::int64_t loader) {
+  std::map<std::string, std::vector<std::int64_t>> byData;
+  std::map<int, std::set<std::string>> dataOfNode;
+  for (const auto& rp : ranks) {
+    if (!rp.trace->node) return std::nullopt;
+    const std::string id = datasetIdentity(rp.trace->loaders.at(loader));
+    byData[id].push_back(rp.trace->rank);
+    dataOfNode[*rp.trace->node].insert(id);
+  }
+  if (byData.size() < 2 || dataOfNode.size() < 2) return std::nullopt;
+  for (const auto& [node, ids] : dataOfNode) {
+    if (ids.size() != 1) return std::nullopt;  // a node whose ranks differ: not per node
+  }
+  const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+  return Explanation{
+      fmt::format("each node holds data of its own (every rank of a node the same, the nodes "
+                  "other data: its own shard files, a cache on its local disk) while {} splits "
+                  "over the whole world ({} replicas, by global rank), so each node's ranks draw "
+                  "only their global ranks' slices of their node's data: the rest of every node's "
+                  "data is never trained, and no rank sees another node's",
+                  s ? s->className : std::string("the sampler"),
+                  s && s->numReplicas ? std::to_string(*s->numReplicas) : std::string("W")),
+      "split within the node (num_replicas=LOCAL_WORLD_SIZE, rank=LOCAL_RANK) when each node "
+      "reads its own part, or give every node the whole dataset"};
+}
+
 // Data that differ across ranks: a finding under a sampler that promises one dataset, else a
 // note that no partition across ranks is judged.
 bool differentData(DataFindings& findings, std::int64_t loader, std::int64_t k,
                    const std::vector<RankPass>& ranks, Violation v) {
   if (promisesOneDataset(samplerOf(*ranks[0].trace, loader))) {
+    if (auto perNode = nodeLocalData(ranks, loader)) explain(v, std::move(*perNode));
     v.epoch = k;
     findings.record(loader, v, "listing");
   } else {

@@ -3,7 +3,10 @@ files (file k on node k % nodes), and a DistributedSampler over the node's Conca
 its records among the node's ranks (num_replicas=LOCAL_WORLD_SIZE, rank=LOCAL_RANK). Healthy on
 any number of nodes: every record of every file on exactly one rank per epoch.
 --node-from-env: the bug: the node's index is read from NODE_RANK with a default of 0, which
-torchrun does not set, so every node reads node 0's files and the nodes train the same records."""
+torchrun does not set, so every node reads node 0's files and the nodes train the same records.
+--global-sampler: the other bug: each node reads its own files, but the DistributedSampler keeps
+its defaults (the whole world, by global rank), so each node's ranks draw only their global
+ranks' slices of the node's records and the rest are never trained."""
 import argparse
 import os
 
@@ -26,6 +29,7 @@ def read_file(k):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--node-from-env", action="store_true")
+    parser.add_argument("--global-sampler", action="store_true")
     args = parser.parse_args()
     dist.init_process_group("gloo")
     local_rank = int(os.environ["LOCAL_RANK"])
@@ -36,7 +40,10 @@ def main():
     else:
         node = dist.get_rank() // local_world
     shard = ConcatDataset([read_file(k) for k in range(node, FILES, nodes)])
-    sampler = DistributedSampler(shard, num_replicas=local_world, rank=local_rank, seed=3)
+    if args.global_sampler:
+        sampler = DistributedSampler(shard, seed=3)
+    else:
+        sampler = DistributedSampler(shard, num_replicas=local_world, rank=local_rank, seed=3)
     loader = DataLoader(shard, batch_size=16, sampler=sampler)
     torch.manual_seed(0)
     model = DDP(nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Linear(32, 2)))
