@@ -322,6 +322,22 @@ TEST(AuditPattern, WeightsRoundedInPlaceOnRankZeroBetweenEpochsAreAnEditOutsideT
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+// NOTE [An order drawn from the global generators]: seeded alike, but rank 0 draws a preview
+// from numpy's generator first (a short draw: only the key's position moves).
+TEST(AuditPattern, ARankZeroDrawBetweenTheSeedAndTheSamplersIsNamed) {
+  const auto a = launchAudited(4, python("preview_draws_global_rng.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_TRUE(has(text(v, "likely_cause"),
+                  "BlockShuffleSampler draws its order from numpy's global generator "
+                  "(np.random.permutation), seeded alike on every rank (np.random.seed(17) at "
+                  "preview_draws_global_rng.py:45 in main), yet the ranks drew other orders"))
+      << shown(a);
+  EXPECT_EQ(text(only(a, "disjointness"), "likely_cause"), text(v, "likely_cause")) << shown(a);
+  const auto twin = launchAudited(4, python("preview_draws_global_rng.py", {"--own-generator"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 // NOTE [An object list nobody keeps]: a configuration broadcast into a list display never reaches
 // ranks 1-3; the rates they stepped with show the effect, the broadcast's line the construct.
 TEST(AuditPattern, AConfigBroadcastIntoAListDisplayIsNamedWithItsLine) {

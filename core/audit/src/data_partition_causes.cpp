@@ -177,6 +177,21 @@ std::optional<Explanation> globalGeneratorPerRank(const std::vector<RankPass>& r
           "seed the sampler's generator alike on every rank (seed + epoch), and draw per-rank "
           "randomness from a generator of its own"};
     }
+    if (!unseeded && values.size() == 1) {
+      // Seeded alike, yet the orders differ: the ranks' generators stood at other states when
+      // the sampler drew, so some ranks drew from them in between.
+      return Explanation{
+          fmt::format("{} draws its order from {}, seeded alike on every rank ({}({}){}), yet "
+                      "the ranks drew other orders: between the seed and the sampler's draw some "
+                      "ranks drew from that generator and the others did not (a preview, an "
+                      "augmentation or a check under `if rank == 0:`), so the ranks' shares "
+                      "overlap and leave samples out",
+                      samplerClass(ranks[0]), what, call, *values.begin(),
+                      at.empty() ? "" : " at " + at),
+          "give the sampler a generator of its own seeded with seed + epoch "
+          "(np.random.default_rng(seed + epoch), torch.Generator().manual_seed(seed + epoch)), "
+          "and draw rank 0's extras from another"};
+    }
   }
   return std::nullopt;
 }
