@@ -499,6 +499,23 @@ TEST(MultiNode, ABestCheckpointOnOneNodesLocalDiskIsNamedByTheNodesThatLoadedIt)
   EXPECT_EQ(one.command.exitCode, 0) << shown(one);  // one node: every rank finds the file
 }
 
+// NOTE [Post-local SGD]: the replicas meet only at the averager's steps; an averager over a
+// node's group never brings the nodes together.
+TEST(MultiNode, PostLocalSgdAveragedPerNodeIsNamedAndAveragedOverTheWorldPasses) {
+  const auto bug = auditNodes(2, 2, "post_local_sgd_averager.py");
+  EXPECT_EQ(bug.command.exitCode, 1) << shown(bug);
+  const Json v = onlyViolation(bug, "replica-consistency");
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(),
+                  "DDP reduces the gradients with post_localSGD_hook: after its "
+                  "start_localSGD_iter it averages them within its subgroup only"))
+      << shown(bug);
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(), "here they part by node")) << shown(bug);
+  const auto twin = auditNodes(2, 2, "post_local_sgd_averager.py", {"--world-averager"});
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);  // replicas differ between averages
+  const auto one = auditNodes(1, 4, "post_local_sgd_averager.py");
+  EXPECT_EQ(one.command.exitCode, 0) << shown(one);
+}
+
 TEST(MultiNode, BadNodeCountsAreOneLineAndExitTwo) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--nnodes", "0", "-n", "2"}, "ddp-sim: error: --nnodes must be positive, got 0\n"},

@@ -176,6 +176,66 @@ std::optional<Explanation> ddpOverAPartOfTheWorld(const Trace& trace, std::int64
       "collectives meant to stay within a node"};
 }
 
+// NOTE [Post-local SGD] (docs/audit.md): DDP module `ddp` reduced its gradients through torch's
+// post_localSGD_hook, which after its start_localSGD_iter averages within its subgroup only and
+// leaves the replicas to a model averager. The replicas that part then part by that averaging.
+std::string localSgdHook(const Trace& trace, std::int64_t ddp) {
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    for (const auto& [group, calls] : t->collectives) {
+      for (const auto& c : calls) {
+        if (c.op == "comm_hook" && c.ddp == ddp && c.hook.find("localSGD") != std::string::npos) {
+          return c.hook;
+        }
+      }
+    }
+  }
+  return "";
+}
+
+// Whether every rank averaged module `ddp`'s parameters over the whole world at least once: an
+// all_reduce of the program's own on the default group (or a group of every rank), of the
+// module's parameter count (a PeriodicModelAverager's flattened buffer).
+bool averagedOverTheWorld(const Trace& trace, std::int64_t ddp) {
+  for (const auto& t : trace.ranks) {
+    if (!t) return false;
+    const auto d = t->ddp.find(ddp);
+    if (d == t->ddp.end()) return false;
+    bool averaged = false;
+    for (const auto& [group, calls] : t->collectives) {
+      const auto members = t->groups.find(group);
+      const bool world = group == "0" || (members != t->groups.end() &&
+                                          static_cast<std::int64_t>(members->second.size()) ==
+                                              trace.worldSize);
+      averaged = averaged || (world && std::any_of(calls.begin(), calls.end(), [&](const auto& c) {
+                   return c.src == "user" && c.op == "all_reduce" && c.numel == d->second.parameters;
+                 }));
+    }
+    if (!averaged) return false;
+  }
+  return true;
+}
+
+std::optional<Explanation> localSgdCause(const Trace& trace, std::int64_t ddp,
+                                         const std::vector<std::int64_t>& odd) {
+  const std::string hook = localSgdHook(trace, ddp);
+  if (hook.empty()) return std::nullopt;
+  const auto nodes = wholeNodesOf(trace, odd);
+  return Explanation{
+      fmt::format("DDP reduces the gradients with {}: after its start_localSGD_iter it averages "
+                  "them within its subgroup only, and the replicas agree again only where a "
+                  "model averager (PeriodicModelAverager) averages the parameters; {}",
+                  hook,
+                  nodes.empty()
+                      ? "here they part, so the averager does not span the ranks that parted "
+                        "(its process_group a subgroup) or never runs"
+                      : fmt::format("here they part by node (node{} {} against the rest), so the "
+                                    "averager's process_group is a node's group, not the world",
+                                    nodes.size() == 1 ? "" : "s", fmt::join(nodes, ", "))),
+      "average the model over the whole world (PeriodicModelAverager with the default group), "
+      "keeping the node's subgroup for the hook only"};
+}
+
 // NOTE [An object list nobody keeps] (docs/audit.md): broadcast_object_list given a list display
 // (`[cfg]`) before trace line `before` on a rank it sends to: that rank's received objects went
 // into the list and were thrown away with it. Its record, or nothing.
@@ -745,6 +805,9 @@ Explanation divergedCause(const Trace& trace, const std::map<int, std::vector<Po
 }
 
 void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violation>& out) {
+  // NOTE [Post-local SGD]: under post_localSGD_hook the replicas agree only at the steps where
+  // the program averages them over the world; between those they differ by design.
+  if (!localSgdHook(trace, ddp).empty() && averagedOverTheWorld(trace, ddp)) return;
   std::map<int, std::vector<Point>> byRank;
   for (const auto& t : trace.ranks) {
     if (t) byRank[t->rank] = pointsOf(*t, ddp);
@@ -799,6 +862,7 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
     if (why.empty()) why = differentLearningRates(trace, reference[i].line).value_or(Explanation{});
     // A step skipped on some ranks makes their later steps apply other batches' gradients:
     // named before the gradients those steps compare.
+    if (why.empty()) why = localSgdCause(trace, ddp, odd).value_or(Explanation{});
     if (why.empty()) why = stepsParted(trace, byRank, index).value_or(Explanation{});
     std::string gradientsNote;
     if (why.empty()) {

@@ -164,6 +164,7 @@ CollectiveRecord collectiveRecord(const json& e) {
   c.backward = optionalField<std::int64_t>(e, f::kBackward).value_or(-1);
   c.shadow = optionalField<bool>(e, f::kShadow).value_or(false);
   c.discarded = optionalField<bool>(e, f::kDiscarded).value_or(false);
+  c.hook = optionalField<std::string>(e, f::kHook).value_or("");
   c.at = optionalField<std::string>(e, f::kAt).value_or("");
   c.via = optionalField<std::string>(e, f::kVia).value_or("");
   c.peer = optionalField<std::int64_t>(e, f::kPeer).value_or(-1);

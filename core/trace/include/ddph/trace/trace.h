@@ -149,6 +149,8 @@ struct CollectiveRecord {
   bool shadow = false;
   /// broadcast_object_list given a list display: the receiving ranks' results are thrown away.
   bool discarded = false;
+  /// A program's DDP comm hook (op "comm_hook"): its qualified name ("post_localSGD_hook").
+  std::string hook;
   /// A program's own call ("user"): the innermost frame of its own code that made it, and the
   /// framework the call went through from there ("lightning"), when the recorder said.
   std::string at, via;
