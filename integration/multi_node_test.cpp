@@ -516,6 +516,23 @@ TEST(MultiNode, PostLocalSgdAveragedPerNodeIsNamedAndAveragedOverTheWorldPasses)
   EXPECT_EQ(one.command.exitCode, 0) << shown(one);
 }
 
+// An evaluation on every rank is judged by what it counts: the node's view of the world in the
+// validation sampler is one no-duplicates finding, its cause the sampler's LOCAL_RANK.
+TEST(MultiNode, AValidationSamplerGivenTheNodesWorldIsOneNoDuplicatesFinding) {
+  const auto bug = auditNodes(2, 2, "val_sampler_local_world.py");
+  EXPECT_EQ(bug.command.exitCode, 1) << shown(bug);
+  ASSERT_EQ(bug.report["violations"].size(), 1u) << shown(bug);
+  const Json v = onlyViolation(bug, "no-duplicates");
+  EXPECT_TRUE(has(v["detail"].get<std::string>(), "the ranks evaluated 256 samples for 128 distinct"))
+      << shown(bug);
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(),
+                  "sampler 1's rank is LOCAL_RANK and its num_replicas LOCAL_WORLD_SIZE (2)"))
+      << shown(bug);
+  EXPECT_FALSE(has(v["likely_cause"].get<std::string>(), "pads")) << shown(bug);
+  EXPECT_EQ(auditNodes(1, 4, "val_sampler_local_world.py").command.exitCode, 0);
+  EXPECT_EQ(auditNodes(2, 2, "val_sampler_local_world.py", {"--global"}).command.exitCode, 0);
+}
+
 TEST(MultiNode, BadNodeCountsAreOneLineAndExitTwo) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--nnodes", "0", "-n", "2"}, "ddp-sim: error: --nnodes must be positive, got 0\n"},

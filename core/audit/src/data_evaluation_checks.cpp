@@ -105,9 +105,10 @@ bool countedOnceBySums(const std::vector<RankPass>& ranks, std::int64_t total,
 }
 
 // Why the ranks evaluated samples twice: the whole set on every rank, DistributedSampler's
-// padding, or shards that overlap.
+// padding, or shards that overlap (why they do: `overlap`, the partition's cause).
 Explanation duplicatesCause(const std::vector<RankPass>& ranks, const Partition& consumed,
-                            std::int64_t n, bool padded, const SamplerRecord* s) {
+                            std::int64_t n, bool padded, const SamplerRecord* s,
+                            Explanation overlap) {
   const bool wholeOnEveryRank =
       !padded && std::all_of(consumed.ranks.begin(), consumed.ranks.end(), [&](const auto& shard) {
         return static_cast<std::int64_t>(std::set<Index>(shard.begin(), shard.end()).size()) == n;
@@ -132,6 +133,11 @@ Explanation duplicatesCause(const std::vector<RankPass>& ranks, const Partition&
             "evaluate an unpadded shard (indices[rank::world_size]) or drop the duplicates when "
             "gathering results"};
   }
+  if (!overlap.empty()) {
+    overlap.cause = "the ranks' evaluation shards overlap, so metrics summed over ranks count "
+                    "those samples twice: " + overlap.cause;
+    return overlap;
+  }
   return {"the ranks' evaluation shards overlap, so metrics summed over ranks count those "
           "samples twice",
           "give each rank a disjoint shard, or drop the duplicates when gathering results"};
@@ -149,8 +155,14 @@ void checkCountedOnce(DataFindings& findings, std::int64_t loader, std::int64_t 
     distinct.insert(shard.begin(), shard.end());
   }
   const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+  // DistributedSampler's padding: its copies are the duplicates, no more (a sampler given another
+  // rank or num_replicas than its process's overlaps instead).
+  const auto world = static_cast<std::int64_t>(ranks.size());
   const bool padded = s && s->order == OrderKind::kTorchDistributed &&
-                      !ranks[0].pass->dropLast.value_or(false);
+                      !ranks[0].pass->dropLast.value_or(false) &&
+                      s->numReplicas.value_or(world) == world &&
+                      total - static_cast<std::int64_t>(distinct.size()) ==
+                          sampler::distributedTotalSize(n, world, false) - n;
   if (const auto gather = gatheredAfter(ranks)) {
     // NOTE [Padding that is gathered] (docs/audit.md): the duplicates hurt only a metric that
     // counts them; a program that gathers its results after the pass can keep each index once,
@@ -180,7 +192,11 @@ void checkCountedOnce(DataFindings& findings, std::int64_t loader, std::int64_t 
                         distributedNumSamples(n, static_cast<std::int64_t>(ranks.size()), false))
           : "",
       v->detail);
-  Explanation why = duplicatesCause(ranks, consumed, n, padded, s);
+  Explanation why = duplicatesCause(
+      ranks, consumed, n, padded, s,
+      padded ? Explanation{}
+             : partitionCause(ranks, std::string(property::kDisjointness), v->ranks,
+                              findings.trace()));
   explain(*v, std::move(why));
   findings.record(loader, *v);
 }

@@ -368,11 +368,10 @@ bool checkPartition(DataFindings& findings, std::int64_t loader, std::int64_t k,
     checkDrawsDiffer(findings, loader, k, n, ranks);
     return false;  // coverage, disjointness and reshuffle do not apply
   }
-  // The whole set evaluated on every rank is the evaluation's finding (counted W times,
-  // checkEvaluation), not also a training partition's: one harm, one finding.
-  if (evaluatedOnEveryRank(ranks) && isWholeDatasetSampler(samplerOf(*ranks[0].trace, loader))) {
-    return false;
-  }
+  // An evaluation on every rank is judged by what it counts (checkEvaluation: samples evaluated
+  // twice or never, the whole set on every rank), not also as a training partition: one harm,
+  // one finding.
+  if (evaluatedOnEveryRank(ranks)) return true;
   return checkSplit(findings, loader, k, n, ranks);
 }
 
