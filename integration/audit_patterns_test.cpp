@@ -338,6 +338,23 @@ TEST(AuditPattern, ARankZeroDrawBetweenTheSeedAndTheSamplersIsNamed) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+// NOTE [Steps cut to the shortest rank]: files dealt whole to the ranks, every pass stopped at
+// the shortest rank's batch count.
+TEST(AuditPattern, StepsCutToTheShortestRanksShardAreCoverageNamedByTheLengths) {
+  const auto a = launchAudited(4, python("files_split_min_steps.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_TRUE(has(text(v, "detail"),
+                  "the ranks' loaders hold different numbers of batches (ranks 2, 3: 4; ranks 0, "
+                  "1: 6), and every rank's pass stopped at the shortest one's 4: 128 of the 640 "
+                  "samples were trained by no rank in this epoch"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "all_reduce(MIN)")) << shown(a);
+  const auto twin = launchAudited(4, python("files_split_min_steps.py", {"--records"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 // NOTE [An object list nobody keeps]: a configuration broadcast into a list display never reaches
 // ranks 1-3; the rates they stepped with show the effect, the broadcast's line the construct.
 TEST(AuditPattern, AConfigBroadcastIntoAListDisplayIsNamedWithItsLine) {

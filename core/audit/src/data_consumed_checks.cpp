@@ -228,9 +228,56 @@ bool batchSamplerStopsShort(DataFindings& findings, std::int64_t loader, std::in
   return true;
 }
 
+// NOTE [Steps cut to the shortest rank] (docs/audit.md): the ranks' loaders hold different numbers
+// of batches (shards of other sizes: files split across ranks), and every rank's training pass
+// stopped at the shortest one's count (a step count agreed with all_reduce(MIN), zip with
+// range(min)): the longer ranks' remaining samples are never trained in the epoch. The coverage
+// finding, recorded; false when the pass is not that.
+bool cutToTheShortestRank(DataFindings& findings, std::int64_t loader, std::int64_t k,
+                          const std::vector<RankPass>& ranks) {
+  std::map<std::int64_t, std::vector<std::int64_t>> byLength;
+  std::set<std::size_t> used;
+  for (const auto& rp : ranks) {
+    if (!trainsOnBatches(*rp.pass) || !rp.pass->declaredBatches || !rp.consumed) return false;
+    byLength[*rp.pass->declaredBatches].push_back(rp.trace->rank);
+    used.insert(rp.pass->batches.size());
+  }
+  if (byLength.size() < 2 || used.size() != 1 ||
+      static_cast<std::int64_t>(*used.begin()) != byLength.begin()->first) {
+    return false;
+  }
+  std::set<Index> trained;
+  for (const auto& rp : ranks) trained.insert(rp.consumed->begin(), rp.consumed->end());
+  const std::int64_t n = ranks[0].pass->datasetLen;
+  const std::int64_t left = n - static_cast<std::int64_t>(trained.size());
+  if (left <= 0) return false;
+  std::vector<std::string> lengths;
+  for (const auto& [len, rs] : byLength) lengths.push_back(fmt::format("{}: {}", rankList(rs), len));
+  sampler::Violation v;
+  v.property = std::string(property::kCoverage);
+  v.epoch = k;
+  v.detail = fmt::format(
+      "{}, {}: the ranks' loaders hold different numbers of batches ({}), and every rank's pass "
+      "stopped at the shortest one's {}: {} of the {} samples were trained by no rank in this "
+      "epoch",
+      describeLoader(*ranks[0].trace, loader), samplerName(ranks[0]), fmt::join(lengths, "; "),
+      *used.begin(), left, n);
+  explain(v, {fmt::format("the ranks' shards differ in size (whole files, or records, split "
+                          "across the ranks unevenly) and the loop trains only the shortest "
+                          "shard's {} batches on every rank (a step count agreed with "
+                          "all_reduce(MIN), zip with range(n)), so the longer ranks' remaining "
+                          "samples are never trained in an epoch",
+                          *used.begin()),
+              "split the samples evenly across the ranks (DistributedSampler pads the shards "
+              "to one length), or let the longer ranks finish under torch's Join"});
+  findings.record(loader, v, "consumed");
+  return true;
+}
+
 void checkConsumedInGroup(DataFindings& findings, std::int64_t loader, std::int64_t k,
                           const std::vector<RankPass>& ranks) {
   if (batchSamplerStopsShort(findings, loader, k, ranks)) return;
+  if (cutToTheShortestRank(findings, loader, k, ranks)) return;
   const bool anyDropped = std::any_of(ranks.begin(), ranks.end(),
                                       [](const RankPass& rp) { return rp.dropped; });
   if (!anyDropped || !allKnown(ranks, true) || !allKnown(ranks, false)) return;
