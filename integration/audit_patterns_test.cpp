@@ -355,6 +355,24 @@ TEST(AuditPattern, StepsCutToTheShortestRanksShardAreCoverageNamedByTheLengths) 
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+// NOTE [Steps the ranks took apart]: the same steps after the same batches everywhere, the
+// weights edited between steps on rank 0 only.
+TEST(AuditPattern, WeightsEditedBetweenStepsOnRankZeroAreNamedAfterTheStepsAgree) {
+  const auto a = launchAudited(4, python("lookahead_on_rank0.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "replica-consistency");
+  EXPECT_EQ(v["ranks"], Json::array({0})) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"),
+                  "every rank ran the same backward passes and took the same 8 optimizer steps "
+                  "after the same batches, so the weights of rank 0 were changed in place "
+                  "between steps"))
+      << shown(a);
+  EXPECT_FALSE(has(text(v, "likely_cause"), "cannot tell")) << shown(a);
+  const auto twin = launchAudited(4, python("lookahead_on_rank0.py", {"--every-rank"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 // NOTE [An object list nobody keeps]: a configuration broadcast into a list display never reaches
 // ranks 1-3; the rates they stepped with show the effect, the broadcast's line the construct.
 TEST(AuditPattern, AConfigBroadcastIntoAListDisplayIsNamedWithItsLine) {

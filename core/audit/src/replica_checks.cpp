@@ -693,9 +693,11 @@ std::int64_t stepsBetween(const RankTrace& t, std::int64_t from, std::int64_t to
 // other numbers of optimizer steps by the point compared (the `step` lines): a step skipped on a
 // rank's own condition after DDP had averaged the gradients. Or no step on any rank between the
 // last point where the replicas agreed and this one: the weights were changed outside training.
-std::optional<Explanation> stepsParted(const Trace& trace, const std::map<int, std::vector<Point>>& byRank,
-                                       const std::map<int, std::size_t>& index) {
-  // Each rank's steps by then, each as the number of forwards with gradients before it.
+// Each rank's optimizer steps before the point compared, each as the number of forwards with
+// gradients before it; nothing when some rank's steps are not recorded.
+std::optional<std::map<std::int64_t, std::vector<std::int64_t>>> stepsAfterForwards(
+    const Trace& trace, const std::map<int, std::vector<Point>>& byRank,
+    const std::map<int, std::size_t>& index) {
   std::map<std::int64_t, std::vector<std::int64_t>> afterForward;
   for (const auto& [rank, i] : index) {
     const auto& t = trace.ranks[static_cast<std::size_t>(rank)];
@@ -708,6 +710,14 @@ std::optional<Explanation> stepsParted(const Trace& trace, const std::map<int, s
                       t->gradForwardLines.begin());
     }
   }
+  return afterForward;
+}
+
+std::optional<Explanation> stepsParted(const Trace& trace, const std::map<int, std::vector<Point>>& byRank,
+                                       const std::map<int, std::size_t>& index) {
+  const auto steps = stepsAfterForwards(trace, byRank, index);
+  if (!steps) return std::nullopt;
+  const auto& afterForward = *steps;
   // The first step at which the ranks part: taken after other forwards, or not taken.
   std::size_t most = 0;
   for (const auto& [rank, after] : afterForward) most = std::max(most, after.size());
@@ -792,6 +802,25 @@ Explanation divergedCause(const Trace& trace, const std::map<int, std::vector<Po
             "run the same steps on every rank"};
   }
   if (auto edited = editedOutsideTraining(trace, byRank, index, odd)) return std::move(*edited);
+  // The same steps after the same batches on every rank (the gradients and rates they applied
+  // already compared): what is left is a change to the weights between steps.
+  if (const auto steps = stepsAfterForwards(trace, byRank, index)) {
+    const auto& first = steps->begin()->second;
+    const bool same = !first.empty() && std::all_of(steps->begin(), steps->end(), [&](const auto& r) {
+      return r.second == first;
+    });
+    if (same) {
+      return {fmt::format("every rank ran the same backward passes and took the same {} optimizer "
+                          "steps after the same batches, so the weights of {} were changed in "
+                          "place between steps: a callback or hook that edits them under "
+                          "@rank_zero_only or `if rank == 0:` (Lookahead's slow weights, pruning, "
+                          "a weight reset), or parameters made trainable after DDP was built "
+                          "(DDP reduces only the gradients it registered at construction)",
+                          first.size(), rankList(odd)),
+              "change the weights on every rank (drop rank_zero_only from a callback that edits "
+              "them), and unfreeze by rebuilding the DDP wrapper"};
+    }
+  }
   return {fmt::format(
       "every rank had run the same {} backward passes, whose gradients DDP averages alike, so the "
       "models were changed outside the allreduce on some ranks: an optimizer step on some ranks "
