@@ -46,11 +46,6 @@ def _listing(dataset):
     return None, None
 
 
-def _sized(dataset):
-    try:
-        return len(dataset)
-    except Exception:
-        return None
 
 
 def fingerprint(dataset, depth=0):
@@ -64,7 +59,7 @@ def fingerprint(dataset, depth=0):
         h = hashlib.blake2b((sub or "").encode(), digest_size=12)
         h.update(repr(list(indices)[:_LIMIT]).encode())
         if sub is None:  # a base with no listing: the split itself (random_split's indices)
-            h.update(repr(_sized(inner)).encode())
+            h.update(repr(dataset_items.sized(inner)).encode())
             return "subset-indices:" + h.hexdigest()
         return "subset:" + h.hexdigest()
     parts = getattr(dataset, "datasets", None)  # ConcatDataset
@@ -126,7 +121,7 @@ def parts(dataset):
         return None
     out = []
     for part in found:
-        entry = {"dataset": type(part).__name__, "len": _sized(part)}
+        entry = {"dataset": type(part).__name__, "len": dataset_items.sized(part)}
         name = _name(part)
         if name is not None:
             entry["name"] = name
@@ -169,8 +164,8 @@ def subset_split(dataset):
     indices = getattr(dataset, "indices", None)
     if inner is None or indices is None:
         return None
-    base = _sized(inner)
-    if base is None or _sized(indices) is None or len(indices) > _SUBSET_LIMIT:
+    base = dataset_items.sized(inner)
+    if base is None or dataset_items.sized(indices) is None or len(indices) > _SUBSET_LIMIT:
         return None
     values = index_codec.to_int_list(indices)
     if values is None:

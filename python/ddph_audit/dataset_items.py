@@ -42,14 +42,15 @@ def _tensors(dataset):
     return tensors
 
 
-def _sized(dataset):
+def sized(dataset):
+    """``len(dataset)``, or None when it has none (or raises)."""
     try:
         return len(dataset)
     except Exception:
         return None
 
 
-def _column_names(dataset):
+def columns(dataset):
     """The names of a map-style dataset's column tensors (a tensor attribute with one row per
     sample; at least one), sorted; None for a TensorDataset or a dataset without them."""
     import torch
@@ -57,7 +58,7 @@ def _column_names(dataset):
         return None
     if isinstance(dataset, torch.utils.data.IterableDataset) or not hasattr(dataset, "__getitem__"):
         return None
-    n = _sized(dataset)
+    n = sized(dataset)
     attrs = getattr(dataset, "__dict__", None)
     if not n or not isinstance(attrs, dict):
         return None
@@ -66,13 +67,8 @@ def _column_names(dataset):
     return names or None
 
 
-def columns(dataset):
-    """The sorted names of a dataset's column tensors (``_column_names``), or None."""
-    return _column_names(dataset)
-
-
 def _columns(dataset):
-    names = _column_names(dataset)
+    names = columns(dataset)
     return None if names is None else [dataset.__dict__[k] for k in names]
 
 

@@ -302,13 +302,18 @@ std::optional<Violation> differentComposition(const std::vector<const RankTrace*
 
 namespace {
 
-constexpr const char* kSameSamplesOtherOrders = "the same samples in different orders";
+// The coverage finding of items that differ across ranks, and whether they are the same samples
+// in other orders (the content digests agree).
+struct ItemsFinding {
+  Violation coverage;
+  bool sameSamples = false;
+};
 
 // differentItems over a TensorDataset's tensors, or (`columns`) over the column tensors of a
 // dataset of the program's own, which is judged only when they hold the same rows in other orders
 // (NOTE [A dataset of column tensors]: a column may be per-rank state, not samples).
-std::optional<Violation> itemsDiffer(const std::vector<const RankTrace*>& traces,
-                                     std::int64_t loader, bool columns) {
+std::optional<ItemsFinding> itemsDiffer(const std::vector<const RankTrace*>& traces,
+                                        std::int64_t loader, bool columns) {
   std::map<std::string, std::vector<std::int64_t>> byItems;
   std::set<std::string> contents;
   bool contentKnown = true;
@@ -344,7 +349,7 @@ std::optional<Violation> itemsDiffer(const std::vector<const RankTrace*>& traces
       "ranks' shards do not split one dataset: index i names another sample on each rank, and "
       "samples are trained twice or never",
       describeLoader(first, loader), l.dataset,
-      kind == "order" ? kSameSamplesOtherOrders
+      kind == "order" ? "the same samples in different orders"
                       : (kind == "items" ? "different samples" : "different items"),
       fmt::join(parts, "; "),
       columns ? fmt::format("its column tensors {}: ", fmt::join(l.datasetColumns, ", ")) : "",
@@ -360,25 +365,26 @@ std::optional<Violation> itemsDiffer(const std::vector<const RankTrace*>& traces
   } else {
     explain(v, differentDataCause(kind));
   }
-  return v;
+  return ItemsFinding{v, kind == "order"};
 }
 
 }  // namespace
 
 std::vector<Violation> differentItems(const std::vector<const RankTrace*>& traces,
                                       std::int64_t loader) {
-  auto v = itemsDiffer(traces, loader, false);
-  if (!v) v = itemsDiffer(traces, loader, true);
-  if (!v) return {};
-  if (v->detail.find(kSameSamplesOtherOrders) == std::string::npos) return {*v};
-  Violation copies = *v;
+  auto found = itemsDiffer(traces, loader, false);
+  if (!found) found = itemsDiffer(traces, loader, true);
+  if (!found) return {};
+  const Violation& v = found->coverage;
+  if (!found->sameSamples) return {v};
+  Violation copies = v;
   copies.property = std::string(property::kDisjointness);
   copies.detail = fmt::format("{}: the ranks hold the same samples in different orders, so a "
                               "sample one rank draws at index i another draws at index j: samples "
                               "are trained on more than one rank (and others on none: the coverage "
                               "finding)",
                               describeLoader(*traces.front(), loader));
-  return {*v, copies};
+  return {v, copies};
 }
 
 // NOTE [Ranks that share a dataset of their own] (docs/audit.md): each rank holds its own data

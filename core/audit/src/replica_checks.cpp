@@ -20,6 +20,28 @@ namespace property = sampler::property;
 
 namespace {
 
+// Whether `group` on rank `t` holds every rank: the default group, a group of all the ranks, or
+// one whose members the trace does not say (taken as the world's).
+bool spansTheWorld(const RankTrace& t, const std::string& group, int worldSize) {
+  if (group == "0") return true;
+  const auto members = t.groups.find(group);
+  return members == t.groups.end() || static_cast<int>(members->second.size()) >= worldSize;
+}
+
+// The first collective of any rank that `matches`, or null.
+template <typename Match>
+const CollectiveRecord* firstCollective(const Trace& trace, Match matches) {
+  for (const auto& t : trace.ranks) {
+    if (!t) continue;
+    for (const auto& [group, calls] : t->collectives) {
+      for (const auto& c : calls) {
+        if (matches(c)) return &c;
+      }
+    }
+  }
+  return nullptr;
+}
+
 struct Point {
   std::string where;  ///< "the start of epoch 1 of loader 0 (…)", "the end of the run"
   std::int64_t epoch = -1;
@@ -112,12 +134,12 @@ std::optional<Explanation> reducedWithinAPartOfTheWorld(const Trace& trace,
         // A metric (a loss, correct and total) reduced over the world says nothing of gradients.
         if (c.src != "user" || c.op != "all_reduce" || c.numel <= 2) continue;
         used.insert(group);
-        const auto members = t->groups.find(group);
-        if (group == "0" || members == t->groups.end()) {
+        if (spansTheWorld(*t, group, trace.worldSize)) {
           world = true;
           continue;
         }
-        reached.insert(members->second.begin(), members->second.end());
+        const auto& members = t->groups.at(group);
+        reached.insert(members.begin(), members.end());
       }
     }
     if (world || used.empty() || static_cast<int>(reached.size()) >= trace.worldSize) continue;
@@ -154,11 +176,8 @@ std::optional<Explanation> ddpOverAPartOfTheWorld(const Trace& trace, std::int64
       const bool buckets = std::any_of(list.begin(), list.end(), [&](const CollectiveRecord& c) {
         return c.src == "ddp" && c.ddp == ddp;
       });
-      if (!buckets || group == "0") continue;
-      const auto members = t->groups.find(group);
-      if (members == t->groups.end() || static_cast<int>(members->second.size()) >= trace.worldSize)
-        continue;
-      partial[group] = members->second;
+      if (!buckets || spansTheWorld(*t, group, trace.worldSize)) continue;
+      partial[group] = t->groups.at(group);
     }
   }
   if (partial.empty()) return std::nullopt;
@@ -180,17 +199,10 @@ std::optional<Explanation> ddpOverAPartOfTheWorld(const Trace& trace, std::int64
 // post_localSGD_hook, which after its start_localSGD_iter averages within its subgroup only and
 // leaves the replicas to a model averager. The replicas that part then part by that averaging.
 std::string localSgdHook(const Trace& trace, std::int64_t ddp) {
-  for (const auto& t : trace.ranks) {
-    if (!t) continue;
-    for (const auto& [group, calls] : t->collectives) {
-      for (const auto& c : calls) {
-        if (c.op == "comm_hook" && c.ddp == ddp && c.hook.find("localSGD") != std::string::npos) {
-          return c.hook;
-        }
-      }
-    }
-  }
-  return "";
+  const CollectiveRecord* c = firstCollective(trace, [&](const CollectiveRecord& c) {
+    return c.op == "comm_hook" && c.ddp == ddp && c.hook.find("localSGD") != std::string::npos;
+  });
+  return c ? c->hook : "";
 }
 
 // Whether every rank averaged module `ddp`'s parameters over the whole world at least once: an
@@ -201,16 +213,12 @@ bool averagedOverTheWorld(const Trace& trace, std::int64_t ddp) {
     if (!t) return false;
     const auto d = t->ddp.find(ddp);
     if (d == t->ddp.end()) return false;
-    bool averaged = false;
-    for (const auto& [group, calls] : t->collectives) {
-      const auto members = t->groups.find(group);
-      const bool world = group == "0" || (members != t->groups.end() &&
-                                          static_cast<std::int64_t>(members->second.size()) ==
-                                              trace.worldSize);
-      averaged = averaged || (world && std::any_of(calls.begin(), calls.end(), [&](const auto& c) {
-                   return c.src == "user" && c.op == "all_reduce" && c.numel == d->second.parameters;
-                 }));
-    }
+    const bool averaged = std::any_of(t->collectives.begin(), t->collectives.end(), [&](const auto& g) {
+      return spansTheWorld(*t, g.first, trace.worldSize) &&
+             std::any_of(g.second.begin(), g.second.end(), [&](const CollectiveRecord& c) {
+               return c.src == "user" && c.op == "all_reduce" && c.numel == d->second.parameters;
+             });
+    });
     if (!averaged) return false;
   }
   return true;
@@ -240,15 +248,9 @@ std::optional<Explanation> localSgdCause(const Trace& trace, std::int64_t ddp,
 // (`[cfg]`) before trace line `before` on a rank it sends to: that rank's received objects went
 // into the list and were thrown away with it. Its record, or nothing.
 const CollectiveRecord* discardedBroadcast(const Trace& trace, std::int64_t before) {
-  for (const auto& t : trace.ranks) {
-    if (!t) continue;
-    for (const auto& [group, calls] : t->collectives) {
-      for (const auto& c : calls) {
-        if (c.line < before && c.discarded && c.op == "broadcast_object_list") return &c;
-      }
-    }
-  }
-  return nullptr;
+  return firstCollective(trace, [&](const CollectiveRecord& c) {
+    return c.line < before && c.discarded && c.op == "broadcast_object_list";
+  });
 }
 
 // The ranks' optimizers stepped with different learning rates before the point where the replicas
@@ -426,10 +428,8 @@ std::optional<Explanation> initialBroadcastMissed(const Trace& trace, std::int64
     for (const auto& [group, list] : t->collectives) {
       for (const auto& c : list) {
         if (c.src != "user" || c.op != "broadcast" || c.line > firstStep) continue;
-        const auto members = t->groups.find(group);
-        if (group != "0" && members != t->groups.end() &&
-            static_cast<int>(members->second.size()) < trace.worldSize) {
-          partial.insert(fmt::format("group {} ({})", group, rankList(members->second)));
+        if (!spansTheWorld(*t, group, trace.worldSize)) {
+          partial.insert(fmt::format("group {} ({})", group, rankList(t->groups.at(group))));
         } else if (group == "0" && c.numel == d->second.parameters && !copyAt) {
           copyAt = c.at;
         }
@@ -524,8 +524,6 @@ Explanation bypassedCause(const Trace& trace, std::int64_t ddp) {
           "call the wrapper (ddp_model(x)) in training"};
 }
 
-// The replicas differ and no_sync does not explain it: what the backward counts say, and the
-// candidates the trace cannot tell apart (it records no optimizer step).
 // Ranks whose parameters at point `i` are the ones they held at an earlier point: their model went
 // back (a checkpoint of that time loaded). Each such rank and where it had them.
 // `index`: each rank's point at the place compared.
@@ -689,16 +687,13 @@ std::int64_t stepsBetween(const RankTrace& t, std::int64_t from, std::int64_t to
   return a < b ? static_cast<std::int64_t>(b - a) : 0;
 }
 
-// NOTE [Steps the ranks took apart] (docs/audit.md): the same backward passes on every rank but
-// other numbers of optimizer steps by the point compared (the `step` lines): a step skipped on a
-// rank's own condition after DDP had averaged the gradients. Or no step on any rank between the
-// last point where the replicas agreed and this one: the weights were changed outside training.
 // Each rank's optimizer steps before the point compared, each as the number of forwards with
 // gradients before it; nothing when some rank's steps are not recorded.
-std::optional<std::map<std::int64_t, std::vector<std::int64_t>>> stepsAfterForwards(
+using StepPositions = std::map<std::int64_t, std::vector<std::int64_t>>;
+std::optional<StepPositions> stepsAfterForwards(
     const Trace& trace, const std::map<int, std::vector<Point>>& byRank,
     const std::map<int, std::size_t>& index) {
-  std::map<std::int64_t, std::vector<std::int64_t>> afterForward;
+  StepPositions afterForward;
   for (const auto& [rank, i] : index) {
     const auto& t = trace.ranks[static_cast<std::size_t>(rank)];
     if (!t || t->stepLines.empty()) return std::nullopt;
@@ -713,9 +708,12 @@ std::optional<std::map<std::int64_t, std::vector<std::int64_t>>> stepsAfterForwa
   return afterForward;
 }
 
-std::optional<Explanation> stepsParted(const Trace& trace, const std::map<int, std::vector<Point>>& byRank,
-                                       const std::map<int, std::size_t>& index) {
-  const auto steps = stepsAfterForwards(trace, byRank, index);
+// NOTE [Steps the ranks took apart] (docs/audit.md): the same backward passes on every rank but
+// optimizer steps taken after other forwards by the point compared (the `step` lines): a step
+// skipped on a rank's own condition after DDP had averaged the gradients. (The same steps
+// everywhere and no step since the replicas agreed, or the same steps after the same batches:
+// the weights were changed outside training, divergedCause.)
+std::optional<Explanation> stepsParted(const Trace& trace, const std::optional<StepPositions>& steps) {
   if (!steps) return std::nullopt;
   const auto& afterForward = *steps;
   // The first step at which the ranks part: taken after other forwards, or not taken.
@@ -730,9 +728,8 @@ std::optional<Explanation> stepsParted(const Trace& trace, const std::map<int, s
     // The ranks whose step j came later (or never) skipped a step before it.
     std::vector<std::int64_t> skipped;
     std::vector<std::string> parts;
-    const std::int64_t earliest = byForward.count(-1) && byForward.size() == 1
-                                      ? -1
-                                      : std::next(byForward.begin(), byForward.count(-1) ? 1 : 0)->first;
+    const auto taken = byForward.upper_bound(-1);  // the earliest forward a step j came after
+    const std::int64_t earliest = taken == byForward.end() ? -1 : taken->first;
     for (const auto& [f, rs] : byForward) {
       parts.push_back(f < 0 ? fmt::format("{}: none", rankList(rs))
                             : fmt::format("{}: after forward {}", rankList(rs), f));
@@ -783,7 +780,8 @@ std::optional<Explanation> editedOutsideTraining(const Trace& trace,
 
 Explanation divergedCause(const Trace& trace, const std::map<int, std::vector<Point>>& byRank,
                           const std::map<int, std::size_t>& index,
-                          const std::vector<std::int64_t>& odd) {
+                          const std::vector<std::int64_t>& odd,
+                          const std::optional<StepPositions>& steps) {
   if (const auto back = wentBack(byRank, index); !back.empty()) return restoredCause(trace, back);
   std::set<std::int64_t> backwards;
   for (const auto& [rank, i] : index) backwards.insert(byRank.at(rank)[i].params.backwards);
@@ -804,7 +802,7 @@ Explanation divergedCause(const Trace& trace, const std::map<int, std::vector<Po
   if (auto edited = editedOutsideTraining(trace, byRank, index, odd)) return std::move(*edited);
   // The same steps after the same batches on every rank (the gradients and rates they applied
   // already compared): what is left is a change to the weights between steps.
-  if (const auto steps = stepsAfterForwards(trace, byRank, index)) {
+  if (steps) {
     const auto& first = steps->begin()->second;
     const bool same = !first.empty() && std::all_of(steps->begin(), steps->end(), [&](const auto& r) {
       return r.second == first;
@@ -889,17 +887,18 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
     if (why.empty()) why = noSyncCause(trace, ddp, v.detail);
     if (why.empty()) why = ddpOverAPartOfTheWorld(trace, ddp).value_or(Explanation{});
     if (why.empty()) why = differentLearningRates(trace, reference[i].line).value_or(Explanation{});
+    if (why.empty()) why = localSgdCause(trace, ddp, odd).value_or(Explanation{});
     // A step skipped on some ranks makes their later steps apply other batches' gradients:
     // named before the gradients those steps compare.
-    if (why.empty()) why = localSgdCause(trace, ddp, odd).value_or(Explanation{});
-    if (why.empty()) why = stepsParted(trace, byRank, index).value_or(Explanation{});
+    const auto steps = stepsAfterForwards(trace, byRank, index);
+    if (why.empty()) why = stepsParted(trace, steps).value_or(Explanation{});
     std::string gradientsNote;
     if (why.empty()) {
       why = changedGradients(trace, ddp, reference[i].line, gradientsNote).value_or(Explanation{});
     }
     if (why.empty()) why = std::move(byParts);
     if (why.empty()) why = changedAroundTheirOwnPass(trace, byRank, index, odd).value_or(Explanation{});
-    if (why.empty()) why = divergedCause(trace, byRank, index, odd);
+    if (why.empty()) why = divergedCause(trace, byRank, index, odd, steps);
     if (!partedNote.empty()) v.notes.push_back(partedNote);
     if (!gradientsNote.empty()) v.notes.push_back(gradientsNote);
     explain(v, std::move(why));
