@@ -771,6 +771,24 @@ TEST(AuditPattern, AStreamWhosePersistentWorkersNeverSeeSetEpochIsReshuffle) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, AStreamWhoseWorkersAreReseededAlikeIsReshuffle) {
+  // NOTE [A stream whose workers are reseeded alike]: numpy drawn in the workers, worker_init_fn
+  // seeding it with a fixed base seed: the same batches, by content, every epoch.
+  const auto a = launchAudited(4, python("stream_workers_reseeded.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "reshuffle");
+  EXPECT_TRUE(has(text(v, "detail"), "its 2 DataLoader workers drew them from numpy's global "
+                                     "generator"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "worker_init_fn reseeds numpy's global generator "
+                                           "alike in every pass"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "torch.initial_seed()")) << shown(a);
+  const auto twin = launchAudited(4, python("stream_workers_reseeded.py", {"--seed-from-torch"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, AMiscountedStepsPerEpochIsCoverageWithItsArithmetic) {
   // NOTE [A miscounted batch budget]: whole accumulation windows only (8 // 3 = 2 of 3 batches).
   const auto a = launchAudited(4, python("steps_per_epoch_miscounted.py"));

@@ -25,9 +25,11 @@ from . import trace_events
 from . import index_codec
 from . import batch_fingerprint
 from . import dataset_fingerprint
+from .rng_states import global_rng_states, moved_generators
 from .instrumentor import Instrumentor
 from .object_registry import ObjectRegistry
 from .trace_writer import FLAG, INT, JSON_BOOL, line_format
+from .worker_watch import WorkerWatch
 
 _SAMPLER_ATTRS = ("num_replicas", "rank", "seed", "shuffle", "drop_last", "replacement")
 
@@ -74,7 +76,7 @@ class _LoaderInfo:
 
 class _Pass:
     __slots__ = ("loader", "iter", "seq", "needs_idx", "ended", "batch_line", "sampler", "epoch",
-                 "drawn", "stream", "rng_seen")
+                 "drawn", "stream", "rng_seen", "workers_watched")
 
     def __init__(self, loader_id, k, needs_idx):
         self.loader = loader_id
@@ -91,6 +93,8 @@ class _Pass:
         self.stream = False
         # Whether the first draw of a recorded order was watched for the global generators.
         self.rng_seen = False
+        # A stream's forked workers report what they drew (worker_watch.py): the pass's number there.
+        self.workers_watched = None
         # A batch whose indices are not recorded (the sampler's order is known): one format.
         self.batch_line = line_format(trace_events.BATCH, {
             "loader": loader_id, "iter": k, "seq": INT, "size": INT, "grad": FLAG})
@@ -143,43 +147,6 @@ def _on_first_draw(recorder, p):
             recorder.fail(e, "DataLoader iterator")
 
 
-def _global_rng_states():
-    """The process's global random generators' states: torch's, Python's, numpy's (if loaded)."""
-    import random
-    import sys
-    import torch
-    states = {"torch": torch.random.get_rng_state(), "random": random.getstate()}
-    np = sys.modules.get("numpy")
-    if np is not None:
-        try:
-            # The key and the position in it: a draw shorter than the key's 624 words only
-            # moves the position.
-            key, pos = np.random.get_state()[1:3]
-            states["numpy"] = (key.copy(), int(pos))
-        except Exception:
-            pass
-    return states
-
-
-def _moved(before, after):
-    """The names of the generators whose state changed between the two readings."""
-    import torch
-    out = []
-    for name, state in before.items():
-        now = after.get(name)
-        if now is None:
-            continue
-        if name == "torch":
-            same = torch.equal(state, now)
-        elif name == "random":
-            same = state == now
-        else:
-            same = state[1] == now[1] and bool((state[0] == now[0]).all())
-        if not same:
-            out.append(name)
-    return out
-
-
 def _wrap_next_index(recorder, fn):
     @functools.wraps(fn)
     def _next_index(self):
@@ -187,12 +154,12 @@ def _wrap_next_index(recorder, fn):
         # NOTE [An order drawn from the global generators] (docs/audit.md): a recorded order's first
         # draw of the pass, watched: the generators it advanced say where its randomness comes from.
         watch = p is not None and p.needs_idx and not p.stream and not p.rng_seen and recorder.active
-        before = _global_rng_states() if watch else None
+        before = global_rng_states() if watch else None
         index = fn(self)
         if watch:
             p.rng_seen = True
             try:
-                moved = _moved(before, _global_rng_states())
+                moved = moved_generators(before, global_rng_states())
                 if moved:
                     recorder.emit(trace_events.GLOBAL_DRAW, loader=p.loader, iter=p.iter,
                                   generators=moved)
@@ -253,7 +220,16 @@ def _emit_batch(recorder, p, index, data):
     recorder.emit(trace_events.BATCH, **fields)
 
 
-def _wrap_next(recorder, fn):
+def _emit_worker_draws(recorder, watch, p):
+    """NOTE [A stream whose workers are reseeded alike] (docs/audit.md): what the pass's workers
+    drew, once every batch of theirs has arrived."""
+    moved, states = watch.collect(p.workers_watched)
+    if moved:
+        recorder.emit(trace_events.GLOBAL_DRAW, loader=p.loader, iter=p.iter, generators=moved,
+                      worker_rng=states)
+
+
+def _wrap_next(recorder, watch, fn):
     @functools.wraps(fn)
     def __next__(self):
         try:
@@ -263,6 +239,8 @@ def _wrap_next(recorder, fn):
             if p is not None and not p.ended and recorder.active:
                 try:
                     p.ended = True
+                    if p.workers_watched is not None:
+                        _emit_worker_draws(recorder, watch, p)
                     recorder.emit(trace_events.EPOCH_END, loader=p.loader, iter=p.iter,
                                   batches=p.seq)
                 except Exception as e:
@@ -305,6 +283,7 @@ class DataInstrumentor(Instrumentor):
         self._wrapped_classes = set()
         self._torch_iters = {}  # "torch-distributed"/"sequential" -> the __iter__ function
         self._batch_sampler_iter = None
+        self.workers = WorkerWatch()  # what iterable datasets' DataLoader workers drew
         self._map = 0  # torch.utils.data.dataloader._DatasetKind.Map
 
     def _instrument(self):
@@ -328,10 +307,11 @@ class DataInstrumentor(Instrumentor):
         rec = self.recorder
         self._patch_attr(base, "_next_index", functools.partial(_wrap_next_index, rec))
         self._patch_attr(base, "_reset", _wrap_reset)
-        self._patch_attr(base, "__next__", functools.partial(_wrap_next, rec))
+        self._patch_attr(base, "__next__", functools.partial(_wrap_next, rec, self.workers))
 
     def _uninstrument(self):
         self._wrapped_classes.clear()
+        self.workers.close()
 
     def _patch_attr(self, cls, name, make):
         fn = cls.__dict__.get(name)
@@ -525,15 +505,33 @@ class DataInstrumentor(Instrumentor):
         fields["params"] = self.ddp.live_hashes()
         self.recorder.emit(trace_events.EPOCH, **fields)
 
+    def _watch_workers(self, loader):
+        """NOTE [A stream whose workers are reseeded alike]: an iterable dataset's forked workers,
+        about to start, get a watched worker_init_fn: (the pass's number there, the program's)."""
+        try:
+            if self._is_mapstyle(loader) or not self.workers.applies(loader):
+                return None
+            return self.workers.wrap_init(loader)
+        except Exception as e:
+            self.recorder.fail(e, "DataLoader.__iter__")
+            return None
+
     def _wrap_loader_iter(self, fn):
-        on_pass_start, recorder = self._on_pass_start, self.recorder
+        on_pass_start, recorder, watch_workers = self._on_pass_start, self.recorder, self._watch_workers
 
         @functools.wraps(fn)
         def __iter__(self):
-            it = fn(self)
+            watched = watch_workers(self) if recorder.active else None
+            try:
+                it = fn(self)
+            finally:
+                if watched is not None:
+                    WorkerWatch.restore(self, watched[1])
             if recorder.active:
                 try:
                     on_pass_start(self, it)
+                    if watched is not None:
+                        it._ddph_pass.workers_watched = watched[0]
                 except Exception as e:
                     recorder.fail(e, "DataLoader.__iter__")
             return it

@@ -40,5 +40,44 @@ class LoaderWorkersTest(unittest.TestCase):
         self.assertEqual(ends, [(0, 0, 7), (1, 0, 7), (2, 0, 5), (2, 1, 5)])
 
 
+STREAM = os.path.join(support.PROGRAMS, "stream_workers.py")
+
+
+class StreamWorkersTest(unittest.TestCase):
+    """NOTE [A stream whose workers are reseeded alike] (docs/audit.md): forked workers report
+    the generators their first batch advanced and their states after worker_init_fn."""
+
+    def test_forked_workers_report_their_generators(self):
+        [(bcode, bout, berr)] = support.run_ranks(STREAM, world_size=1)
+        self.assertEqual(bcode, 0, berr)
+        with tempfile.TemporaryDirectory() as d:
+            [(code, out, err)] = support.run_ranks(STREAM, world_size=1, trace_dir=d)
+            self.assertEqual(code, 0, err)
+            self.assertEqual(sorted(os.listdir(d)), ["rank-0.jsonl"])
+            evs = support.read_trace(os.path.join(d, "rank-0.jsonl"))
+        # The program sees its own worker_init_fn, and its fixed seeds give the same batches.
+        self.assertEqual([l.split(" [")[0] for l in out.splitlines()],
+                         [l.split(" [")[0] for l in bout.splitlines()])
+        self.assertIn("fork fixed_seed", out.splitlines()[0])
+        lines = out.splitlines()
+        self.assertEqual(lines[0], lines[1])  # reseeded alike: the same order twice
+        self.assertEqual(lines[0], bout.splitlines()[0])
+        draws = {(e["loader"], e["iter"]): e for e in evs if e["ev"] == "global_draw"}
+        # Forked: loaders 0, 1, 2, each pass; spawned (loader 3): not watched.
+        self.assertEqual(sorted(draws), [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)])
+        for e in draws.values():
+            self.assertEqual(e["generators"], ["numpy"])
+            self.assertEqual([s.split()[:2] for s in e["worker_rng"]],
+                             [["0", "numpy"], ["1", "numpy"]])
+        # Alike in both passes only where worker_init_fn reseeds with a fixed seed.
+        self.assertEqual(draws[(0, 0)]["worker_rng"], draws[(0, 1)]["worker_rng"])
+        self.assertNotEqual(draws[(1, 0)]["worker_rng"], draws[(1, 1)]["worker_rng"])
+        self.assertNotEqual(draws[(2, 0)]["worker_rng"], draws[(2, 1)]["worker_rng"])
+        # Written before the pass's end.
+        ends = [i for i, e in enumerate(evs) if e["ev"] == "epoch_end" and e["loader"] == 0]
+        at = [i for i, e in enumerate(evs) if e["ev"] == "global_draw" and e["loader"] == 0]
+        self.assertEqual([a + 1 for a in at], ends)
+
+
 if __name__ == "__main__":
     unittest.main()

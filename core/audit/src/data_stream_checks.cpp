@@ -3,6 +3,7 @@
 // batches (a stream not sharded by rank); no-duplicates: batches repeated within one rank's pass
 // (every DataLoader worker yielding the whole stream).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -255,6 +256,33 @@ bool checkStream(DataFindings& findings, std::int64_t loader, std::int64_t k,
   return true;
 }
 
+namespace {
+
+// Whether the program gave the stream a new epoch between the two passes (its set_epoch).
+bool givenANewEpoch(const PassRecord& before, const PassRecord& now) {
+  return before.datasetEpoch && now.datasetEpoch && *before.datasetEpoch != *now.datasetEpoch;
+}
+
+// NOTE [A stream whose workers are reseeded alike] (docs/audit.md): the pass's DataLoader workers
+// drew from the global generators, and began both passes with the very states of those
+// generators (the DataLoader seeds them anew for every pass; the program's worker_init_fn
+// reseeded them alike).
+bool workersReseededAlike(const PassRecord& before, const PassRecord& now) {
+  return !now.globalDraws.empty() && !now.workerRng.empty() && before.workerRng == now.workerRng;
+}
+
+// numpy's global generator, Python's random module, torch's default generator.
+std::string generatorNames(const std::vector<std::string>& generators) {
+  std::vector<std::string> names;
+  for (const auto& g : generators) {
+    const std::string name = globalGenerator(g).first;
+    names.push_back(name.substr(0, name.find(" (")));
+  }
+  return fmt::format("{}", fmt::join(names, " and "));
+}
+
+}  // namespace
+
 void checkStreamOrder(DataFindings& findings, std::int64_t loader,
                       const std::vector<RankPass>& previous, const std::vector<RankPass>& ranks) {
   if (previous.size() != ranks.size() || !knownByContent(previous) || !knownByContent(ranks)) return;
@@ -263,8 +291,9 @@ void checkStreamOrder(DataFindings& findings, std::int64_t loader,
     const PassRecord& before = *previous[r].pass;
     const PassRecord& now = *ranks[r].pass;
     if (previous[r].trace != ranks[r].trace || !before.ended || !now.ended) return;
-    // Only a stream the program asked to change: a new epoch given to its set_epoch.
-    if (!before.datasetEpoch || !now.datasetEpoch || *before.datasetEpoch == *now.datasetEpoch) return;
+    // Only a stream the program asked to change (a new epoch given to its set_epoch), or one
+    // whose workers drew its batches from generators reseeded alike.
+    if (!givenANewEpoch(before, now) && !workersReseededAlike(before, now)) return;
     if (before.batches.size() != now.batches.size()) return;
     for (std::size_t b = 0; b < now.batches.size(); ++b) {
       if (before.batches[b].fingerprint != now.batches[b].fingerprint) return;
@@ -278,6 +307,25 @@ void checkStreamOrder(DataFindings& findings, std::int64_t loader,
   Violation v;
   v.property = std::string(property::kReshuffle);
   v.epoch = now.iter;
+  if (!givenANewEpoch(*previous[0].pass, now)) {
+    const std::string drawn = generatorNames(now.globalDraws);
+    v.detail = fmt::format(
+        "{}: every rank's pass {} streamed the same batches in the same order as its pass {} ({} "
+        "batches on {} ranks, by their content), although its {} DataLoader workers drew them "
+        "from {}",
+        describeLoader(first, loader), now.iter, previous[0].pass->iter, batches, ranks.size(),
+        l.numWorkers, drawn);
+    v.likelyCause = fmt::format(
+        "the loader's worker_init_fn reseeds {} alike in every pass (each worker began pass {} "
+        "with the state it began pass {} with), and {}.__iter__ draws its order (or its "
+        "augmentation) from it: every epoch streams the first epoch's order",
+        drawn, now.iter, previous[0].pass->iter, l.dataset);
+    v.help = "seed the workers from the seed the DataLoader draws anew for every pass: "
+             "np.random.seed(torch.initial_seed() % 2**32) in worker_init_fn, or give the "
+             "dataset an epoch (set_epoch) and draw from a generator seeded with seed + epoch";
+    findings.record(loader, v, "stream-order");
+    return;
+  }
   v.detail = fmt::format(
       "{}: every rank's pass {} streamed the same batches in the same order as its pass {} ({} "
       "batches on {} ranks, by their content), although the program called {}.set_epoch({}) "

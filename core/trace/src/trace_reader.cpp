@@ -333,6 +333,8 @@ class RankTraceBuilder {
     namespace f = ts::global_draw;
     PassRecord& p = passRef(field<std::int64_t>(e, f::kLoader), field<std::int64_t>(e, f::kIter));
     p.globalDraws = field<std::vector<std::string>>(e, f::kGenerators);
+    p.workerRng = optionalField<std::vector<std::string>>(e, f::kWorkerRng).value_or(
+        std::vector<std::string>{});
   }
 
   void averaged(const json& e, std::int64_t) {

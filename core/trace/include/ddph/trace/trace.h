@@ -133,6 +133,9 @@ struct PassRecord {
   /// The global generators its recorded order's first draw advanced ("torch", "random",
   /// "numpy": `global_draw`): its randomness comes from them.
   std::vector<std::string> globalDraws;
+  /// An iterable dataset's forked workers: "worker generator fingerprint" for each generator a
+  /// worker's first batch advanced, its state once worker_init_fn had run (`worker_rng`).
+  std::vector<std::string> workerRng;
   std::int64_t startLine = 0;
   std::int64_t endLine = 0;  ///< line of epoch_end, or of the next pass / end of trace
 };
