@@ -170,6 +170,13 @@ bool samplerOverAnotherLength(DataFindings& findings, std::int64_t loader, std::
   const LoaderRecord& l = ranks[0].trace->loaders.at(loader);
   const std::optional<std::int64_t> drawn = ranks[0].pass->datasetLen;
   if (l.datasetLen <= 0 || !drawn || *drawn <= 0 || *drawn == l.datasetLen) return false;
+  // A sampler whose own dataset is not the loader's (a wrapper over the draws of another sampler,
+  // catalyst's DistributedSamplerWrapper) may yield indices past its own length: it maps them.
+  for (const auto& rp : ranks) {
+    if (rp.order && std::any_of(rp.order->begin(), rp.order->end(),
+                                [&](sampler::Index i) { return i >= *drawn; }))
+      return false;
+  }
   const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
   std::optional<std::int64_t> owner;  // the loader whose dataset the sampler was made for
   for (const auto& [id, other] : ranks[0].trace->loaders) {
