@@ -789,6 +789,23 @@ TEST(AuditPattern, AStreamWhoseWorkersAreReseededAlikeIsReshuffle) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, ABatchSamplerThatTakesAnEpochItIsNeverGivenIsReshuffle) {
+  // NOTE [A sampler that takes an epoch it is never given]: set_epoch defined, never called, a
+  // shuffled order repeated; the loop reached for loader.sampler only.
+  const auto a = launchAudited(4, python("batch_sampler_epoch_never_given.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "reshuffle");
+  EXPECT_TRUE(has(text(v, "detail"), "set_epoch is never called on sampler 0 "
+                                     "(__main__.BucketBatchSampler), the loader's batch_sampler"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "loader.sampler is a SequentialSampler")) << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "loader.batch_sampler.set_epoch(epoch)")) << shown(a);
+  const auto twin =
+      launchAudited(4, python("batch_sampler_epoch_never_given.py", {"--set-batch-sampler-epoch"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, AMiscountedStepsPerEpochIsCoverageWithItsArithmetic) {
   // NOTE [A miscounted batch budget]: whole accumulation windows only (8 // 3 = 2 of 3 batches).
   const auto a = launchAudited(4, python("steps_per_epoch_miscounted.py"));

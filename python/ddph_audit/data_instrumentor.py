@@ -122,6 +122,15 @@ def _sampler_fields(sampler):
     return out
 
 
+def _takes_epoch(sampler):
+    """A sampler class of the program's own (not torch's) that defines ``set_epoch``."""
+    cls = type(sampler)
+    return (callable(getattr(cls, "set_epoch", None)) and
+            not cls.__module__.startswith("torch.") and
+            not any(c.__module__.startswith("torch.") and "set_epoch" in c.__dict__
+                    for c in cls.__mro__))
+
+
 def _loader_sampler(loader, batch_sampler_iter):
     """(sampler the loader draws from, batching)."""
     bs = getattr(loader, "batch_sampler", None)
@@ -354,6 +363,8 @@ class DataInstrumentor(Instrumentor):
             fields["dataset_len"] = n
         fields.update(_sampler_fields(sampler))
         fields["order"] = info.order
+        if _takes_epoch(sampler):
+            fields["takes_epoch"] = True
         if via:
             fields["via"] = via
         self.recorder.emit(trace_events.SAMPLER, **fields)

@@ -66,6 +66,21 @@ bool restartedInsideOnePass(const RankTrace& t, const PassRecord& a, const PassR
   });
 }
 
+// Whether some rank's order is not ascending: the sampler shuffles (or buckets), it does not walk
+// its share in order.
+bool shuffledOrder(const std::vector<RankPass>& ranks) {
+  return std::any_of(ranks.begin(), ranks.end(), [](const RankPass& rp) {
+    return rp.order && !std::is_sorted(rp.order->begin(), rp.order->end());
+  });
+}
+
+// NOTE [A sampler that takes an epoch it is never given] (docs/audit.md): a sampler class of the
+// program's own that defines set_epoch, never called, and whose order is shuffled: its order was
+// meant to change with the epoch.
+bool epochNeverGiven(const SamplerRecord* s, const std::vector<RankPass>& before) {
+  return s && s->takesEpoch && s->setEpochCalls.empty() && shuffledOrder(before);
+}
+
 // Whether the two passes must differ in order: training passes of a sampler that shuffles (or,
 // saying nothing of shuffling, is given epochs), both orders known, not a cycle's restart.
 bool reshuffleApplies(std::int64_t loader, const std::vector<RankPass>& before,
@@ -89,7 +104,8 @@ bool reshuffleApplies(std::int64_t loader, const std::vector<RankPass>& before,
   const bool holdsAShuffler =
       !shuffle && heldShufflingSampler(*before[0].trace, before[0].pass->datasetLen) != nullptr;
   return shuffle.value_or(false) ||
-         (!shuffle && (epochsSet || drawsRandom || meantToShuffle || holdsAShuffler));
+         (!shuffle && (epochsSet || drawsRandom || meantToShuffle || holdsAShuffler ||
+                       epochNeverGiven(s, before)));
 }
 
 // Why an order repeated: what the finding adds to its detail, its likely cause and the remedy.
@@ -168,8 +184,23 @@ std::optional<RepeatedOrder> setEpochNeverCalled(const SamplerRecord* s,
                   : "call set_epoch(epoch) on the sampler it holds (or on the holder, forwarding "
                     "it) at the start of every epoch"};
   }
+  const LoaderRecord& l = before[0].trace->loaders.at(before[0].pass->loader);
+  if (s->takesEpoch && !l.torchBatching) {
+    return RepeatedOrder{
+        fmt::format("set_epoch is never called on {}, the loader's batch_sampler, whose class "
+                    "defines set_epoch",
+                    samplerName(before[0])),
+        fmt::format("{}.set_epoch is never called: with DataLoader(batch_sampler=…), "
+                    "loader.sampler is a SequentialSampler that has no set_epoch, so a loop that "
+                    "calls set_epoch on loader.sampler (or only where hasattr(loader.sampler, "
+                    "'set_epoch')) never reaches the batch sampler, and every epoch repeats epoch "
+                    "0's order",
+                    samplerClass(before[0])),
+        "call loader.batch_sampler.set_epoch(epoch) at the start of every epoch"};
+  }
   return RepeatedOrder{
-      fmt::format("set_epoch is never called on {}", samplerName(before[0])),
+      fmt::format("set_epoch is never called on {}{}", samplerName(before[0]),
+                  s->takesEpoch ? ", whose class defines set_epoch" : ""),
       "set_epoch(epoch) is not called before each epoch, so every epoch repeats "
       "epoch 0's order",
       "call sampler.set_epoch(epoch) at the start of every epoch"};

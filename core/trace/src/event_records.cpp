@@ -93,6 +93,7 @@ SamplerRecord samplerRecord(const json& e) {
   s.dropLast = optionalField<bool>(e, f::kDropLast);
   s.replacement = optionalField<bool>(e, f::kReplacement);
   s.via = optionalField<std::string>(e, f::kVia).value_or("");
+  s.takesEpoch = optionalField<bool>(e, f::kTakesEpoch).value_or(false);
   DDPH_CHECK(s.datasetLen >= 0, "dataset_len {} is negative", s.datasetLen);
   if (s.order == OrderKind::kTorchDistributed) {
     DDPH_CHECK(s.numReplicas && s.rank && s.seed && s.shuffle && s.dropLast,

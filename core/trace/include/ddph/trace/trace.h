@@ -51,6 +51,9 @@ struct SamplerRecord {
   /// The framework that built it where the program did not ("lightning": the DistributedSampler
   /// Lightning puts under a loader), or empty.
   std::string via;
+  /// A sampler class of the program's own that defines set_epoch (`takes_epoch`): its order is
+  /// meant to change with the epoch.
+  bool takesEpoch = false;
   std::vector<SetEpochCall> setEpochCalls;  ///< in call order
   std::int64_t line = 0;  ///< the line that first described it
 };
