@@ -806,6 +806,20 @@ TEST(AuditPattern, ABatchSamplerThatTakesAnEpochItIsNeverGivenIsReshuffle) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, ResultsGatheredThenSummedAreCountedOncePerRank) {
+  // NOTE [Results gathered, then summed]: all_gather, then all_reduce of the gathered counts.
+  const auto a = launchAudited(4, python("eval_gathered_then_summed.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "no-duplicates");
+  EXPECT_TRUE(has(text(v, "detail"), "the ranks evaluated 400 samples, each once, then every rank "
+                                     "called all_gather and an all_reduce after it summed 1600"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "every sample is counted 4 times")) << shown(a);
+  const auto twin = launchAudited(4, python("eval_gathered_then_summed.py", {"--sum-own"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, AMiscountedStepsPerEpochIsCoverageWithItsArithmetic) {
   // NOTE [A miscounted batch budget]: whole accumulation windows only (8 // 3 = 2 of 3 batches).
   const auto a = launchAudited(4, python("steps_per_epoch_miscounted.py"));

@@ -143,11 +143,53 @@ Explanation duplicatesCause(const std::vector<RankPass>& ranks, const Partition&
           "give each rank a disjoint shard, or drop the duplicates when gathering results"};
 }
 
+// NOTE [Results gathered, then summed] (docs/audit.md): every sample evaluated once, every rank
+// gathered the results after the pass (each then holds all of them), and an all_reduce after it
+// summed the world size times the samples: each rank's sum of the gathered results was summed
+// again across the ranks, and every sample counted once per rank.
+void checkGatheredThenSummed(DataFindings& findings, std::int64_t loader, std::int64_t k,
+                             const std::vector<RankPass>& ranks, const Partition& consumed) {
+  const auto gather = gatheredAfter(ranks);
+  const auto world = static_cast<std::int64_t>(ranks.size());
+  if (!gather || world < 2) return;
+  std::int64_t total = 0;
+  for (const auto& shard : consumed.ranks) total += static_cast<std::int64_t>(shard.size());
+  const std::set<double> sums = sumsAfterPass(ranks);
+  if (total <= 0 || sums.count(static_cast<double>(world * total)) == 0 ||
+      sums.count(static_cast<double>(total)) > 0)
+    return;
+  const CollectiveRecord* sum = nullptr;
+  for (const CollectiveRecord* c : userCollectivesAfterPass(ranks[0])) {
+    if (std::count(c->values.begin(), c->values.end(), static_cast<double>(world * total)) > 0)
+      sum = c;
+  }
+  Violation v;
+  v.property = std::string(property::kNoDuplicates);
+  v.epoch = k;
+  v.detail = fmt::format(
+      "evaluation pass (every batch under no_grad) over {}: the ranks evaluated {} samples, each "
+      "once, then every rank called {} and an all_reduce after it summed {}, {} x the {} "
+      "samples{}",
+      describeLoader(*ranks[0].trace, loader), total, *gather, world * total, world, total,
+      sum && !sum->at.empty() ? fmt::format(" ({})", sum->at) : "");
+  explain(v, {fmt::format("the results are gathered ({}: every rank then holds all {} of them) "
+                          "and then summed across the ranks again (an all_reduce, or "
+                          "self.log(…, sync_dist=True, reduce_fx=\"sum\")), so every sample is "
+                          "counted {} times",
+                          *gather, total, world),
+              "reduce once: sum each rank's own results across the ranks, or compute the metric "
+              "from the gathered results without reducing them again"});
+  findings.record(loader, v);
+}
+
 // no-duplicates of what the ranks evaluated, over one dataset of `n` samples.
 void checkCountedOnce(DataFindings& findings, std::int64_t loader, std::int64_t k, std::int64_t n,
                       const std::vector<RankPass>& ranks, const Partition& consumed) {
   auto v = checkNoDuplicates(consumed);
-  if (!v) return;
+  if (!v) {
+    checkGatheredThenSummed(findings, loader, k, ranks, consumed);
+    return;
+  }
   std::int64_t total = 0;
   std::set<Index> distinct;
   for (const auto& shard : consumed.ranks) {
