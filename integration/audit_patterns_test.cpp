@@ -820,6 +820,23 @@ TEST(AuditPattern, ResultsGatheredThenSummedAreCountedOncePerRank) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, AnEpochResumedInTheSameProcessPastWhatWasTrainedIsCoverage) {
+  // NOTE [An epoch resumed in the same process]: the interrupted pass trained 32 samples per rank,
+  // the resumed one skipped 128 (the world's count).
+  const auto a = launchAudited(4, python("resumed_in_process.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_TRUE(has(text(v, "detail"), "with the first 128 samples of each rank's "
+                                     "DistributedSampler order skipped, but the interrupted pass "
+                                     "before it trained only the first 32"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "96 samples per rank (384 of 1024)")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "4 x the 32 each rank trained")) << shown(a);
+  const auto twin = launchAudited(4, python("resumed_in_process.py", {"--own-count"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, AMiscountedStepsPerEpochIsCoverageWithItsArithmetic) {
   // NOTE [A miscounted batch budget]: whole accumulation windows only (8 // 3 = 2 of 3 batches).
   const auto a = launchAudited(4, python("steps_per_epoch_miscounted.py"));

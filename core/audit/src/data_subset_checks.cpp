@@ -37,6 +37,42 @@ std::vector<std::int64_t> trainingEpochs(const RankTrace& t, std::int64_t loader
   return epochs;
 }
 
+// The DistributedSampler whose order sampler `s` yields: `s` itself (a subclass), or the one it
+// holds (a wrapper that skips its head: built before it, over the same samples, drawn by no
+// loader), or null.
+const SamplerRecord* distributedBehind(const RankTrace& t, const SamplerRecord& s) {
+  if (s.numReplicas) return &s;
+  const SamplerRecord* held = nullptr;
+  for (const auto& [id, o] : t.samplers) {
+    const bool drawn = std::any_of(t.loaders.begin(), t.loaders.end(),
+                                   [&](const auto& l) { return l.second.sampler == id; });
+    if (id < s.id && o.order == OrderKind::kTorchDistributed && o.datasetLen == s.datasetLen &&
+        !drawn)
+      held = &o;
+  }
+  return held;
+}
+
+// DistributedSampler's whole order for pass `p` of a loader drawing from `s` (or a wrapper of
+// it): the pass's sampler epoch, else the last epoch given to `s` before the pass.
+std::optional<std::vector<sampler::Index>> distributedOrderBehind(const RankTrace& t,
+                                                                  const PassRecord& p,
+                                                                  OrderCache& cache) {
+  const SamplerRecord* s = samplerOf(t, p.loader);
+  const SamplerRecord* ds = s ? distributedBehind(t, *s) : nullptr;
+  if (!ds) return std::nullopt;
+  if (ds == s) return distributedOrder(*ds, p, cache);
+  PassRecord shape;
+  shape.datasetLen = p.datasetLen;
+  shape.shuffle = ds->shuffle;
+  std::int64_t epoch = 0;
+  for (const auto& c : s->setEpochCalls) {
+    if (c.line < p.startLine) epoch = c.epoch;
+  }
+  shape.samplerEpoch = epoch;
+  return distributedOrder(*ds, shape, cache);
+}
+
 // NOTE [A resume offset that outlives its epoch] (docs/audit.md): how many samples each rank's
 // order skipped at the head of DistributedSampler's order for its pass (a sampler that resumes
 // an epoch by dropping what was trained before the interruption); nothing unless every rank's
@@ -44,9 +80,8 @@ std::vector<std::int64_t> trainingEpochs(const RankTrace& t, std::int64_t loader
 std::optional<std::size_t> skippedHead(const std::vector<RankPass>& ranks, OrderCache& cache) {
   std::optional<std::size_t> skipped;
   for (const auto& rp : ranks) {
-    const SamplerRecord* s = samplerOf(*rp.trace, rp.pass->loader);
-    if (!s || !s->numReplicas || !rp.order) return std::nullopt;
-    const auto full = distributedOrder(*s, *rp.pass, cache);
+    if (!rp.order) return std::nullopt;
+    const auto full = distributedOrderBehind(*rp.trace, *rp.pass, cache);
     if (!full || rp.order->size() >= full->size()) return std::nullopt;
     const std::size_t skip = full->size() - rp.order->size();
     if (!std::equal(rp.order->begin(), rp.order->end(), full->begin() + skip)) return std::nullopt;
@@ -54,6 +89,71 @@ std::optional<std::size_t> skippedHead(const std::vector<RankPass>& ranks, Order
     skipped = skip;
   }
   return skipped;
+}
+
+// NOTE [An epoch resumed in the same process] (docs/audit.md): the training pass of another loader
+// over the same samples that stopped inside the epoch before pass `resumed` began (the program
+// caught its interruption and built its loaders anew), when what it trained is the head of the
+// same DistributedSampler order: the number of samples it trained, else nothing.
+std::optional<std::size_t> trainedBeforeInterruption(const RankPass& resumed, OrderCache& cache) {
+  const RankTrace& t = *resumed.trace;
+  const LoaderRecord& l = t.loaders.at(resumed.pass->loader);
+  const auto full = distributedOrderBehind(t, *resumed.pass, cache);
+  if (!full) return std::nullopt;
+  const PassRecord* interrupted = nullptr;
+  for (const auto& q : t.passes) {
+    if (q.loader == resumed.pass->loader || q.startLine >= resumed.pass->startLine) continue;
+    const LoaderRecord& ql = t.loaders.at(q.loader);
+    if (ql.datasetLen == l.datasetLen && datasetIdentity(ql) == datasetIdentity(l) &&
+        trainsOnBatches(q))
+      interrupted = &q;  // the last such pass before it
+  }
+  if (!interrupted || completePass(*interrupted)) return std::nullopt;
+  const auto trained = consumedIndices(t, *interrupted, std::nullopt);
+  const auto before = distributedOrderBehind(t, *interrupted, cache);
+  if (!trained || trained->empty() || !before || *before != *full ||
+      trained->size() >= full->size() ||
+      !std::equal(trained->begin(), trained->end(), full->begin()))
+    return std::nullopt;
+  return trained->size();
+}
+
+// The resumed first pass skipped more of each rank's order than the interrupted pass before it
+// trained: the samples between were trained in neither. Its coverage finding, recorded.
+bool resumedPastTheInterruption(DataFindings& findings, std::int64_t loader,
+                                const std::vector<RankPass>& ranks, std::size_t skip,
+                                const Violation& coverage) {
+  std::optional<std::size_t> trained;
+  for (const auto& rp : ranks) {
+    const auto m = trainedBeforeInterruption(rp, findings.orders());
+    if (!m || (trained && *trained != *m)) return false;
+    trained = m;
+  }
+  if (!trained || *trained >= skip) return false;
+  const std::size_t gap = skip - *trained;
+  const auto world = ranks.size();
+  Violation v = coverage;
+  v.epoch = ranks[0].pass->samplerEpoch.value_or(v.epoch);
+  v.detail = fmt::format(
+      "{}, {}: its first pass resumed an interrupted epoch with the first {} samples of each "
+      "rank's DistributedSampler order skipped, but the interrupted pass before it trained only "
+      "the first {} of them on each rank: {} samples per rank ({} of {}) were trained in neither "
+      "pass",
+      describeLoader(*ranks[0].trace, loader), samplerName(ranks[0]), skip, *trained, gap,
+      gap * world, ranks[0].pass->datasetLen);
+  explain(v, {skip == *trained * world
+                  ? fmt::format("the resume skips {} samples of each rank's shard, {} x the {} "
+                                "each rank trained before the interruption: the offset counts "
+                                "the samples of every rank (steps x batch size x world size), "
+                                "and each rank skips it in its own shard",
+                                skip, world, *trained)
+                  : fmt::format("the resume skips {} samples of each rank's shard, but each rank "
+                                "trained {} before the interruption",
+                                skip, *trained),
+              "skip what the rank itself trained of the epoch (steps done x batch size), in its "
+              "own shard"});
+  findings.record(loader, v);
+  return true;
 }
 
 // A pass after the loader's first that skipped the head of every rank's DistributedSampler order:
@@ -104,6 +204,7 @@ bool subsetSampler(DataFindings& findings, std::int64_t loader, std::int64_t k, 
   if (!sameEveryEpoch) {
     if (k == epochs.front()) {
       if (const auto skip = skippedHead(ranks, findings.orders())) {
+        if (resumedPastTheInterruption(findings, loader, ranks, *skip, coverage)) return true;
         findings.note(fmt::format(
             "{}: its first pass drew DistributedSampler's order with the first {} samples "
             "skipped on every rank: an epoch resumed from a mid-epoch checkpoint, whose skipped "
