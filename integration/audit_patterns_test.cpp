@@ -837,6 +837,21 @@ TEST(AuditPattern, AnEpochResumedInTheSameProcessPastWhatWasTrainedIsCoverage) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, AParameterFrozenOnSomeRanksIsABackwardTheyNeverReduced) {
+  // NOTE [A backward some ranks never reduced]: the encoder frozen on each rank's own loss.
+  const auto a = launchAudited(4, python("frozen_on_local_loss.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  const Json v = only(a, "collective-mismatch");
+  EXPECT_TRUE(has(text(v, "detail"), "made no collective for that backward")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "received no gradient (encoder.0.weight")) << shown(a);
+  EXPECT_TRUE(has(text(v, "help"), "decide freezing")) << shown(a);
+  const Json r = only(a, "replica-consistency");
+  EXPECT_TRUE(has(text(r, "likely_cause"), "a consequence of the collective-mismatch finding"))
+      << shown(a);
+  const auto twin = launchAudited(4, python("frozen_on_local_loss.py", {"--agreed"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, AMiscountedStepsPerEpochIsCoverageWithItsArithmetic) {
   // NOTE [A miscounted batch budget]: whole accumulation windows only (8 // 3 = 2 of 3 batches).
   const auto a = launchAudited(4, python("steps_per_epoch_miscounted.py"));

@@ -36,6 +36,11 @@ void checkRanks(const Trace& trace, std::vector<sampler::Violation>& out,
 /// collective_checks.cpp: collective-mismatch (uneven steps, desynchronised collectives).
 void checkCollectives(const Trace& trace, std::vector<sampler::Violation>& out);
 
+/// unreduced_buckets.cpp: collective-mismatch of a DDP backward whose gradient buckets some ranks
+/// never reduced, their next forward raising DDP's unfinished-reduction error (NOTE [A backward
+/// some ranks never reduced]), or nothing.
+std::optional<sampler::Violation> bucketsNeverReduced(const Trace& trace);
+
 /// group_call_checks.cpp: collective-mismatch of new_group calls that differ across the ranks
 /// (NOTE [new_group is the world's call]).
 void checkGroupCalls(const Trace& trace, std::vector<sampler::Violation>& out);

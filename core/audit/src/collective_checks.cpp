@@ -720,7 +720,9 @@ void checkCollectives(const Trace& trace, std::vector<Violation>& out) {
     }
   }
   if (out.size() == before) {
-    if (auto v = forwardsOnSomeRanks(trace)) {
+    if (auto b = bucketsNeverReduced(trace)) {
+      out.push_back(std::move(*b));
+    } else if (auto v = forwardsOnSomeRanks(trace)) {
       out.push_back(std::move(*v));
     } else if (auto u = unevenSteps(trace)) {
       out.push_back(std::move(*u));

@@ -888,6 +888,15 @@ void checkConsistency(const Trace& trace, std::int64_t ddp, std::vector<Violatio
     if (why.empty()) why = ddpOverAPartOfTheWorld(trace, ddp).value_or(Explanation{});
     if (why.empty()) why = differentLearningRates(trace, reference[i].line).value_or(Explanation{});
     if (why.empty()) why = localSgdCause(trace, ddp, odd).value_or(Explanation{});
+    // NOTE [A backward some ranks never reduced]: their step applied their own gradients.
+    if (why.empty()) {
+      if (const auto unreduced = bucketsNeverReduced(trace)) {
+        why = {fmt::format("a consequence of the collective-mismatch finding: {} stepped after a "
+                           "backward whose gradients they never all-reduced, with their own",
+                           rankList(unreduced->ranks)),
+               unreduced->help};
+      }
+    }
     // A step skipped on some ranks makes their later steps apply other batches' gradients:
     // named before the gradients those steps compare.
     const auto steps = stepsAfterForwards(trace, byRank, index);
