@@ -61,10 +61,11 @@ def _keeping_dataset_epoch(fn):
 
 class _LoaderInfo:
     __slots__ = ("id", "sampler", "sampler_id", "needs_idx", "passes", "announced", "mapstyle",
-                 "batching")
+                 "batching", "built_at")
 
     def __init__(self):
         self.id = None
+        self.built_at = None  # the program's line that made the DataLoader
         self.sampler = None
         self.sampler_id = None
         self.needs_idx = True
@@ -429,6 +430,7 @@ class DataInstrumentor(Instrumentor):
 
     def _on_loader_init(self, loader):
         info = self.loaders.add(loader, _LoaderInfo())
+        info.built_at, _ = call_site.program_call_site()
         info.mapstyle = self._is_mapstyle(loader)
         if not info.mapstyle:
             info.needs_idx = False
@@ -477,6 +479,8 @@ class DataInstrumentor(Instrumentor):
                        "num_workers": int(loader.num_workers), "batching": info.batching})
         if not info.mapstyle:
             fields["iterable"] = True
+        if info.built_at:
+            fields["built_at"] = info.built_at
         if getattr(loader, "persistent_workers", False) and loader.num_workers > 0:
             fields["persistent_workers"] = True
         self.recorder.emit(trace_events.LOADER, **fields)

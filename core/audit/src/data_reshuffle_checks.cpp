@@ -81,6 +81,17 @@ bool epochNeverGiven(const SamplerRecord* s, const std::vector<RankPass>& before
   return s && s->takesEpoch && s->setEpochCalls.empty() && shuffledOrder(before);
 }
 
+// NOTE [A list drawn once in train_dataloader] (docs/audit.md): Lightning calls the module's
+// train_dataloader() once (reload_dataloaders_every_n_epochs=0), so an order it drew there as a
+// list of indices (the sampler) is the order of every epoch.
+bool listDrawnInTrainDataloader(const RankTrace& t, const SamplerRecord* s,
+                                const std::vector<RankPass>& before) {
+  if (!s || (s->className != "builtins.list" && s->className != "builtins.tuple")) return false;
+  const LoaderRecord& l = t.loaders.at(before[0].pass->loader);
+  return drivenByLightning(t) && l.builtAt.find(" in train_dataloader") != std::string::npos &&
+         shuffledOrder(before);
+}
+
 // Whether the two passes must differ in order: training passes of a sampler that shuffles (or,
 // saying nothing of shuffling, is given epochs), both orders known, not a cycle's restart.
 bool reshuffleApplies(std::int64_t loader, const std::vector<RankPass>& before,
@@ -105,7 +116,8 @@ bool reshuffleApplies(std::int64_t loader, const std::vector<RankPass>& before,
       !shuffle && heldShufflingSampler(*before[0].trace, before[0].pass->datasetLen) != nullptr;
   return shuffle.value_or(false) ||
          (!shuffle && (epochsSet || drawsRandom || meantToShuffle || holdsAShuffler ||
-                       epochNeverGiven(s, before)));
+                       epochNeverGiven(s, before) ||
+                       listDrawnInTrainDataloader(*before[0].trace, s, before)));
 }
 
 // Why an order repeated: what the finding adds to its detail, its likely cause and the remedy.
@@ -185,6 +197,17 @@ std::optional<RepeatedOrder> setEpochNeverCalled(const SamplerRecord* s,
                     "it) at the start of every epoch"};
   }
   const LoaderRecord& l = before[0].trace->loaders.at(before[0].pass->loader);
+  if (listDrawnInTrainDataloader(*before[0].trace, s, before)) {
+    return RepeatedOrder{
+        fmt::format("the loader's sampler is a list of indices in a shuffled order, made at {}",
+                    l.builtAt),
+        "Lightning calls train_dataloader() once (reload_dataloaders_every_n_epochs=0), so the "
+        "order drawn there (with trainer.current_epoch, a generator, a permutation) is made for "
+        "epoch 0 only and every epoch repeats it",
+        "give the loader a sampler that draws each epoch's order in its __iter__ from seed + the "
+        "epoch set_epoch gives it (Lightning calls set_epoch on the loader's sampler), or set "
+        "Trainer(reload_dataloaders_every_n_epochs=1)"};
+  }
   if (s->takesEpoch && !l.torchBatching) {
     return RepeatedOrder{
         fmt::format("set_epoch is never called on {}, the loader's batch_sampler, whose class "

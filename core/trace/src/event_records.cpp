@@ -112,6 +112,7 @@ LoaderRecord loaderRecord(const json& e) {
   l.batchSize = optionalField<std::int64_t>(e, f::kBatchSize).value_or(0);
   l.dropLast = optionalField<bool>(e, f::kDropLast).value_or(false);
   l.torchBatching = optionalField<std::string>(e, f::kBatching).value_or("torch") == "torch";
+  l.builtAt = optionalField<std::string>(e, f::kBuiltAt).value_or("");
   l.datasetFingerprint = optionalField<std::string>(e, f::kDatasetFingerprint).value_or("");
   l.datasetItems = optionalField<std::string>(e, f::kDatasetItems).value_or("");
   l.datasetContent = optionalField<std::string>(e, f::kDatasetContent).value_or("");

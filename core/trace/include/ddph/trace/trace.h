@@ -78,6 +78,7 @@ struct LoaderRecord {
   bool torchBatching = true;  ///< batches are consecutive slices of the sampler's order
   std::int64_t numWorkers = 0;
   bool persistentWorkers = false;  ///< its workers (and their copy of the dataset) live across passes
+  std::string builtAt;  ///< the program's line that made it ("train.py:45 in train_dataloader"), or empty
   std::string datasetFingerprint;  ///< the order the dataset lists its samples in (may be empty)
   std::string datasetItems;    ///< a TensorDataset's first, middle and last rows, hashed (may be empty)
   std::string datasetContent;  ///< a TensorDataset's rows hashed in no order (may be empty)
