@@ -852,6 +852,22 @@ TEST(AuditPattern, AParameterFrozenOnSomeRanksIsABackwardTheyNeverReduced) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, ATailEvaluatedOnEveryRankCountsOnceWhenReducedFirst) {
+  // NOTE [A tail evaluated on every rank]: pytorch/examples' ImageNet validation, reduced after
+  // the tail (the bug) or before it (the twin).
+  const auto a = launchAudited(4, python("eval_tail_reduced_after.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "no-duplicates");
+  EXPECT_TRUE(has(text(v, "detail"), "every rank then evaluates in loader 2 (Subset, 3 samples), "
+                                     "and an all_reduce after that summed 1012: 1000 + 4 x 3"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "counted 4 times")) << shown(a);
+  const auto twin = launchAudited(4, python("eval_tail_reduced_after.py", {"--reduce-first"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+  EXPECT_TRUE(has(twin.report.dump(), "after the metric was reduced over the ranks")) << shown(twin);
+}
+
 TEST(AuditPattern, AMiscountedStepsPerEpochIsCoverageWithItsArithmetic) {
   // NOTE [A miscounted batch budget]: whole accumulation windows only (8 // 3 = 2 of 3 batches).
   const auto a = launchAudited(4, python("steps_per_epoch_miscounted.py"));

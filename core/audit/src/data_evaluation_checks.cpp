@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "data_checks.h"
@@ -33,6 +34,66 @@ bool eachRankItsOwnDataset(std::int64_t loader, const std::vector<RankPass>& ran
   });
 }
 
+// NOTE [A tail evaluated on every rank] (docs/audit.md): pytorch/examples' ImageNet validation.
+// The evaluation sampler drops the last N % W samples (drop_last=True) and, after the pass, every
+// rank evaluates exactly those in a loader of their own (a Subset of the same dataset). Each
+// counts once when the metric was reduced over the ranks before the tail (a sum of the samples
+// the main pass evaluated) and the tail added on every rank; summed after the tail, W times.
+struct TailEvaluation {
+  std::int64_t loader = -1;  ///< the tail's loader
+  std::int64_t tail = 0;     ///< its samples
+  std::int64_t evaluated = 0;  ///< the main pass's samples, over the ranks
+  bool reducedBefore = false;  ///< a sum of `evaluated` between the main pass and the tail
+  std::optional<double> summedAfter;  ///< evaluated + W x tail, summed after the tail
+};
+
+// The pass of another loader, evaluated after `main` on rank `t` before `main`'s loader's next
+// pass, whose dataset is a Subset of exactly `missing` of `main`'s samples, or null.
+const PassRecord* tailPassOn(const RankTrace& t, const PassRecord& main,
+                             const std::set<Index>& missing) {
+  std::int64_t until = std::numeric_limits<std::int64_t>::max();
+  for (const auto& q : t.passes) {
+    if (q.loader == main.loader && q.startLine > main.startLine) until = std::min(until, q.startLine);
+  }
+  for (const auto& q : t.passes) {
+    if (q.loader == main.loader || q.startLine < main.endLine || q.startLine > until) continue;
+    const LoaderRecord& l = t.loaders.at(q.loader);
+    if (!isEvaluation(q) || !l.subsetIndices || l.subsetOf != main.datasetLen) continue;
+    if (std::set<Index>(l.subsetIndices->begin(), l.subsetIndices->end()) == missing &&
+        l.subsetIndices->size() == missing.size())
+      return &q;
+  }
+  return nullptr;
+}
+
+std::optional<TailEvaluation> tailEvaluated(const std::vector<RankPass>& ranks,
+                                            const std::set<Index>& missing,
+                                            std::int64_t evaluated) {
+  if (missing.empty()) return std::nullopt;
+  TailEvaluation out;
+  out.tail = static_cast<std::int64_t>(missing.size());
+  out.evaluated = evaluated;
+  out.reducedBefore = true;
+  const auto world = static_cast<double>(ranks.size());
+  for (const auto& rp : ranks) {
+    const PassRecord* tail = tailPassOn(*rp.trace, *rp.pass, missing);
+    if (!tail || (out.loader >= 0 && tail->loader != out.loader)) return std::nullopt;
+    out.loader = tail->loader;
+    bool before = false;
+    for (const CollectiveRecord* c : userCollectivesAfterPass(rp)) {
+      const bool sumOfMain =
+          std::count(c->values.begin(), c->values.end(), static_cast<double>(evaluated)) > 0;
+      if (c->line < tail->startLine) before = before || sumOfMain;
+      const double times = static_cast<double>(evaluated) + world * static_cast<double>(out.tail);
+      if (c->line > tail->endLine &&
+          std::count(c->values.begin(), c->values.end(), times) > 0)
+        out.summedAfter = times;
+    }
+    out.reducedBefore = out.reducedBefore && before;
+  }
+  return out;
+}
+
 // An evaluation pass scores every sample: samples no rank evaluated (DistributedSampler's
 // drop_last cutting N to a multiple of W) are left out of the metric. Reported under coverage.
 void checkEvaluatedOnce(DataFindings& findings, std::int64_t loader, std::int64_t k,
@@ -41,6 +102,40 @@ void checkEvaluatedOnce(DataFindings& findings, std::int64_t loader, std::int64_
   for (const auto& shard : consumed.ranks) distinct.insert(shard.begin(), shard.end());
   const auto missing = consumed.datasetSize - static_cast<std::int64_t>(distinct.size());
   if (missing <= 0) return;
+  std::set<Index> notEvaluated;
+  for (Index i = 0; i < consumed.datasetSize; ++i) {
+    if (!distinct.count(i)) notEvaluated.insert(i);
+  }
+  std::int64_t evaluated = 0;
+  for (const auto& shard : consumed.ranks) evaluated += static_cast<std::int64_t>(shard.size());
+  if (const auto tail = tailEvaluated(ranks, notEvaluated, evaluated)) {
+    const std::string where = fmt::format(
+        "its evaluation leaves out {} samples, which every rank then evaluates in {}", tail->tail,
+        describeLoader(*ranks[0].trace, tail->loader));
+    if (tail->summedAfter) {
+      Violation v;
+      v.property = std::string(property::kNoDuplicates);
+      v.epoch = k;
+      v.detail = fmt::format("{}: {}, and an all_reduce after that summed {}: {} + {} x {}",
+                             describeLoader(*ranks[0].trace, loader), where, *tail->summedAfter,
+                             evaluated, ranks.size(), tail->tail);
+      explain(v, {fmt::format("the metric is reduced over the ranks after the tail that every "
+                              "rank evaluated, so each of the {} tail samples is counted {} times",
+                              tail->tail, ranks.size()),
+                  "reduce the metric over the ranks before evaluating the tail on every rank "
+                  "(as pytorch/examples' ImageNet validate() does), or evaluate the tail on one "
+                  "rank"});
+      findings.record(loader, v, "evaluated");
+    } else {
+      findings.notApplicable(loader, fmt::format(
+          "{}{}: each sample counted once", where,
+          tail->reducedBefore
+              ? fmt::format(" after the metric was reduced over the ranks (a sum of {} between "
+                            "them)", evaluated)
+              : ""));
+    }
+    return;
+  }
   std::vector<Index> never;
   for (Index i = 0; i < consumed.datasetSize && never.size() < 8; ++i) {
     if (!distinct.count(i)) never.push_back(i);
@@ -182,9 +277,43 @@ void checkGatheredThenSummed(DataFindings& findings, std::int64_t loader, std::i
   findings.record(loader, v);
 }
 
+// The samples of [0, n) no rank consumed in `ranks`' pass, or nothing when some rank's are unknown.
+std::optional<std::set<Index>> leftOut(const std::vector<RankPass>& ranks, std::int64_t n) {
+  std::set<Index> seen;
+  for (const auto& rp : ranks) {
+    if (!rp.consumed) return std::nullopt;
+    seen.insert(rp.consumed->begin(), rp.consumed->end());
+  }
+  std::set<Index> out;
+  for (Index i = 0; i < n; ++i) {
+    if (!seen.count(i)) out.insert(i);
+  }
+  return out;
+}
+
+// Whether the ranks' pass is the tail of an earlier evaluation on every rank (NOTE [A tail
+// evaluated on every rank]): exactly the samples that evaluation left out, judged with it.
+bool isTailOfAnEvaluation(DataFindings& findings, const std::vector<RankPass>& ranks) {
+  const RankTrace& t = *ranks[0].trace;
+  const PassRecord& p = *ranks[0].pass;
+  const LoaderRecord& l = t.loaders.at(p.loader);
+  if (!l.subsetIndices || l.subsetIndices->empty()) return false;
+  const std::set<Index> tail(l.subsetIndices->begin(), l.subsetIndices->end());
+  for (const auto& main : t.passes) {
+    if (main.loader == p.loader || main.endLine > p.startLine || !isEvaluation(main) ||
+        main.datasetLen != l.subsetOf || tailPassOn(t, main, tail) != &p)
+      continue;
+    const auto mains = passAcrossRanks(findings.trace(), main.loader, main.iter, findings.orders());
+    if (mains.size() != ranks.size()) continue;
+    if (leftOut(mains, main.datasetLen) == std::optional<std::set<Index>>(tail)) return true;
+  }
+  return false;
+}
+
 // no-duplicates of what the ranks evaluated, over one dataset of `n` samples.
 void checkCountedOnce(DataFindings& findings, std::int64_t loader, std::int64_t k, std::int64_t n,
                       const std::vector<RankPass>& ranks, const Partition& consumed) {
+  if (isTailOfAnEvaluation(findings, ranks)) return;  // judged with the evaluation it completes
   auto v = checkNoDuplicates(consumed);
   if (!v) {
     checkGatheredThenSummed(findings, loader, k, ranks, consumed);
