@@ -868,6 +868,20 @@ TEST(AuditPattern, ATailEvaluatedOnEveryRankCountsOnceWhenReducedFirst) {
   EXPECT_TRUE(has(twin.report.dump(), "after the metric was reduced over the ranks")) << shown(twin);
 }
 
+TEST(AuditPattern, ABatchSamplerLongerThanItsLenIsCoverageUnderALenLoop) {
+  // NOTE [A batch sampler longer than its __len__]: flushed groups past len(loader) steps.
+  const auto a = launchAudited(4, python("grouped_batch_sampler_len.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "coverage");
+  EXPECT_TRUE(has(text(v, "detail"), "every rank's pass was left after len(loader) = 16 batches"))
+      << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "yields more batches than its __len__ counts"))
+      << shown(a);
+  const auto twin = launchAudited(4, python("grouped_batch_sampler_len.py", {"--merge-leftovers"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, AMiscountedStepsPerEpochIsCoverageWithItsArithmetic) {
   // NOTE [A miscounted batch budget]: whole accumulation windows only (8 // 3 = 2 of 3 batches).
   const auto a = launchAudited(4, python("steps_per_epoch_miscounted.py"));

@@ -228,6 +228,61 @@ bool batchSamplerStopsShort(DataFindings& findings, std::int64_t loader, std::in
   return true;
 }
 
+// NOTE [A batch sampler longer than its __len__] (docs/audit.md): a batch_sampler of the program's
+// own whose every pass was left after len(loader) batches (a loop of len(loader) steps, as
+// torchvision's detection reference and Lightning run) before its StopIteration, while the
+// batches handed out, a short one among them, held only part of its sampler's shard: it yields
+// more batches than its __len__ counts (groups flushed last), and the loop never reaches them.
+bool batchSamplerLongerThanItsLen(DataFindings& findings, std::int64_t loader, std::int64_t k,
+                                  const std::vector<RankPass>& ranks) {
+  const LoaderRecord& l = ranks[0].trace->loaders.at(loader);
+  if (l.torchBatching || !allKnown(ranks, true) || !allKnown(ranks, false)) return false;
+  for (const auto& rp : ranks) {
+    const PassRecord& p = *rp.pass;
+    if (!p.leftAtItsLength || !p.declaredBatches || !trainsOnBatches(p) ||
+        static_cast<std::int64_t>(p.batches.size()) != *p.declaredBatches) {
+      return false;
+    }
+    // A short batch among those handed out: the sampler flushes partial batches rather than
+    // dropping a remainder by design, so the samples it had not yet yielded were still to come.
+    if (l.batchSize <= 0 || std::none_of(p.batches.begin(), p.batches.end(), [&](const BatchRecord& b) {
+          return b.size < l.batchSize;
+        }))
+      return false;
+  }
+  const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+  Expectations e;
+  e.dropLast = ranks[0].pass->dropLast.value_or(s && s->dropLast.value_or(false));
+  const Partition consumed = partitionOf(ranks, ranks[0].pass->datasetLen, k, true);
+  const Partition drawn = partitionOf(ranks, ranks[0].pass->datasetLen, k, false);
+  if (!checkCoverage(consumed, e) || checkCoverage(drawn, e)) return false;  // the sampler's own
+  std::vector<std::string> held;
+  for (const auto& rp : ranks) {
+    held.push_back(fmt::format("rank {}: {} of {}", rp.trace->rank, rp.consumed->size(),
+                               rp.order->size()));
+  }
+  const std::int64_t seen = distinctIndices(consumed);
+  sampler::Violation v;
+  v.property = std::string(property::kCoverage);
+  v.epoch = k;
+  v.detail = fmt::format(
+      "{}: every rank's pass was left after len(loader) = {} batches, before the batch sampler "
+      "ran out, and those batches held only part of the samples its sampler gave the rank ({}): "
+      "{} of its {} samples were not trained in this epoch",
+      describeLoader(*ranks[0].trace, loader), *ranks[0].pass->declaredBatches,
+      fmt::join(held, "; "), consumed.datasetSize - seen, consumed.datasetSize);
+  v.likelyCause =
+      "the loader's batch_sampler, a class of the program's own, yields more batches than its "
+      "__len__ counts (its partly filled groups flushed at the end, beyond len(sampler) // "
+      "batch_size), and a loop of len(loader) steps (for _ in range(len(loader)): next(it)) never "
+      "reaches them";
+  v.help = "make __len__ count every batch __iter__ yields (the flushed groups too), or iterate "
+           "the loader to its StopIteration";
+  findings.judged(property::kCoverage);
+  findings.record(loader, v, "batch-sampler");
+  return true;
+}
+
 // NOTE [Steps cut to the shortest rank] (docs/audit.md): the ranks' loaders hold different numbers
 // of batches (shards of other sizes: files split across ranks), and every rank's training pass
 // stopped at the shortest one's count (a step count agreed with all_reduce(MIN), zip with
@@ -277,6 +332,7 @@ bool cutToTheShortestRank(DataFindings& findings, std::int64_t loader, std::int6
 void checkConsumedInGroup(DataFindings& findings, std::int64_t loader, std::int64_t k,
                           const std::vector<RankPass>& ranks) {
   if (batchSamplerStopsShort(findings, loader, k, ranks)) return;
+  if (batchSamplerLongerThanItsLen(findings, loader, k, ranks)) return;
   if (cutToTheShortestRank(findings, loader, k, ranks)) return;
   const bool anyDropped = std::any_of(ranks.begin(), ranks.end(),
                                       [](const RankPass& rp) { return rp.dropped; });

@@ -17,6 +17,7 @@ void completeAtItsLength(PassRecord& p) {
   if (p.ended || !p.declaredBatches || *p.declaredBatches <= 0) return;
   if (static_cast<std::int64_t>(p.batches.size()) < *p.declaredBatches) return;
   p.ended = true;
+  p.leftAtItsLength = true;
   if (p.endLine == 0) p.endLine = p.batches.back().line + 1;
 }
 

@@ -133,7 +133,8 @@ struct PassRecord {
   std::optional<std::int64_t> declaredBatches;      ///< len(loader)
   std::map<std::int64_t, ParamsSnapshot> params;    ///< DDP module id -> state at the start
   std::vector<BatchRecord> batches;
-  bool ended = false;  ///< ran to StopIteration
+  bool ended = false;  ///< ran to StopIteration, or handed out len(loader) batches
+  bool leftAtItsLength = false;  ///< ended by handing out len(loader) batches, no StopIteration seen
   /// The global generators its recorded order's first draw advanced ("torch", "random",
   /// "numpy": `global_draw`): its randomness comes from them.
   std::vector<std::string> globalDraws;
