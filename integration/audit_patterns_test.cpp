@@ -882,6 +882,19 @@ TEST(AuditPattern, ABatchSamplerLongerThanItsLenIsCoverageUnderALenLoop) {
   EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
 }
 
+TEST(AuditPattern, LoadersMadeAnewEachEpochAfterTheSameSeedAreReshuffle) {
+  // NOTE [Loaders made anew each epoch]: a fairseq-style batch iterator whose epoch stays at 1.
+  const auto a = launchAudited(4, python("loader_per_epoch_reseeded.py"));
+  EXPECT_EQ(a.command.exitCode, 1) << shown(a);
+  ASSERT_EQ(a.report["violations"].size(), 1u) << shown(a);
+  const Json v = only(a, "reshuffle");
+  EXPECT_TRUE(has(text(v, "detail"), "made anew for its epoch as loader 0")) << shown(a);
+  EXPECT_TRUE(has(text(v, "detail"), "both drawn after np.random.seed(8)")) << shown(a);
+  EXPECT_TRUE(has(text(v, "likely_cause"), "the epoch never reaches the seed")) << shown(a);
+  const auto twin = launchAudited(4, python("loader_per_epoch_reseeded.py", {"--pass-epoch"}));
+  EXPECT_EQ(twin.command.exitCode, 0) << shown(twin);
+}
+
 TEST(AuditPattern, AMiscountedStepsPerEpochIsCoverageWithItsArithmetic) {
   // NOTE [A miscounted batch budget]: whole accumulation windows only (8 // 3 = 2 of 3 batches).
   const auto a = launchAudited(4, python("steps_per_epoch_miscounted.py"));

@@ -156,6 +156,7 @@ void checkData(const Trace& trace, std::vector<Violation>& out, std::vector<std:
     checkLoader(findings, loader);
     checkAcrossEpochs(findings, loader);
   }
+  checkRemadeLoaders(findings);
   findings.appendTo(out);
 }
 

@@ -129,6 +129,11 @@ void checkDrawsDiffer(DataFindings& findings, std::int64_t loader, std::int64_t 
 
 /// reshuffle between two consecutive training passes, `before` and `after`, whose partitions are
 /// healthy.
+/// NOTE [Loaders made anew each epoch] (docs/audit.md): training loaders over the same samples,
+/// one made for each epoch and iterated once, that give every rank the same shuffled order after
+/// the same seeds: reshuffle, recorded on the later loader.
+void checkRemadeLoaders(DataFindings& findings);
+
 void checkNewOrder(DataFindings& findings, std::int64_t loader, const std::vector<RankPass>& before,
                    const std::vector<RankPass>& after);
 

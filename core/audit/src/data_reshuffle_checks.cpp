@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "data_checks.h"
 
@@ -293,6 +294,84 @@ RepeatedOrder fromSamplerEpochs(const SamplerRecord* s, const std::vector<RankPa
 }
 
 }  // namespace
+
+namespace {
+
+// The training passes of `t` over loaders iterated exactly once, in the order they began.
+std::vector<const PassRecord*> loadersTrainedOnce(const RankTrace& t) {
+  std::map<std::int64_t, std::vector<const PassRecord*>> byLoader;
+  for (const auto& p : t.passes) byLoader[p.loader].push_back(&p);
+  std::vector<const PassRecord*> out;
+  for (const auto& [loader, passes] : byLoader) {
+    if (passes.size() == 1 && passes[0]->ended && trainsOnBatches(*passes[0]) &&
+        !isEvaluation(*passes[0]))
+      out.push_back(passes[0]);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const PassRecord* a, const PassRecord* b) { return a->startLine < b->startLine; });
+  return out;
+}
+
+// A global generator seeded with the same value before both passes began, by two calls, the
+// later one after the first pass ended: the later loader was made after the same seed.
+const SeedCall* reseededAlike(const RankTrace& t, const PassRecord& a, const PassRecord& b) {
+  for (const char* g : {"numpy", "torch", "random"}) {
+    const SeedCall* first = lastSeedBefore(t, g, a.startLine);
+    const SeedCall* second = lastSeedBefore(t, g, b.startLine);
+    if (first && second && first != second && second->line > a.endLine && first->value &&
+        first->value == second->value)
+      return second;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void checkRemadeLoaders(DataFindings& findings) {
+  const RankTrace* t = firstTraced(findings.trace());
+  if (!t) return;
+  const std::vector<const PassRecord*> once = loadersTrainedOnce(*t);
+  for (std::size_t k = 1; k < once.size(); ++k) {
+    const PassRecord& a = *once[k - 1];
+    const PassRecord& b = *once[k];
+    const LoaderRecord& la = t->loaders.at(a.loader);
+    const LoaderRecord& lb = t->loaders.at(b.loader);
+    if (la.datasetLen != lb.datasetLen || datasetIdentity(la) != datasetIdentity(lb) ||
+        findings.anyFor(b.loader))
+      continue;
+    const auto before = passAcrossRanks(findings.trace(), a.loader, 0, findings.orders());
+    const auto after = passAcrossRanks(findings.trace(), b.loader, 0, findings.orders());
+    if (before.empty() || before.size() != after.size() || !allKnown(before, true) ||
+        !allKnown(after, true) || !shuffledOrder(before))
+      continue;
+    bool same = true;
+    for (std::size_t r = 0; r < before.size() && same; ++r) {
+      same = *before[r].consumed == *after[r].consumed;
+    }
+    const SeedCall* seed = same ? reseededAlike(*t, a, b) : nullptr;
+    if (!seed) continue;
+    findings.judged(property::kReshuffle);
+    const auto [what, call] = globalGenerator(seed->generator);
+    sampler::Violation v;
+    v.property = std::string(property::kReshuffle);
+    v.epoch = 1;
+    v.detail = fmt::format(
+        "{}, made anew for its epoch as {} was before it, gave every rank the same samples in "
+        "the same order ({} batches on rank {}), both drawn after {}({})",
+        describeLoader(*t, b.loader), describeLoader(*t, a.loader), b.batches.size(), t->rank,
+        call, *seed->value);
+    v.likelyCause = fmt::format(
+        "{}({}){} runs with the same value before every epoch's loader is made, and the order is "
+        "drawn from {} after it: the epoch never reaches the seed (an epoch argument left at its "
+        "default where the loader or its batches are built), so every epoch draws epoch 0's "
+        "order again",
+        call, *seed->value, seed->at.empty() ? "" : fmt::format(" ({})", seed->at), what);
+    v.help = "pass the epoch to what builds each epoch's loader and seed with seed + epoch, or "
+             "build the loader once and give its sampler set_epoch(epoch)";
+    findings.record(b.loader, v, "remade");
+    return;  // the first repeat says it; the later ones are the same
+  }
+}
 
 void checkNewOrder(DataFindings& findings, std::int64_t loader, const std::vector<RankPass>& before,
                    const std::vector<RankPass>& after) {
