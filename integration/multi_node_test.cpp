@@ -298,6 +298,25 @@ TEST(MultiNode, ShardFilesSplitByNodeThenByLocalRankPassAndAreJudgedPerNode) {
   EXPECT_EQ(bugOnOne.command.exitCode, 0) << shown(bugOnOne);
 }
 
+TEST(MultiNode, ALoaderOnlyNodeLeadersBuildIsMatchedAcrossRanksAndItsShardsRead) {
+  // NOTE [Loaders that only some ranks build]: the leaders' training loader and everyone's
+  // validation loader get different ids on the ranks until matched by the line that made them.
+  const auto two = auditNodes(2, 2, "node_leader_dispatch.py");
+  EXPECT_EQ(two.command.exitCode, 0) << shown(two);
+  bool said = false;
+  for (const auto& n : two.report["notes"]) {
+    said = said || has(n.get<std::string>(), "iterated on ranks 0, 2 only, whose samplers are all 2 "
+                                             "of its replicas");
+  }
+  EXPECT_TRUE(said) << shown(two);
+  const auto one = auditNodes(1, 4, "node_leader_dispatch.py");
+  EXPECT_EQ(one.command.exitCode, 0) << shown(one);
+  const auto bug = auditNodes(2, 2, "node_leader_dispatch.py", {"--same-node-rank"});
+  EXPECT_EQ(bug.command.exitCode, 1) << shown(bug);
+  const Json v = onlyViolation(bug, "coverage");
+  EXPECT_TRUE(has(v["likely_cause"].get<std::string>(), "ranks 0, 2 as replica 0")) << shown(bug);
+}
+
 // NOTE [Data of each node's own]: each node reads its own files under a sampler over the world.
 TEST(MultiNode, NodeFilesUnderAWorldSamplerAreNamedAsDataOfEachNodesOwn) {
   const auto bug = auditNodes(2, 2, "node_shard_files.py", {"--global-sampler"});

@@ -283,6 +283,28 @@ std::optional<SomeRanksOnly> someRanksOnly(const Trace& trace, std::int64_t load
   return out;
 }
 
+// NOTE [Loaders that only some ranks build] (docs/trace-format.md): the ranks that iterate the
+// loader hold its sampler's every replica (num_replicas of them, ranks 0 .. num_replicas - 1)
+// and together drew every sample: the shards are all read, by a loader built per group of ranks.
+bool readersHoldEveryShard(DataFindings& findings, std::int64_t loader, std::int64_t iter,
+                           const SomeRanksOnly& some, const SamplerRecord& s) {
+  std::set<std::int64_t> replicas;
+  std::set<Index> seen;
+  for (const auto* t : some.with) {
+    const SamplerRecord* own = samplerOf(*t, loader);
+    if (!own || own->numReplicas != s.numReplicas || !own->rank) return false;
+    replicas.insert(*own->rank);
+    const PassRecord& p = *t->findPass(loader, iter);
+    const auto consumed = consumedIndices(*t, p, samplerOrder(*t, p, findings.orders()));
+    if (!consumed) return false;
+    seen.insert(consumed->begin(), consumed->end());
+  }
+  const std::int64_t n = some.with.front()->findPass(loader, iter)->datasetLen;
+  return static_cast<std::int64_t>(replicas.size()) == *s.numReplicas &&
+         replicas.size() == some.with.size() && *replicas.begin() == 0 &&
+         *replicas.rbegin() == *s.numReplicas - 1 && static_cast<std::int64_t>(seen.size()) == n;
+}
+
 // The coverage finding of a sharded loader whose shards only some ranks read.
 Violation unreadShards(DataFindings& findings, std::int64_t loader, std::int64_t iter,
                        const SomeRanksOnly& some, const std::vector<std::int64_t>& readers,
@@ -316,6 +338,26 @@ Violation unreadShards(DataFindings& findings, std::int64_t loader, std::int64_t
       *s.numReplicas, rankList(readers));
   v.help = "give that loop an unsharded loader (SequentialSampler), or evaluate on every rank and "
            "all_reduce the sums";
+  // As many readers as replicas, but some replica read twice: the readers' sampler ranks.
+  std::map<std::int64_t, std::vector<std::int64_t>> byReplica;
+  for (const auto* t : some.with) {
+    const SamplerRecord* own = samplerOf(*t, loader);
+    if (own && own->rank) byReplica[*own->rank].push_back(t->rank);
+  }
+  if (static_cast<std::int64_t>(readers.size()) == *s.numReplicas &&
+      static_cast<std::int64_t>(byReplica.size()) < *s.numReplicas) {
+    std::vector<std::string> parts;
+    for (const auto& [replica, ranks] : byReplica) {
+      parts.push_back(fmt::format("{} as replica {}", rankList(ranks), replica));
+    }
+    v.likelyCause = fmt::format(
+        "the {} ranks that build the loader (one per group of ranks: a node leader) are its {} "
+        "replicas, but they gave their samplers the same rank ({}): the replicas no one took are "
+        "never read",
+        readers.size(), *s.numReplicas, fmt::join(parts, "; "));
+    v.help = "give each reader its own replica: DistributedSampler(num_replicas=number of "
+             "groups, rank=the group's index, such as the node's rank)";
+  }
   return v;
 }
 
@@ -461,6 +503,16 @@ bool checkPassOnSomeRanks(DataFindings& findings, std::int64_t loader, std::int6
     return true;
   }
   findings.judged(property::kCoverage);
+  if (readersHoldEveryShard(findings, loader, iter, *some, *s)) {
+    if (iter == 0) {
+      findings.note(fmt::format(
+          "{}: iterated on {} only, whose samplers are all {} of its replicas "
+          "(num_replicas={}): one loader per group of ranks (a node leader that hands its "
+          "batches on), every shard read",
+          describeLoader(first, loader), rankList(readers), *s->numReplicas, *s->numReplicas));
+    }
+    return true;
+  }
   findings.record(loader, unreadShards(findings, loader, iter, *some, readers, *s));
   return true;
 }

@@ -12,6 +12,7 @@
 #include "ddph/trace/trace.h"
 #include "ddph/common/error.h"
 #include "ddph/trace/launch_record.h"
+#include "loader_ids.h"
 #include "trace_schema.h"
 
 namespace ddph::trace {
@@ -283,6 +284,7 @@ Trace readTrace(const fs::path& dir) {
   for (auto& t : read) trace.ranks[static_cast<std::size_t>(t.rank)] = std::move(t);
   markStoppedInDestroy(trace);
   markHungAtExit(trace);
+  alignLoaderIds(trace);
   return trace;
 }
 
@@ -369,6 +371,7 @@ std::vector<Trace> readRun(const std::vector<fs::path>& dirs) {
                here, programOf(job), programOf(t));
     jobs.push_back(std::move(t));
   }
+  for (auto& job : jobs) alignLoaderIds(job);  // nodes merged: their ranks' loaders together
   return jobs;
 }
 
