@@ -195,6 +195,31 @@ std::optional<Explanation> gradientsOfOtherParameters(
       "tensor for a gradient that is None), or wrap the model in DDP (find_unused_parameters=True)"};
 }
 
+// Every rank in the same call of the program's own, with the same tensor, naming roots that differ:
+// a root each rank took from its own position (its node's leader) on a group that spans them all.
+std::optional<Explanation> rootsOfTheirOwn(
+    const std::map<std::int64_t, std::vector<const CollectiveRecord*>>& lists,
+    const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& sides, std::size_t s) {
+  const CollectiveRecord& first = *lists.at(sides.front().second.front())[s];
+  if (first.src != "user" || first.at.empty() || first.root < 0) return std::nullopt;
+  std::vector<std::string> roots;
+  for (const auto& [sig, rs] : sides) {
+    const CollectiveRecord& c = *lists.at(rs.front())[s];
+    if (c.at != first.at || c.op != first.op || c.numel != first.numel || c.root < 0)
+      return std::nullopt;
+    roots.push_back(fmt::format("{} rank {}", rankList(rs), c.root));
+  }
+  return Explanation{
+      fmt::format("every rank called {} at {} with the same tensor but another root ({}): each "
+                  "rank took the root from its own place (its node's leader, its group's first "
+                  "rank), while the call is on {}, whose members must all name the same root",
+                  first.op, first.at, fmt::join(roots, "; "),
+                  first.group == "0" ? std::string("the default group") : "group " + first.group),
+      fmt::format("{} within each group of its own (group=new_group(the node's ranks), src=the "
+                  "leader), or from one root on the whole group",
+                  first.op)};
+}
+
 // Every rank in the same call of the program's own, with sizes that differ: a tensor each rank
 // shaped from its own data (a list of misclassified samples gathered, a per-rank count). The cause
 // then, naming the line and each rank's size.
@@ -320,6 +345,11 @@ std::optional<Violation> desync(const Trace& trace, const std::vector<std::int64
           rankList(few), own.op, own.at, through, describeCollective(first));
       v.help = "call the collective on every rank (move it out of the branch), or leave it out of "
                "the branch's work";
+      return v;
+    }
+    // Every rank in the same call of the program's own, naming another root.
+    if (auto rooted = rootsOfTheirOwn(lists, sides, s)) {
+      explain(v, std::move(*rooted));
       return v;
     }
     // Every rank in the same call of the program's own, the same op and dtype, sizes that differ:

@@ -15,6 +15,7 @@ std::string describeCollective(const CollectiveRecord& c) {
   std::string what = c.op;
   if (!c.dtype.empty()) what += fmt::format(" {}[{}]", c.dtype, c.numel);
   if (c.peer >= 0) what += fmt::format(" with rank {}", c.peer);
+  if (c.root >= 0) what += fmt::format(" rooted at rank {}", c.root);
   if (c.src == "ddp") {
     what += c.shadow ? fmt::format(" (DDP gradient bucket {}, Join's shadow of backward {})",
                                    c.bucket, c.backward)
@@ -40,8 +41,10 @@ std::string frameworkHint(const RankTrace& t, std::string_view lightning) {
 
 // Pickled objects (all_gather_object, …) differ in size legitimately: their op must agree.
 std::string collectiveSignature(const CollectiveRecord& c) {
-  if (c.op.find("object") != std::string::npos) return c.op;
-  return fmt::format("{} {}[{}]", c.op, c.dtype, c.numel);
+  // A rooted call's root is part of it: torch requires every member to name the same one.
+  const std::string root = c.root >= 0 ? fmt::format(" root {}", c.root) : "";
+  if (c.op.find("object") != std::string::npos) return c.op + root;
+  return fmt::format("{} {}[{}]{}", c.op, c.dtype, c.numel, root);
 }
 
 std::string collectiveNumber(const CollectiveRecord& c) {

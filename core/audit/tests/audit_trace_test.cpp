@@ -53,6 +53,7 @@ struct RunSpec {
   std::int64_t takeBatches = -1;  ///< each pass is left after this many batches (break)
   bool evalPadded = false;   ///< an evaluation pass over N = 10 with DistributedSampler
   int desyncRank = -1;       ///< its user all_reduce in epoch 0 has another size
+  int rootGroups = 0;        ///< after epoch 0 every rank broadcasts from its group's first rank
   int hungAtExitRank = -1;   ///< destroys its process group, then hangs before its end line
   bool ddpAliveAtDestroy = true;  ///< ... with its DDP module still alive then
   int attempt = 0;           ///< torchrun's restarts before this run (header "attempt")
@@ -174,6 +175,14 @@ void writeRank(const std::string& dir, const RunSpec& s, int rank) {
     }
     if (take == batches) w.emit({{"ev", "epoch_end"}, {"loader", 0}, {"iter", iter}, {"batches", batches}});
     if (s.stepOptimizer) ++version;
+    if (epoch == 0 && s.rootGroups > 0) {  // dist.broadcast(stats, src=leader), default group
+      const std::int64_t collSeq = w.nextSeq();
+      const int size = s.world / s.rootGroups;
+      w.emit({{"ev", "coll"}, {"group", "0"}, {"seq", collSeq}, {"op", "broadcast"},
+              {"dtype", "float32"}, {"numel", 32}, {"src", "user"},
+              {"at", "train.py:58 in main"}, {"root", rank / size * size}});
+      w.emit({{"ev", "coll_done"}, {"group", "0"}, {"seq", collSeq}});
+    }
     if (epoch == 0 && s.desyncRank >= 0) {
       const std::int64_t collSeq = w.nextSeq();
       w.emit({{"ev", "coll"}, {"group", "0"}, {"seq", collSeq}, {"op", "all_reduce"},
@@ -419,6 +428,24 @@ TEST(AuditTrace, DesynchronisedCollectiveNamesBothSides) {
   EXPECT_TRUE(has(v.detail, "collective #3 on the default group differs")) << v.detail;
   EXPECT_TRUE(has(v.detail, "ranks 0, 1, 3 all_reduce int64[1]")) << v.detail;
   EXPECT_TRUE(has(v.detail, "rank 2 all_reduce int64[2]")) << v.detail;
+}
+
+TEST(AuditTrace, ABroadcastWhoseRanksNameOtherRootsIsACollectiveMismatch) {
+  // Each node's leader as the root of one broadcast on the default group.
+  RunSpec s;
+  s.rootGroups = 2;
+  const auto r = auditRun(s);
+  const Violation& v = only(r, property::kCollectiveMismatch);
+  EXPECT_TRUE(has(v.detail, "ranks 0, 1 broadcast float32[32] rooted at rank 0")) << v.detail;
+  EXPECT_TRUE(has(v.detail, "ranks 2, 3 broadcast float32[32] rooted at rank 2")) << v.detail;
+  const std::string cause = likelyCauseOf(v);
+  EXPECT_TRUE(has(cause, "with the same tensor but another root (ranks 0, 1 rank 0; ranks 2, 3 "
+                         "rank 2)"))
+      << cause;
+  // One root on every rank: the same call.
+  RunSpec one;
+  one.rootGroups = 1;
+  EXPECT_TRUE(auditRun(one).violations.empty());
 }
 
 TEST(AuditTrace, KilledRankIsARankFailureAndItsCutLineIsTolerated) {

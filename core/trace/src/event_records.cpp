@@ -170,6 +170,7 @@ CollectiveRecord collectiveRecord(const json& e) {
   c.at = optionalField<std::string>(e, f::kAt).value_or("");
   c.via = optionalField<std::string>(e, f::kVia).value_or("");
   c.peer = optionalField<std::int64_t>(e, f::kPeer).value_or(-1);
+  c.root = optionalField<std::int64_t>(e, f::kRoot).value_or(-1);
   DDPH_CHECK(c.backward >= -1 && c.backward < std::numeric_limits<std::int64_t>::max(),
              "\"backward\" {} is not a count", c.backward);
   return c;

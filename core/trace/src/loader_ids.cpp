@@ -3,23 +3,20 @@
 
 #include <map>
 #include <string>
-#include <tuple>
+#include <utility>
 
 namespace ddph::trace {
 
 namespace {
 
-// What names a loader across ranks: the line that made it, its dataset and length, and its place
-// among the rank's loaders made at that line.
-using LoaderKey = std::tuple<std::string, std::string, std::int64_t, int>;
+// What names a loader across ranks: the line that made it and its place among the rank's loaders
+// made at that line (not its dataset: ranks may hold shards of other lengths).
+using LoaderKey = std::pair<std::string, int>;
 
 std::map<std::int64_t, LoaderKey> keysOf(const RankTrace& t) {
   std::map<std::int64_t, LoaderKey> keys;
-  std::map<std::tuple<std::string, std::string, std::int64_t>, int> seen;
-  for (const auto& [id, l] : t.loaders) {
-    const int n = seen[{l.builtAt, l.dataset, l.datasetLen}]++;
-    keys[id] = {l.builtAt, l.dataset, l.datasetLen, n};
-  }
+  std::map<std::string, int> seen;
+  for (const auto& [id, l] : t.loaders) keys[id] = {l.builtAt, seen[l.builtAt]++};
   return keys;
 }
 
@@ -30,7 +27,7 @@ bool idsDisagree(const Trace& trace) {
   for (const auto& t : trace.ranks) {
     if (!t) continue;
     for (const auto& [id, key] : keysOf(*t)) {
-      if (std::get<0>(key).empty()) return false;
+      if (key.first.empty()) return false;
       const auto [it, fresh] = first.emplace(id, key);
       if (!fresh && it->second != key) return true;
     }

@@ -9,7 +9,7 @@ namespace ddph::trace {
 /// loaders as it first iterates them, so a loader that only some ranks build (a node leader's
 /// loader that broadcasts its batches) shifts the others' ids. Where one id names loaders made at
 /// different lines on different ranks, every rank's loaders are renumbered by the line that made
-/// them (with the dataset, its length and their order among loaders made there): the same loader
+/// them (and their order among the rank's loaders made there): the same loader
 /// then has the same id everywhere, and one that only some ranks built an id of its own.
 void alignLoaderIds(Trace& trace);
 

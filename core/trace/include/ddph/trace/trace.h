@@ -152,6 +152,8 @@ struct CollectiveRecord {
   std::int64_t numel = 0;
   std::string src;  ///< "ddp" or "user"
   std::int64_t ddp = -1, bucket = -1, backward = -1, peer = -1;
+  /// broadcast, reduce, gather, scatter and their *_object forms: the root rank, or -1.
+  std::int64_t root = -1;
   /// A DDP bucket allreduce of zeros by a rank that ran out of inputs under torch's Join,
   /// shadowing the others' backward ("shadow").
   bool shadow = false;
