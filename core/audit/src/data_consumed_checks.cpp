@@ -183,6 +183,20 @@ bool leftOutByDesign(DataFindings& findings, std::int64_t loader, std::int64_t k
   return false;
 }
 
+// What the ranks consumed of a pass of a batch sampler of the program's own, as a partition, when
+// it misses samples its sampler's orders hold (the sampler's own split is whole): the batch
+// sampler, not the sampler, left them out. Nothing otherwise.
+std::optional<Partition> consumedShortOfItsSampler(std::int64_t loader, std::int64_t k,
+                                                   const std::vector<RankPass>& ranks) {
+  const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
+  Expectations e;
+  e.dropLast = ranks[0].pass->dropLast.value_or(s && s->dropLast.value_or(false));
+  Partition consumed = partitionOf(ranks, ranks[0].pass->datasetLen, k, true);
+  const Partition drawn = partitionOf(ranks, ranks[0].pass->datasetLen, k, false);
+  if (!checkCoverage(consumed, e) || checkCoverage(drawn, e)) return std::nullopt;
+  return consumed;
+}
+
 // NOTE [A batch sampler that stops short] (docs/audit.md): a batch_sampler of the program's own
 // whose passes end (StopIteration) with fewer batches than len(loader), its __len__, promises on
 // every rank, leaving samples of its sampler's order undrawn, some of which no epoch trained: an
@@ -198,15 +212,11 @@ bool batchSamplerStopsShort(DataFindings& findings, std::int64_t loader, std::in
       return false;
     }
   }
-  const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
-  Expectations e;
-  e.dropLast = ranks[0].pass->dropLast.value_or(s && s->dropLast.value_or(false));
-  const Partition consumed = partitionOf(ranks, ranks[0].pass->datasetLen, k, true);
-  const Partition drawn = partitionOf(ranks, ranks[0].pass->datasetLen, k, false);
-  if (!checkCoverage(consumed, e) || checkCoverage(drawn, e)) return false;  // the sampler's own
+  const auto consumed = consumedShortOfItsSampler(loader, k, ranks);
+  if (!consumed) return false;
   const auto never = findings.neverTrained(loader, ranks);
   if (!never || never->first == 0) return false;
-  const std::int64_t seen = distinctIndices(consumed);
+  const std::int64_t seen = distinctIndices(*consumed);
   sampler::Violation v;
   v.property = std::string(property::kCoverage);
   v.epoch = k;
@@ -215,7 +225,7 @@ bool batchSamplerStopsShort(DataFindings& findings, std::int64_t loader, std::in
       "of its {} samples were drawn in this epoch, and {} samples were never trained in the whole "
       "run",
       describeLoader(*ranks[0].trace, loader), fmt::join(batchesUsed(ranks), "; "), seen,
-      consumed.datasetSize, never->first);
+      consumed->datasetSize, never->first);
   v.likelyCause =
       "the loader's batch_sampler, a class of the program's own, stops before its own __len__: its "
       "__iter__ never yields the last batch of the indices its sampler hands it (an off-by-one "
@@ -250,18 +260,14 @@ bool batchSamplerLongerThanItsLen(DataFindings& findings, std::int64_t loader, s
         }))
       return false;
   }
-  const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
-  Expectations e;
-  e.dropLast = ranks[0].pass->dropLast.value_or(s && s->dropLast.value_or(false));
-  const Partition consumed = partitionOf(ranks, ranks[0].pass->datasetLen, k, true);
-  const Partition drawn = partitionOf(ranks, ranks[0].pass->datasetLen, k, false);
-  if (!checkCoverage(consumed, e) || checkCoverage(drawn, e)) return false;  // the sampler's own
+  const auto consumed = consumedShortOfItsSampler(loader, k, ranks);
+  if (!consumed) return false;
   std::vector<std::string> held;
   for (const auto& rp : ranks) {
     held.push_back(fmt::format("rank {}: {} of {}", rp.trace->rank, rp.consumed->size(),
                                rp.order->size()));
   }
-  const std::int64_t seen = distinctIndices(consumed);
+  const std::int64_t seen = distinctIndices(*consumed);
   sampler::Violation v;
   v.property = std::string(property::kCoverage);
   v.epoch = k;
@@ -270,7 +276,7 @@ bool batchSamplerLongerThanItsLen(DataFindings& findings, std::int64_t loader, s
       "ran out, and those batches held only part of the samples its sampler gave the rank ({}): "
       "{} of its {} samples were not trained in this epoch",
       describeLoader(*ranks[0].trace, loader), *ranks[0].pass->declaredBatches,
-      fmt::join(held, "; "), consumed.datasetSize - seen, consumed.datasetSize);
+      fmt::join(held, "; "), consumed->datasetSize - seen, consumed->datasetSize);
   v.likelyCause =
       "the loader's batch_sampler, a class of the program's own, yields more batches than its "
       "__len__ counts (its partly filled groups flushed at the end, beyond len(sampler) // "

@@ -92,6 +92,21 @@ void setPeeksAside(RankTrace& t, const std::vector<std::int64_t>& forwardLines) 
   }
 }
 
+// NOTE [A sampler over another sampler's draws] (docs/trace-format.md): a sampler whose own
+// dataset is another sampler's list of draws (catalyst's and Lightning's DistributedSamplerWrapper)
+// yields indices of the loader's dataset, past its own length: the pass indexes the loader's.
+void indexTheLoadersDataset(RankTrace& t, PassRecord& p) {
+  const auto l = t.loaders.find(p.loader);
+  if (l == t.loaders.end() || l->second.datasetLen <= p.datasetLen) return;
+  sampler::Index most = -1;
+  for (const auto& b : p.batches) {
+    if (b.indices && !b.indices->empty()) {
+      most = std::max(most, *std::max_element(b.indices->begin(), b.indices->end()));
+    }
+  }
+  if (most >= p.datasetLen && most < l->second.datasetLen) p.datasetLen = l->second.datasetLen;
+}
+
 }  // namespace
 
 void settlePasses(RankTrace& t, const std::vector<std::int64_t>& forwardLines, std::int64_t lastLine) {
@@ -100,6 +115,7 @@ void settlePasses(RankTrace& t, const std::vector<std::int64_t>& forwardLines, s
   }
   for (auto& p : t.passes) {
     if (p.endLine == 0) p.endLine = lastLine + 1;
+    indexTheLoadersDataset(t, p);
   }
   setPeeksAside(t, forwardLines);
 }

@@ -10,8 +10,10 @@ namespace ddph::trace {
 
 /// Once every line of `t` is read (`lastLine` its last, `forwardLines` the lines of its DDP
 /// forwards, ascending): a pass that handed out len(loader) batches is complete, unless zip threw
-/// its last batch away; a pass never ended ends after the file; peeks and cut evaluations (a
-/// sanity check) leave the passes and the loader's later passes are renumbered.
+/// its last batch away; a pass never ended ends after the file; a pass whose sampler yielded
+/// indices past its own dataset's length, within the loader's, indexes the loader's dataset;
+/// peeks and cut evaluations (a sanity check) leave the passes and the loader's later passes are
+/// renumbered.
 void settlePasses(RankTrace& t, const std::vector<std::int64_t>& forwardLines, std::int64_t lastLine);
 
 }  // namespace ddph::trace
