@@ -156,6 +156,38 @@ bool resumedPastTheInterruption(DataFindings& findings, std::int64_t loader,
   return true;
 }
 
+// NOTE [A rank's share sharded again] (docs/audit.md): Lightning (use_distributed_sampler=True)
+// wrapped the loader's sampler in its DistributedSamplerWrapper, and that sampler held exactly the
+// rank's share (its length times the ranks is the dataset's): split again, each rank trains
+// 1 / W of its share. Its coverage finding, recorded.
+bool reshardedByLightning(DataFindings& findings, std::int64_t loader, std::int64_t k, std::int64_t n,
+                          const std::vector<RankPass>& ranks, const std::set<sampler::Index>& drawn,
+                          const Violation& coverage) {
+  const RankTrace& t = *ranks[0].trace;
+  const SamplerRecord* s = samplerOf(t, loader);
+  if (!s || !drivenByLightning(t) ||
+      s->className.find("DistributedSamplerWrapper") == std::string::npos || !s->numReplicas ||
+      s->datasetLen * *s->numReplicas != n || s->datasetLen <= 0)
+    return false;
+  const auto world = *s->numReplicas;
+  Violation v = coverage;
+  v.epoch = k;
+  v.detail = fmt::format(
+      "{}, {}: the sampler it wraps holds {} samples on each rank, the rank's own share ({} x {} "
+      "ranks = the {} samples), and the wrapper split it across the {} ranks again: each rank "
+      "trained {} of its {} samples, {} of {} were not trained in this epoch",
+      describeLoader(t, loader), samplerName(ranks[0]), s->datasetLen, s->datasetLen, world, n,
+      world, ranks[0].order ? ranks[0].order->size() : 0, s->datasetLen,
+      n - static_cast<std::int64_t>(drawn.size()), n);
+  explain(v, {"Lightning (use_distributed_sampler=True) wrapped the loader's sampler, already each "
+              "rank's own share of the data, in its DistributedSamplerWrapper, which shards it by "
+              "rank a second time",
+              "pass Trainer(use_distributed_sampler=False) when the sampler shards by rank itself, "
+              "or give the loader a sampler over the whole dataset and let Lightning shard it"});
+  findings.record(loader, v);
+  return true;
+}
+
 // A pass after the loader's first that skipped the head of every rank's DistributedSampler order:
 // the offset of a resumed epoch applied again. Its coverage finding, recorded.
 bool resumeOffsetRepeated(DataFindings& findings, std::int64_t loader, std::int64_t k,
@@ -201,6 +233,7 @@ bool subsetSampler(DataFindings& findings, std::int64_t loader, std::int64_t k, 
   }
   const auto left = n - static_cast<std::int64_t>(here->size());
   if (resumeOffsetRepeated(findings, loader, k, epochs.front(), ranks, coverage)) return true;
+  if (reshardedByLightning(findings, loader, k, n, ranks, *here, coverage)) return true;
   if (!sameEveryEpoch) {
     if (k == epochs.front()) {
       if (const auto skip = skippedHead(ranks, findings.orders())) {
