@@ -1,9 +1,12 @@
-"""Healthy: a length-bucketing batch sampler Lightning cannot re-instantiate, so
+"""A length-bucketing batch sampler Lightning cannot re-instantiate, so
 use_distributed_sampler=False; it shards its batches by rank itself (every world_size-th batch) and
-reshuffles with seed + epoch (Lightning calls its set_epoch).
+reshuffles with seed + epoch in its own set_epoch.
 
-Expected: PASSED (exit 0). Under plain torchrun each of the 3 epochs trained all 640 samples once, no
-sample on two ranks, a new order every epoch; parameters equal on every rank.
+Expected: FAILED (exit 1), reshuffle. Its sharding is right (each of the 3 epochs trained all 640
+samples once, no sample on two ranks, parameters equal on every rank), but Lightning 2.1 calls
+set_epoch on loader.sampler and loader.batch_sampler.sampler only, never on the batch sampler
+itself: every epoch repeats epoch 0's order (a print in set_epoch never appears, under plain
+torchrun too). Written as healthy in an earlier round; corrected from that evidence.
 """
 import torch
 from torch import nn

@@ -210,17 +210,26 @@ std::optional<RepeatedOrder> setEpochNeverCalled(const SamplerRecord* s,
         "Trainer(reload_dataloaders_every_n_epochs=1)"};
   }
   if (s->takesEpoch && !l.torchBatching) {
+    const bool lightning = drivenByLightning(*before[0].trace);
     return RepeatedOrder{
         fmt::format("set_epoch is never called on {}, the loader's batch_sampler, whose class "
                     "defines set_epoch",
                     samplerName(before[0])),
-        fmt::format("{}.set_epoch is never called: with DataLoader(batch_sampler=…), "
-                    "loader.sampler is a SequentialSampler that has no set_epoch, so a loop that "
-                    "calls set_epoch on loader.sampler (or only where hasattr(loader.sampler, "
-                    "'set_epoch')) never reaches the batch sampler, and every epoch repeats epoch "
-                    "0's order",
-                    samplerClass(before[0])),
-        "call loader.batch_sampler.set_epoch(epoch) at the start of every epoch"};
+        lightning
+            ? fmt::format("{}.set_epoch is never called: Lightning calls set_epoch on "
+                          "loader.sampler and on loader.batch_sampler.sampler only, never on the "
+                          "batch sampler itself, so every epoch repeats epoch 0's order",
+                          samplerClass(before[0]))
+            : fmt::format("{}.set_epoch is never called: with DataLoader(batch_sampler=…), "
+                          "loader.sampler is a SequentialSampler that has no set_epoch, so a loop "
+                          "that calls set_epoch on loader.sampler (or only where "
+                          "hasattr(loader.sampler, 'set_epoch')) never reaches the batch sampler, "
+                          "and every epoch repeats epoch 0's order",
+                          samplerClass(before[0])),
+        lightning ? "call self.trainer.train_dataloader.batch_sampler.set_epoch(self.current_epoch) "
+                    "in on_train_epoch_start, or keep the epoch-aware sampler as the batch "
+                    "sampler's .sampler"
+                  : "call loader.batch_sampler.set_epoch(epoch) at the start of every epoch"};
   }
   return RepeatedOrder{
       fmt::format("set_epoch is never called on {}{}", samplerName(before[0]),
