@@ -52,6 +52,7 @@ struct RunSpec {
   int noTraceRank = -1;      ///< leaves no file
   std::int64_t takeBatches = -1;  ///< each pass is left after this many batches (break)
   bool evalPadded = false;   ///< an evaluation pass over N = 10 with DistributedSampler
+  bool evalSummed = true;    ///< ... after which the counts are summed with all_reduce (12)
   int desyncRank = -1;       ///< its user all_reduce in epoch 0 has another size
   int rootGroups = 0;        ///< after epoch 0 every rank broadcasts from its group's first rank
   int hungAtExitRank = -1;   ///< destroys its process group, then hangs before its end line
@@ -207,6 +208,12 @@ void writeRank(const std::string& dir, const RunSpec& s, int rank) {
     w.emit({{"ev", "batch"}, {"loader", 1}, {"iter", 0}, {"seq", 0},
             {"size", distributedNumSamples(10, s.world, false)}, {"grad", false}});
     w.emit({{"ev", "epoch_end"}, {"loader", 1}, {"iter", 0}, {"batches", 1}});
+    if (s.evalSummed) {  // dist.all_reduce(torch.tensor([correct, seen]))
+      const std::int64_t collSeq = w.nextSeq();
+      w.emit({{"ev", "coll"}, {"group", "0"}, {"seq", collSeq}, {"op", "all_reduce"},
+              {"dtype", "float32"}, {"numel", 2}, {"src", "user"}, {"at", "train.py:80 in main"}});
+      w.emit({{"ev", "coll_done"}, {"group", "0"}, {"seq", collSeq}, {"values", {7, 12}}});
+    }
   }
   if (rank == s.extraStepRank) {
     startPass(s.epochs, s.epochs);
@@ -684,6 +691,18 @@ TEST(AuditTrace, PaddedEvaluationCountsDuplicates) {
   const Violation& v = only(r, property::kNoDuplicates);
   EXPECT_TRUE(has(v.detail, "evaluated 12 samples for 10 distinct, 2 counted twice")) << v.detail;
   EXPECT_TRUE(has(v.likelyCause, "pads every rank")) << v.likelyCause;
+}
+
+TEST(AuditTrace, PaddedEvaluationWhoseResultsNoCollectiveCarriesIsANote) {
+  // NOTE [Results combined out of sight]: no reduction or gather after the pass.
+  RunSpec s;
+  s.evalPadded = true;
+  s.evalSummed = false;
+  const auto r = auditRun(s);
+  EXPECT_TRUE(r.violations.empty());
+  bool said = false;
+  for (const auto& n : r.notes) said = said || has(n, "no collective after it reduces or gathers");
+  EXPECT_TRUE(said);
 }
 
 TEST(AuditTrace, DivergedReplicaIsReplicaConsistency) {
