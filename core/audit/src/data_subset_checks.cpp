@@ -43,9 +43,11 @@ std::vector<std::int64_t> trainingEpochs(const RankTrace& t, std::int64_t loader
 const SamplerRecord* distributedBehind(const RankTrace& t, const SamplerRecord& s) {
   if (s.numReplicas) return &s;
   const SamplerRecord* held = nullptr;
-  for (const auto& [id, o] : t.samplers) {
+  for (const auto& entry : t.samplers) {
+    const std::int64_t id = entry.first;
+    const SamplerRecord& o = entry.second;
     const bool drawn = std::any_of(t.loaders.begin(), t.loaders.end(),
-                                   [&](const auto& l) { return l.second.sampler == id; });
+                                   [id](const auto& l) { return l.second.sampler == id; });
     if (id < s.id && o.order == OrderKind::kTorchDistributed && o.datasetLen == s.datasetLen &&
         !drawn)
       held = &o;
