@@ -136,10 +136,8 @@ void checkEvaluatedOnce(DataFindings& findings, std::int64_t loader, std::int64_
     }
     return;
   }
-  std::vector<Index> never;
-  for (Index i = 0; i < consumed.datasetSize && never.size() < 8; ++i) {
-    if (!distinct.count(i)) never.push_back(i);
-  }
+  const std::vector<Index> never(notEvaluated.begin(),
+                                 std::next(notEvaluated.begin(), std::min<std::size_t>(8, notEvaluated.size())));
   const SamplerRecord* s = samplerOf(*ranks[0].trace, loader);
   const bool cut = s && s->order == OrderKind::kTorchDistributed &&
                    ranks[0].pass->dropLast.value_or(s->dropLast.value_or(false));

@@ -305,6 +305,11 @@ std::set<double> sumsAfterPass(const std::vector<RankPass>& ranks) {
   return sums;
 }
 
+bool drawnByALoader(const RankTrace& t, std::int64_t id) {
+  return std::any_of(t.loaders.begin(), t.loaders.end(),
+                     [id](const auto& l) { return l.second.sampler == id; });
+}
+
 std::pair<std::string, std::string> globalGenerator(const std::string& name) {
   if (name == "random") return {"Python's global random generator (random.shuffle)", "random.seed"};
   if (name == "numpy") {

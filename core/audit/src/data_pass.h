@@ -47,6 +47,9 @@ std::vector<const CollectiveRecord*> userCollectivesAfterPass(const RankPass& rp
 /// loader's next one (or the end of the trace).
 std::set<double> sumsAfterPass(const std::vector<RankPass>& ranks);
 
+/// Whether some loader of `t` draws from sampler `id`.
+bool drawnByALoader(const RankTrace& t, std::int64_t id);
+
 /// "torch's global generator (torch.randperm without a generator of its own)" and the call that
 /// seeds it ("torch.manual_seed"), for a `global_draw` generator's name.
 std::pair<std::string, std::string> globalGenerator(const std::string& name);

@@ -28,12 +28,6 @@ const SetEpochCall* setEpochInside(const SamplerRecord& s, const PassRecord& p) 
   return nullptr;
 }
 
-// Whether some loader of `t` draws from sampler `id`.
-bool drawnByALoader(const RankTrace& t, std::int64_t id) {
-  return std::any_of(t.loaders.begin(), t.loaders.end(),
-                     [&](const auto& l) { return l.second.sampler == id; });
-}
-
 // A sampler whose set_epoch was called and that no loader draws from, or null.
 const SamplerRecord* unusedSamplerWithEpochs(const RankTrace& t) {
   for (const auto& [id, s] : t.samplers) {

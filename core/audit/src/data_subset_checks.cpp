@@ -46,10 +46,8 @@ const SamplerRecord* distributedBehind(const RankTrace& t, const SamplerRecord& 
   for (const auto& entry : t.samplers) {
     const std::int64_t id = entry.first;
     const SamplerRecord& o = entry.second;
-    const bool drawn = std::any_of(t.loaders.begin(), t.loaders.end(),
-                                   [id](const auto& l) { return l.second.sampler == id; });
     if (id < s.id && o.order == OrderKind::kTorchDistributed && o.datasetLen == s.datasetLen &&
-        !drawn)
+        !drawnByALoader(t, id))
       held = &o;
   }
   return held;
